@@ -1,0 +1,44 @@
+"""Validation of an agent's configuration, shared by admin forms, the API and the engine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from agents.llm.base import LLMConfigError
+from agents.llm.factory import check_model_config
+from hooks.catalog import HookDeclarationError, build_hooks
+
+
+def hooks_declaration(config: Any) -> Any:
+    hooks = (config or {}).get("hooks", {}) if isinstance(config, dict) else {}
+    if not isinstance(hooks, dict):
+        raise HookDeclarationError('"hooks" must be an object with "class_hooks"')
+    return hooks.get("class_hooks", [])
+
+
+def check_agent_config(agent: Any) -> None:
+    """Raise ``ValidationError`` naming the field when the agent could not run."""
+    errors: dict[str, list[str]] = {}
+    try:
+        check_model_config(agent.model_config_json)
+    except LLMConfigError as exc:
+        errors.setdefault("model_config_json", []).append(str(exc))
+    try:
+        build_hooks(hooks_declaration(agent.model_config_json))
+    except HookDeclarationError as exc:
+        errors.setdefault("model_config_json", []).append(f"hooks: {exc}")
+    from agents.tools.builtins import BUILTIN_TOOLS
+
+    builtin = agent.builtin_tools or []
+    if not isinstance(builtin, list) or not all(isinstance(name, str) for name in builtin):
+        errors.setdefault("builtin_tools", []).append("must be a list of tool names")
+    else:
+        unknown = sorted(set(builtin) - set(BUILTIN_TOOLS))
+        if unknown:
+            errors.setdefault("builtin_tools", []).append(
+                f"unknown built-in tools {unknown} (known: {', '.join(sorted(BUILTIN_TOOLS))})"
+            )
+    if errors:
+        raise ValidationError(errors)

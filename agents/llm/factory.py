@@ -1,0 +1,37 @@
+"""Choosing the provider an agent's ``model_config_json`` asks for."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agents.llm.base import LLMConfigError, LLMProvider
+
+PROVIDERS = ("scripted", "openai")
+
+
+def check_model_config(config: Any) -> None:
+    """Raise :class:`LLMConfigError` unless the provider part of ``config`` is usable."""
+    if not isinstance(config, dict):
+        raise LLMConfigError("model_config_json must be an object")
+    provider = config.get("provider", "scripted")
+    if provider not in PROVIDERS:
+        raise LLMConfigError(f"unknown provider {provider!r} (known: {', '.join(PROVIDERS)})")
+    if provider == "scripted":
+        from agents.llm.scripted import check_script
+
+        check_script(config.get("script"))
+    elif not isinstance(config.get("model"), str) or not config["model"]:
+        raise LLMConfigError('the openai provider needs "model"')
+    if not isinstance(config.get("params", {}), dict):
+        raise LLMConfigError("params must be an object")
+
+
+def provider_for(config: dict[str, Any]) -> LLMProvider:
+    check_model_config(config)
+    if config.get("provider", "scripted") == "scripted":
+        from agents.llm.scripted import ScriptedProvider
+
+        return ScriptedProvider(config["script"])
+    from agents.llm.openai_compat import OpenAICompatibleProvider
+
+    return OpenAICompatibleProvider.from_config(config)

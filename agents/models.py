@@ -1,0 +1,292 @@
+"""Organisations, agents, connectors and their actions, conversations, runs and their trace."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from fimone.fields import EncryptedJSONField
+
+SLUG_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def validate_tool_slug(value: str) -> None:
+    """Connector slugs and action names build tool names ``<connector>__<action>``."""
+    if not SLUG_RE.match(value) or "__" in value:
+        raise ValidationError(
+            "use lower-case letters, digits and single underscores, starting with a letter (max 40)"
+        )
+
+
+class Organization(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    read_only = models.BooleanField(
+        default=False, help_text="When set, agents of this organisation may not run write actions."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Role(models.TextChoices):
+    MEMBER = "member", "Member"
+    OPERATOR = "operator", "Operator"
+    APPROVER = "approver", "Approver"
+    AUDITOR = "auditor", "Auditor"
+    ADMIN = "admin", "Admin"
+
+
+class Membership(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "user", "role"], name="membership_unique_role")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} — {self.role} of {self.organization}"
+
+
+class Connector(models.Model):
+    class Kind(models.TextChoices):
+        HTTP = "http", "HTTP service"
+        DATABASE = "database", "Database"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="connectors")
+    slug = models.CharField(max_length=40, validators=[validate_tool_slug], help_text="Tool name prefix.")
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.HTTP)
+    base_url = models.URLField(blank=True, help_text="HTTP connectors: the service's base URL.")
+    secrets = EncryptedJSONField(
+        null=True,
+        blank=True,
+        help_text="Encrypted at rest. HTTP: {'headers': {...}}; database: {'dsn': 'postgres://…'}.",
+    )
+    timeout_seconds = models.FloatField(default=15.0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="connector_unique_slug")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.slug})"
+
+    def clean(self) -> None:
+        if self.kind == self.Kind.HTTP and not self.base_url:
+            raise ValidationError({"base_url": "an HTTP connector needs a base URL"})
+        if self.kind == self.Kind.DATABASE and not (self.secrets or {}).get("dsn"):
+            raise ValidationError({"secrets": "a database connector needs {'dsn': …} in its secrets"})
+
+
+WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class ConnectorAction(models.Model):
+    class Method(models.TextChoices):
+        GET = "GET"
+        POST = "POST"
+        PUT = "PUT"
+        PATCH = "PATCH"
+        DELETE = "DELETE"
+
+    connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="actions")
+    name = models.CharField(max_length=40, validators=[validate_tool_slug])
+    description = models.TextField(blank=True)
+    method = models.CharField(max_length=8, choices=Method.choices, default=Method.GET)
+    path_template = models.CharField(
+        max_length=500, blank=True, help_text="Path under the base URL; {name} is filled from the arguments."
+    )
+    parameters_schema = models.JSONField(
+        default=dict, blank=True, help_text="JSON schema (type: object) of the tool's arguments."
+    )
+    requires_confirmation = models.BooleanField(
+        null=True, blank=True, help_text="Empty: yes for POST/PUT/PATCH/DELETE, no for GET."
+    )
+    is_write = models.BooleanField(null=True, blank=True, help_text="Empty: derived from the method.")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["connector", "name"], name="action_unique_name")]
+
+    def __str__(self) -> str:
+        return self.tool_name
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        writes = self.method in WRITE_METHODS
+        if self.requires_confirmation is None:
+            self.requires_confirmation = writes
+        if self.is_write is None:
+            self.is_write = writes
+        super().save(*args, **kwargs)
+
+    @property
+    def tool_name(self) -> str:
+        return f"{self.connector.slug}__{self.name}"
+
+    def clean(self) -> None:
+        from agents.tools.schema import check_parameters_schema
+
+        check_parameters_schema(self.parameters_schema)
+
+
+class Agent(models.Model):
+    class Engine(models.TextChoices):
+        REACT = "react", "ReAct"
+        DAG = "dag", "DAG"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_agents")
+    name = models.CharField(max_length=200)
+    instructions = models.TextField(blank=True)
+    engine = models.CharField(max_length=8, choices=Engine.choices, default=Engine.REACT)
+    model_config_json = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"provider": "scripted"|"openai", "model": …, "params": {…}, '
+        '"hooks": {"class_hooks": ["name", {"name": …, "params": {…}}]}}',
+    )
+    require_confirmation_for_all = models.BooleanField(default=False)
+    actions = models.ManyToManyField(ConnectorAction, blank=True, related_name="agents")
+    builtin_tools = models.JSONField(
+        default=list, blank=True, help_text='e.g. ["current_time", "calculator"]'
+    )
+    max_iterations = models.PositiveIntegerField(default=12)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        from agents.checks import check_agent_config
+
+        check_agent_config(self)
+
+
+class Conversation(models.Model):
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="conversations")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="conversations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    title = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+
+class ExecutionPath(models.TextChoices):
+    PORTAL = "portal"
+    API = "api"
+    DAG = "dag"
+    DELEGATE = "delegate"
+    WORKFLOW = "workflow"
+    EVAL = "eval"
+
+
+class RunStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    AWAITING_APPROVAL = "awaiting_approval"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL_RUN_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+class Run(models.Model):
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    parent_run = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    execution_path = models.CharField(max_length=16, choices=ExecutionPath.choices, default=ExecutionPath.API)
+    status = models.CharField(
+        max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
+    )
+    input = models.TextField()
+    output = models.TextField(blank=True)
+    checkpoint = models.JSONField(default=dict, blank=True)
+    hooks_bypassed = models.BooleanField(default=False)
+    cancel_requested = models.BooleanField(default=False)
+    error = models.TextField(blank=True)
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_RUN_STATUSES
+
+
+class RunEvent(models.Model):
+    """One entry of a run's trace; ``seq`` orders a run's events (types: ``agents.events``)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    payload = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="runevent_unique_seq")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type}"
+
+    def as_message(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "type": self.type,
+            "payload": self.payload,
+            "created_at": self.created_at.isoformat(),
+        }
+
+
+class ToolExecution(models.Model):
+    """Written before a tool runs (``started``) and after (``succeeded``/``failed``); a row left
+    ``started`` means the process died mid-call: its outcome is unknown and it is never re-run."""
+
+    class Status(models.TextChoices):
+        STARTED = "started"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        UNKNOWN = "unknown"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_executions")
+    tool_call_id = models.CharField(max_length=100)
+    tool_name = models.CharField(max_length=120)
+    args = models.JSONField(default=dict)
+    args_sha256 = models.CharField(max_length=64)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.STARTED)
+    result = models.JSONField(null=True, blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool_call_id"], name="toolexecution_unique_call")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} [{self.status}]"

@@ -1,0 +1,1 @@
+"""Tools an agent may call: connector actions, database connectors and built-ins."""

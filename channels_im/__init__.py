@@ -1,0 +1,1 @@
+"""channels_im app."""

@@ -1,0 +1,147 @@
+"""Typed readers for environment variables that fail loudly.
+
+A bad value stops the process at start-up with one line naming the variable, rather than a
+traceback or, worse, a silent fallback. :class:`EnvError` is a ``SystemExit`` so that
+``manage.py``, Daphne and Celery all print just that line and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import dj_database_url
+
+
+class EnvError(SystemExit):
+    """A configuration variable is missing or malformed. ``str(err)`` is the one-line message."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        self.variable = variable
+        self.problem = problem
+        super().__init__(f"fimone: configuration error: {variable} {problem}")
+
+    def __str__(self) -> str:
+        return str(self.code)
+
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:
+    value = (os.environ if environ is None else environ).get(name)
+    if value is None or value.strip() == "":
+        return None
+    return value.strip()
+
+
+def env_str(name: str, default: str | None = None, *, environ: Mapping[str, str] | None = None) -> str | None:
+    value = _raw(name, environ)
+    return default if value is None else value
+
+
+def env_required(name: str, why: str, *, environ: Mapping[str, str] | None = None) -> str:
+    value = _raw(name, environ)
+    if value is None:
+        raise EnvError(name, f"is required {why}")
+    return value
+
+
+def env_bool(name: str, default: bool, *, environ: Mapping[str, str] | None = None) -> bool:
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    lowered = value.lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise EnvError(name, f"must be true or false (got {value!r})")
+
+
+def env_int(
+    name: str,
+    default: int,
+    *,
+    minimum: int | None = None,
+    maximum: int | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> int:
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise EnvError(name, f"must be a whole number (got {value!r})") from None
+    if minimum is not None and number < minimum:
+        raise EnvError(name, f"must be at least {minimum} (got {number})")
+    if maximum is not None and number > maximum:
+        raise EnvError(name, f"must be at most {maximum} (got {number})")
+    return number
+
+
+def env_float(
+    name: str, default: float, *, minimum: float | None = None, environ: Mapping[str, str] | None = None
+) -> float:
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise EnvError(name, f"must be a number (got {value!r})") from None
+    if number != number or (minimum is not None and number < minimum):  # NaN or below the floor
+        raise EnvError(name, f"must be a number of at least {minimum} (got {value!r})")
+    return number
+
+
+def env_choice(
+    name: str, default: str, choices: tuple[str, ...], *, environ: Mapping[str, str] | None = None
+) -> str:
+    value = _raw(name, environ)
+    if value is None:
+        return default
+    if value not in choices:
+        raise EnvError(name, f"must be one of {', '.join(choices)} (got {value!r})")
+    return value
+
+
+def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
+    value = _raw(name, environ)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def env_database(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A Django ``DATABASES`` entry from a URL: ``postgres://…`` / ``postgresql://…`` (psycopg 3)
+    or ``sqlite:///path``."""
+    url = _raw(name, environ) or default
+    scheme = urlsplit(url).scheme
+    if scheme not in ("postgres", "postgresql", "pgsql", "sqlite"):
+        raise EnvError(name, f"must be a postgres:// or sqlite:/// URL (got scheme {scheme or 'none'!r})")
+    try:
+        config = dj_database_url.parse(url, conn_max_age=0)
+    except (ValueError, KeyError) as exc:
+        raise EnvError(name, f"is not a valid database URL ({exc})") from None
+    if scheme != "sqlite" and not config.get("NAME"):
+        raise EnvError(name, "must name a database (postgres://user@host:5432/NAME)")
+    return dict(config)
+
+
+def env_redis_url(name: str, *, environ: Mapping[str, str] | None = None) -> str | None:
+    url = _raw(name, environ)
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("redis", "rediss", "unix") or (parts.scheme != "unix" and not parts.hostname):
+        raise EnvError(name, f"must be a redis://host:port/db URL (got {url.split('@')[-1]!r})")
+    try:
+        parts.port  # noqa: B018 - raises on a non-numeric port
+    except ValueError:
+        raise EnvError(name, "has a port that is not a number") from None
+    return url

@@ -1,0 +1,195 @@
+"""Settings, all read from the environment (README "Configuration" lists every variable).
+
+With no variable set this is the embedded mode: SQLite, an in-memory channel layer, Celery tasks
+run eagerly in-process. ``DATABASE_URL`` switches to PostgreSQL (psycopg 3); ``REDIS_URL`` switches
+the channel layer, cache and Celery broker to Redis and runs agent runs on Celery workers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fimone.env import (
+    env_bool,
+    env_choice,
+    env_database,
+    env_float,
+    env_int,
+    env_list,
+    env_redis_url,
+    env_required,
+    env_str,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+FIMONE_ENV = env_choice("FIMONE_ENV", "development", ("development", "production"))
+PRODUCTION = FIMONE_ENV == "production"
+
+if PRODUCTION:
+    SECRET_KEY = env_required("SECRET_KEY", "when FIMONE_ENV=production")
+    if len(SECRET_KEY) < 32:
+        from fimone.env import EnvError
+
+        raise EnvError("SECRET_KEY", "must be at least 32 characters long in production")
+else:
+    SECRET_KEY = env_str("SECRET_KEY", "fimone-development-only-key-do-not-use-in-production")
+
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = (
+    env_list("ALLOWED_HOSTS", [])
+    if PRODUCTION
+    else env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]", "testserver"])
+)
+if PRODUCTION and not ALLOWED_HOSTS:
+    env_required("ALLOWED_HOSTS", "when FIMONE_ENV=production (comma-separated host names)")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "channels",
+    "django_celery_beat",
+    "agents",
+    "hooks",
+    "approvals",
+    "channels_im",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "fimone.urls"
+ASGI_APPLICATION = "fimone.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+
+# --- data -----------------------------------------------------------------------------------------
+DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
+    # Runs write from several threads in embedded mode: take the write lock when a transaction
+    # begins (no lock-upgrade deadlocks), let readers proceed beside a writer (WAL), and wait for
+    # the lock instead of failing.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    )
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_redis_url("REDIS_URL")
+EMBEDDED = REDIS_URL is None
+
+if EMBEDDED:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+    }
+
+# --- Celery ---------------------------------------------------------------------------------------
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ALWAYS_EAGER = EMBEDDED
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_TIMEZONE = "UTC"
+
+# Where agent runs execute: in the server process (embedded) or on Celery workers.
+RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "embedded" if EMBEDDED else "celery", ("embedded", "celery"))
+RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 60, minimum=5)
+HOOK_DEFAULT_TIMEOUT = env_float("HOOK_DEFAULT_TIMEOUT", 5.0, minimum=0.001)
+
+# --- security -------------------------------------------------------------------------------------
+# Secrets stored in the database (connector credentials, channel secrets) are encrypted with this
+# key; in development it is derived from SECRET_KEY.
+FIELD_ENCRYPTION_KEY = (
+    env_required("FIELD_ENCRYPTION_KEY", "when FIMONE_ENV=production (a Fernet key)")
+    if PRODUCTION
+    else env_str("FIELD_ENCRYPTION_KEY")
+)
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = PRODUCTION
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+if PRODUCTION:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+# --- API ------------------------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "FIM One hooks API",
+    "DESCRIPTION": "Agents whose tool calls pass through hooks and human approvals.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- i18n, static, logging ------------------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR")),
+    },
+}

@@ -1,0 +1,15 @@
+from django.contrib import admin
+from django.http import HttpRequest, JsonResponse
+from django.urls import path
+from drf_spectacular.views import SpectacularAPIView
+
+
+def health(request: HttpRequest) -> JsonResponse:
+    return JsonResponse({"status": "ok"})
+
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("healthz", health, name="health"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+]

@@ -1,0 +1,138 @@
+"""The hook contract: what a hook receives, what it returns, and the base classes it subclasses.
+
+This module is the public surface re-exported by :mod:`hooks`. Hooks are small objects with a
+``name``, a ``priority`` (lower runs earlier), a ``timeout`` in seconds and an ``on_error`` policy;
+they may filter with ``should_trigger`` and do their work in ``async execute``. They are run only by
+:class:`hooks.registry.HookRegistry`, which enforces ordering, chaining, timeouts and failing closed.
+"""
+
+from __future__ import annotations
+
+import abc
+import enum
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+OnError = Literal["block", "allow"]
+
+
+class HookPoint(enum.StrEnum):
+    PRE_TOOL_USE = "PreToolUse"
+    POST_TOOL_USE = "PostToolUse"
+    SESSION_START = "SessionStart"
+
+
+@dataclass(slots=True, kw_only=True)
+class HookContext:
+    """What a hook sees. The engine fills ``metadata`` (``org_id``, ``conversation_id``, ``run_id``,
+    ``tool_call_id``, ``requires_confirmation``, ``execution_path``, …).
+
+    The registry stamps ``hook_point``; when a hook rewrites arguments or the result, the next hook
+    receives a copy carrying them, and the caller's context keeps the originals.
+    """
+
+    tool_name: str = ""
+    tool_args: dict[str, Any] = field(default_factory=dict)
+    agent_id: int | None = None
+    user_id: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    tool_result: Any = None
+    hook_point: HookPoint | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class HookResult:
+    """What a hook answers.
+
+    ``allow`` matters only for PreToolUse; ``modified_args`` rewrites the arguments seen by later
+    hooks and by the tool; ``modified_result`` rewrites a PostToolUse observation;
+    ``additional_context`` is a SessionStart contribution to the system prompt; ``side_effects``
+    are short human-readable notes merged into the run's trace.
+    """
+
+    allow: bool = True
+    error: str | None = None
+    modified_args: dict[str, Any] | None = None
+    modified_result: Any | None = None
+    additional_context: str | None = None
+    side_effects: list[str] = field(default_factory=list)
+
+
+class SuspendRun(Exception):
+    """Raised by a PreToolUse hook that cannot answer yet (the approval gate while nobody has
+    decided). The registry passes it through as a distinct *suspended* outcome; the engine then
+    checkpoints and parks the run. It is the only exception that is not read as a failure, and only
+    at the PreToolUse point: raised anywhere else it fails closed like any other error.
+    """
+
+    def __init__(self, reason: str, *, detail: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.detail = detail or {}
+
+
+class Hook(abc.ABC):
+    """Base of the three hook kinds. Subclass one of them, not this.
+
+    Class attributes are the defaults; a declaration may override ``priority``, ``timeout`` and
+    ``on_error`` for one instance through the constructor.
+    """
+
+    point: ClassVar[HookPoint]
+    name: ClassVar[str] = ""
+    #: attached by the platform to every agent; cannot be declared or removed by an agent
+    system: ClassVar[bool] = False
+    priority: int = 100
+    timeout: float = 5.0
+    on_error: OnError = "block"
+
+    def __init__(
+        self,
+        *,
+        priority: int | None = None,
+        timeout: float | None = None,
+        on_error: OnError | None = None,
+    ) -> None:
+        if priority is not None:
+            self.priority = int(priority)
+        if timeout is not None:
+            if not timeout > 0:
+                raise ValueError(f"hook {self.hook_name!r}: timeout must be a positive number of seconds")
+            self.timeout = float(timeout)
+        if on_error is not None:
+            if on_error not in ("block", "allow"):
+                raise ValueError(f"hook {self.hook_name!r}: on_error must be 'block' or 'allow'")
+            self.on_error = on_error
+
+    @property
+    def hook_name(self) -> str:
+        return self.name or type(self).__name__
+
+    def should_trigger(self, ctx: HookContext) -> bool:
+        """Whether :meth:`execute` runs for this context. May also be ``async``."""
+        return True
+
+    @abc.abstractmethod
+    async def execute(self, ctx: HookContext) -> HookResult:
+        """Do the hook's work. Exceptions, timeouts and non-``HookResult`` answers fail closed."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.hook_name} point={self.point} priority={self.priority}>"
+
+
+class PreToolUseHook(Hook):
+    """Runs before a tool call; may block it (``allow=False``) or rewrite its arguments."""
+
+    point = HookPoint.PRE_TOOL_USE
+
+
+class PostToolUseHook(Hook):
+    """Runs after a tool call; may rewrite the observation (``modified_result``)."""
+
+    point = HookPoint.POST_TOOL_USE
+
+
+class SessionStartHook(Hook):
+    """Runs once per run before its first LLM call; may add ``additional_context``."""
+
+    point = HookPoint.SESSION_START

@@ -1,0 +1,364 @@
+"""The hook registry: runs the hooks of one point in order and fails closed.
+
+Performance note: most hooks finish without ever suspending (a dict lookup, a regex). Wrapping each
+call in ``asyncio.wait_for`` would arm an event-loop timer per hook per tool call. Instead the
+registry takes the coroutine's first step by hand; only a hook that actually suspends is finished
+under ``asyncio.timeout``. A hook that blocks the thread without suspending cannot be interrupted by
+any asyncio timeout anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import types
+from collections.abc import Awaitable, Coroutine, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hooks.contract import Hook, HookContext, HookPoint, HookResult, SuspendRun
+
+
+@dataclass(slots=True, frozen=True)
+class SideEffect:
+    """One note for the run's trace, attributed to the hook that produced it."""
+
+    hook: str
+    message: str
+    failure: bool = False
+
+
+@dataclass(slots=True)
+class PreToolUseOutcome:
+    """``allow`` and the final ``tool_args``; when blocked, ``error`` is the LLM's observation.
+
+    ``suspension`` is set when a hook could not answer yet: the call is neither allowed nor
+    blocked, and the engine parks the run.
+    """
+
+    allow: bool
+    tool_args: dict[str, Any]
+    error: str | None = None
+    blocked_by: str | None = None
+    suspension: SuspendRun | None = None
+    side_effects: list[SideEffect] = field(default_factory=list)
+
+    @property
+    def suspended(self) -> bool:
+        return self.suspension is not None
+
+
+@dataclass(slots=True)
+class PostToolUseOutcome:
+    """The observation after every PostToolUse hook; ``failed_hooks`` names hooks that failed."""
+
+    result: Any
+    side_effects: list[SideEffect] = field(default_factory=list)
+    failed_hooks: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class SessionStartOutcome:
+    """``additional_context`` pieces in hook order; ``ok=False`` means the run must not start."""
+
+    ok: bool
+    additional_context: list[str] = field(default_factory=list)
+    error: str | None = None
+    failed_by: str | None = None
+    side_effects: list[SideEffect] = field(default_factory=list)
+
+
+class HookTimeout(Exception):
+    """A hook did not finish within its timeout."""
+
+
+class BadHookResult(TypeError):
+    """A hook answered something that is not a :class:`HookResult`."""
+
+
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Any:
+    """Finish driving a coroutine whose first step already ran, exactly as ``await`` would."""
+    while True:
+        try:
+            sent = yield pending
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # cancellation included: forward it into the hook
+            try:
+                pending = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+        else:
+            try:
+                pending = coro.send(sent)
+            except StopIteration as stop:
+                return stop.value
+
+
+async def _finish(coro: Coroutine[Any, Any, Any], pending: Any, timeout: float) -> Any:
+    """Finish a suspended hook coroutine under its timeout."""
+    try:
+        async with asyncio.timeout(timeout) as scope:
+            return await _resume(coro, pending)
+    except TimeoutError:
+        if scope.expired():
+            raise HookTimeout(f"timed out after {timeout:g} s") from None
+        raise
+
+
+async def _settle(value: Any, timeout: float) -> Any:
+    """Await ``value`` if it is awaitable (an ``async def should_trigger``), under the timeout."""
+    if type(value) is bool or not inspect.isawaitable(value):
+        return value
+    if inspect.iscoroutine(value):
+        try:
+            pending = value.send(None)
+        except StopIteration as stop:
+            return stop.value
+        return await _finish(value, pending, timeout)
+    return await _finish(_await(value), None, timeout)
+
+
+async def _await(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, HookTimeout | BadHookResult):
+        return str(exc)
+    if isinstance(exc, SuspendRun):
+        return "tried to suspend the run outside PreToolUse"
+    text = str(exc)
+    return f"raised {type(exc).__name__}: {text}" if text else f"raised {type(exc).__name__}"
+
+
+class _Pending:
+    """A hook call that suspended (or whose ``should_trigger`` is async): finish it with ``await``."""
+
+    __slots__ = ("coro", "ctx", "hook", "step", "trigger")
+
+    def __init__(
+        self, hook: Hook, ctx: HookContext, *, coro: Any = None, step: Any = None, trigger: Any = None
+    ):
+        self.hook, self.ctx, self.coro, self.step, self.trigger = hook, ctx, coro, step, trigger
+
+    async def finish(self) -> HookResult | None:
+        hook = self.hook
+        if self.coro is None:
+            if not await _settle(self.trigger, hook.timeout):
+                return None
+            begun = _begin_execute(hook, self.ctx)
+            if type(begun) is not _Pending:
+                return begun
+            self.coro, self.step = begun.coro, begun.step
+        return _checked(await _finish(self.coro, self.step, hook.timeout))
+
+
+def _checked(result: Any) -> HookResult:
+    if not isinstance(result, HookResult):
+        raise BadHookResult(f"returned {type(result).__name__} instead of HookResult")
+    return result
+
+
+def _begin_execute(hook: Hook, ctx: HookContext) -> HookResult | _Pending:
+    coro = hook.execute(ctx)
+    try:
+        step = coro.send(None)
+    except StopIteration as stop:
+        return _checked(stop.value)
+    return _Pending(hook, ctx, coro=coro, step=step)
+
+
+def _begin(hook: Hook, ctx: HookContext) -> HookResult | _Pending | None:
+    """Start one hook call without arming any timer.
+
+    Returns ``None`` when the hook does not trigger, its checked ``HookResult`` when it finished
+    without suspending, or a :class:`_Pending` to ``await .finish()`` (under the hook's timeout).
+    Raises whatever the hook raised, or :class:`BadHookResult`.
+    """
+    triggered = hook.should_trigger(ctx)
+    if triggered is not True:
+        if triggered is False:
+            return None
+        if not inspect.isawaitable(triggered):
+            return _begin_execute(hook, ctx) if triggered else None
+        return _Pending(hook, ctx, trigger=triggered)
+    return _begin_execute(hook, ctx)
+
+
+_KEEP: Any = object()
+
+
+def _evolve(ctx: HookContext, *, tool_args: Any = _KEEP, tool_result: Any = _KEEP) -> HookContext:
+    """A copy of ``ctx`` with new args or result, several times cheaper than ``dataclasses.replace``
+    (this runs on every rewrite of every tool call)."""
+    new = object.__new__(HookContext)
+    new.tool_name = ctx.tool_name
+    new.tool_args = ctx.tool_args if tool_args is _KEEP else tool_args
+    new.agent_id = ctx.agent_id
+    new.user_id = ctx.user_id
+    new.metadata = ctx.metadata
+    new.tool_result = ctx.tool_result if tool_result is _KEEP else tool_result
+    new.hook_point = ctx.hook_point
+    return new
+
+
+# _evolve() must copy every field: fail at import if HookContext grows one it does not know.
+assert tuple(HookContext.__dataclass_fields__) == (
+    "tool_name",
+    "tool_args",
+    "agent_id",
+    "user_id",
+    "metadata",
+    "tool_result",
+    "hook_point",
+), "update hooks.registry._evolve for the new HookContext field"
+
+
+class HookRegistry:
+    """An immutable, ordered set of hooks, safe to share between concurrent tool calls.
+
+    The registry keeps no per-call state: every ``run_*`` call works on its own locals, and a
+    rewrite of arguments or result goes onto a copy of the context, so two concurrent calls never
+    see each other's arguments. The only write to the caller's context is stamping ``hook_point``.
+    """
+
+    __slots__ = ("_hooks", "_post", "_pre", "_start")
+
+    def __init__(self, hooks: Iterable[Hook] = ()) -> None:
+        listed = list(hooks)
+        for hook in listed:
+            if not isinstance(hook, Hook) or getattr(hook, "point", None) not in HookPoint:
+                raise TypeError(f"{hook!r} is not a PreToolUse, PostToolUse or SessionStart hook")
+            if not inspect.iscoroutinefunction(hook.execute):
+                raise TypeError(f"hook {hook.hook_name!r}: execute() must be declared 'async def'")
+        # sorted() is stable: equal priorities keep declaration order.
+        ordered = tuple(sorted(listed, key=lambda h: h.priority))
+        set_ = object.__setattr__
+        set_(self, "_hooks", ordered)
+        set_(self, "_pre", tuple(h for h in ordered if h.point is HookPoint.PRE_TOOL_USE))
+        set_(self, "_post", tuple(h for h in ordered if h.point is HookPoint.POST_TOOL_USE))
+        set_(self, "_start", tuple(h for h in ordered if h.point is HookPoint.SESSION_START))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("HookRegistry is immutable once built")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("HookRegistry is immutable once built")
+
+    @property
+    def hooks(self) -> tuple[Hook, ...]:
+        return self._hooks
+
+    def __len__(self) -> int:
+        return len(self._hooks)
+
+    def __repr__(self) -> str:
+        return f"<HookRegistry {[h.hook_name for h in self._hooks]}>"
+
+    async def run_pre_tool_use(self, ctx: HookContext) -> PreToolUseOutcome:
+        """Run PreToolUse hooks; rewritten args flow on; the first ``allow=False`` stops the chain."""
+        ctx.hook_point = HookPoint.PRE_TOOL_USE
+        effects: list[SideEffect] = []
+        for hook in self._pre:
+            try:
+                result = _begin(hook, ctx)
+                if type(result) is _Pending:
+                    result = await result.finish()
+            except SuspendRun as suspension:
+                return PreToolUseOutcome(
+                    allow=False, tool_args=ctx.tool_args, suspension=suspension, side_effects=effects
+                )
+            except Exception as exc:
+                name = hook.hook_name
+                effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
+                if hook.on_error == "allow":
+                    continue
+                return PreToolUseOutcome(
+                    allow=False,
+                    tool_args=ctx.tool_args,
+                    error=f"Tool call blocked: the safety check '{name}' could not complete.",
+                    blocked_by=name,
+                    side_effects=effects,
+                )
+            if result is None:
+                continue
+            if result.side_effects:
+                effects.extend(SideEffect(hook.hook_name, str(m)) for m in result.side_effects)
+            if not result.allow:
+                return PreToolUseOutcome(
+                    allow=False,
+                    tool_args=ctx.tool_args,
+                    error=result.error or f"Tool call blocked by '{hook.hook_name}'.",
+                    blocked_by=hook.hook_name,
+                    side_effects=effects,
+                )
+            if result.modified_args is not None:
+                ctx = _evolve(ctx, tool_args=result.modified_args)
+        return PreToolUseOutcome(allow=True, tool_args=ctx.tool_args, side_effects=effects)
+
+    async def run_post_tool_use(self, ctx: HookContext) -> PostToolUseOutcome:
+        """Run PostToolUse hooks over ``ctx.tool_result``; ``modified_result`` chains.
+
+        A failing hook replaces the observation with an error notice, so a crashed redaction hook
+        never lets the raw result through; later hooks see the notice.
+        """
+        ctx.hook_point = HookPoint.POST_TOOL_USE
+        effects: list[SideEffect] = []
+        failed: list[str] = []
+        for hook in self._post:
+            try:
+                result = _begin(hook, ctx)
+                if type(result) is _Pending:
+                    result = await result.finish()
+            except Exception as exc:  # SuspendRun included: it has no meaning here
+                name = hook.hook_name
+                effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
+                if hook.on_error == "allow":
+                    continue
+                failed.append(name)
+                notice = (
+                    f"[The tool's result was withheld: the post-processing check '{name}' "
+                    "could not complete.]"
+                )
+                ctx = _evolve(ctx, tool_result=notice)
+                continue
+            if result is None:
+                continue
+            if result.side_effects:
+                effects.extend(SideEffect(hook.hook_name, str(m)) for m in result.side_effects)
+            if result.modified_result is not None:
+                ctx = _evolve(ctx, tool_result=result.modified_result)
+        return PostToolUseOutcome(result=ctx.tool_result, side_effects=effects, failed_hooks=failed)
+
+    async def run_session_start(self, ctx: HookContext) -> SessionStartOutcome:
+        """Run SessionStart hooks; collect ``additional_context`` in order; a failure stops the run."""
+        ctx.hook_point = HookPoint.SESSION_START
+        effects: list[SideEffect] = []
+        pieces: list[str] = []
+        for hook in self._start:
+            try:
+                result = _begin(hook, ctx)
+                if type(result) is _Pending:
+                    result = await result.finish()
+            except Exception as exc:
+                name = hook.hook_name
+                effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
+                if hook.on_error == "allow":
+                    continue
+                return SessionStartOutcome(
+                    ok=False,
+                    additional_context=pieces,
+                    error=f"The run could not start: the session hook '{name}' {_describe(exc)}.",
+                    failed_by=name,
+                    side_effects=effects,
+                )
+            if result is None:
+                continue
+            if result.side_effects:
+                effects.extend(SideEffect(hook.hook_name, str(m)) for m in result.side_effects)
+            if result.additional_context:
+                pieces.append(result.additional_context)
+        return SessionStartOutcome(ok=True, additional_context=pieces, side_effects=effects)
