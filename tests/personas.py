@@ -1,16 +1,92 @@
 """The personas and factories every test shares.
 
-Filled as the apps grow: organisations, users for each role, agents, connectors and runs.
+Personas: one organisation ("Acme") with a user per role, and a stranger from another
+organisation ("Globex"). Factories build agents, connectors and actions with sane defaults.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import pytest
 from django.contrib.auth import get_user_model
 
+from agents.models import Agent, Connector, ConnectorAction, Membership, Organization, Role
+
 User = get_user_model()
+PASSWORD = "persona-pass-123"
+
+
+@dataclass
+class Personas:
+    org: Organization
+    member: Any  # alice: chats with agents
+    operator: Any  # oscar: configures agents
+    approver: Any  # april: decides approvals
+    auditor: Any  # aude: reads history
+    admin: Any  # adam: organisation admin
+    other_org: Organization
+    stranger: Any  # sam: member of another organisation
+
+
+def make_user(username: str, org: Organization | None = None, role: str = Role.MEMBER, **extra: Any) -> Any:
+    user = User.objects.create_user(username, f"{username}@example.test", PASSWORD, **extra)
+    if org is not None:
+        Membership.objects.create(organization=org, user=user, role=role)
+    return user
+
+
+def make_personas() -> Personas:
+    org = Organization.objects.create(name="Acme")
+    other = Organization.objects.create(name="Globex")
+    return Personas(
+        org=org,
+        member=make_user("alice", org, Role.MEMBER),
+        operator=make_user("oscar", org, Role.OPERATOR, is_staff=True),
+        approver=make_user("april", org, Role.APPROVER),
+        auditor=make_user("aude", org, Role.AUDITOR),
+        admin=make_user("adam", org, Role.ADMIN, is_staff=True),
+        other_org=other,
+        stranger=make_user("sam", other, Role.MEMBER),
+    )
+
+
+def scripted(*turns: dict[str, Any], hooks: list[Any] | None = None) -> dict[str, Any]:
+    """A ``model_config_json`` for the scripted provider playing ``turns``."""
+    config: dict[str, Any] = {"provider": "scripted", "script": {"turns": list(turns)}}
+    if hooks is not None:
+        config["hooks"] = {"class_hooks": hooks}
+    return config
+
+
+def make_agent(org: Organization, owner: Any, *, name: str = "Procurement assistant", **fields: Any) -> Agent:
+    actions = fields.pop("actions", [])
+    fields.setdefault("model_config_json", scripted({"content": "Hello."}))
+    agent = Agent.objects.create(organization=org, owner=owner, name=name, **fields)
+    if actions:
+        agent.actions.set(actions)
+    return agent
+
+
+def make_http_connector(org: Organization, base_url: str, *, slug: str = "oa", **fields: Any) -> Connector:
+    return Connector.objects.create(
+        organization=org, slug=slug, name=slug.upper(), base_url=base_url, **fields
+    )
+
+
+def make_action(connector: Connector, name: str, *, method: str = "GET", path: str = "", **fields: Any):
+    fields.setdefault("parameters_schema", {"type": "object", "properties": {}})
+    return ConnectorAction.objects.create(
+        connector=connector, name=name, method=method, path_template=path, **fields
+    )
 
 
 @pytest.fixture
-def superuser(db):
-    return User.objects.create_superuser("root", "root@example.test", "root-pass-123")
+def personas(db: None) -> Personas:
+    return make_personas()
+
+
+@pytest.fixture
+def superuser(db: None) -> Any:
+    return User.objects.create_superuser("root", "root@example.test", PASSWORD)
