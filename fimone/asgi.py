@@ -3,6 +3,7 @@ allowed-hosts origin check."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from django.core.asgi import get_asgi_application
@@ -14,11 +15,30 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from agents.executors import embedded  # noqa: E402
 from fimone.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
+
+class BindServerLoop:
+    """Lets embedded runs execute as tasks on the server's own event loop (so they share it with
+    the WebSocket consumers that stream them)."""
+
+    def __init__(self, app: ProtocolTypeRouter) -> None:
+        self.app = app
+        self.bound = False
+
+    async def __call__(self, scope: dict, receive: object, send: object) -> None:
+        if not self.bound:
+            embedded.bind_loop(asyncio.get_running_loop())
+            self.bound = True
+        await self.app(scope, receive, send)
+
+
+application = BindServerLoop(
+    ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        }
+    )
 )

@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
-from django.urls import path
+from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 
@@ -12,4 +12,6 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", health, name="health"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/", include("agents.urls")),
+    path("demo/", include("demo_payments.urls")),
 ]

@@ -1,0 +1,1 @@
+"""The engines that drive runs (ReAct), their persistence and hook plumbing."""

@@ -1,0 +1,523 @@
+"""The ReAct engine: LLM → tool calls (through hooks) → observations → … → final answer.
+
+One :class:`ReactEngine` drives one run while its process holds the run's lease. Everything it
+needs to continue lives in the checkpoint, saved after every step, so any process can pick the run
+up after a suspension or a crash (DESIGN §4):
+
+``{"v": 1, "messages": [...], "session_context": [...] | null, "iteration": n,
+"pending_calls": [{"id", "name", "arguments", "raw_arguments"}], "observations": {id: text}}``
+
+Tool calls of one turn run concurrently. Each goes PreToolUse → ToolExecution(started) → tool →
+ToolExecution(finished) → PostToolUse; a row left ``started`` by a crash is reported to the LLM as
+"outcome unknown" and never re-run (DESIGN §1.5).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from channels.layers import get_channel_layer
+
+from agents import events as ev
+from agents.checks import hooks_declaration
+from agents.consumers import run_group
+from agents.engine import store
+from agents.engine.db import db
+from agents.llm.base import LLMError, LLMProvider, LLMResponse
+from agents.llm.factory import provider_for
+from agents.models import RunEvent, RunStatus, ToolExecution
+from agents.tools.base import Tool, ToolError
+from agents.tools.schema import argument_errors
+from hooks import HookContext, SideEffect
+from hooks.catalog import HookDeclarationError, build_registry
+
+log = logging.getLogger(__name__)
+
+RULES = (
+    "Rules enforced by the platform: a tool call may be blocked, rewritten or sent to a human for "
+    "approval. When a call is blocked or rejected, do not retry the same call: explain the outcome "
+    "to the user. An observation saying a call's outcome is unknown means it may or may not have "
+    "taken effect: do not repeat it."
+)
+
+UNKNOWN_OUTCOME = (
+    "Outcome unknown: this tool call started but the process running it stopped before its result "
+    "was recorded. It was not run again. Check the target system before doing anything else."
+)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def system_hooks() -> list[Any]:
+    """Hooks every agent carries whatever it declares (they cannot be removed)."""
+    from hooks.builtin import ReadOnlyGuard
+
+    hooks: list[Any] = [ReadOnlyGuard()]
+    try:  # the approval gate, once the approvals app provides it
+        from approvals.gate import ConfirmationGateHook
+    except ImportError:
+        return hooks
+    return [*hooks, ConfirmationGateHook()]
+
+
+class RunFailed(Exception):
+    def __init__(self, error: str, stage: str) -> None:
+        super().__init__(error)
+        self.error, self.stage = error, stage
+
+
+class Suspended(Exception):
+    def __init__(self, call: dict[str, Any], reason: str, detail: dict[str, Any]) -> None:
+        super().__init__(reason)
+        self.call, self.reason, self.detail = call, reason, detail
+
+
+class ReactEngine:
+    """Drives one run. Precondition: ``owner`` holds the run's lease (``store.run_claim``)."""
+
+    def __init__(
+        self,
+        run_id: int,
+        *,
+        owner: str,
+        provider_factory: Callable[[dict[str, Any]], LLMProvider] = provider_for,
+        tools_factory: Callable[[Any], dict[str, Tool]] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.provider_factory = provider_factory
+        self.tools_factory = tools_factory
+        self._buffer: list[RunEvent] = []
+        self._pushed: list[dict[str, Any]] = []
+        self._write_lock = asyncio.Lock()
+        self._seq = 0
+        self._delta_index = 0
+        self.layer = get_channel_layer()
+
+    # --- events ---------------------------------------------------------------------------------
+
+    def emit(self, type_: str, payload: dict[str, Any]) -> None:
+        """Queue an event; it is stored and pushed by the next :meth:`commit`."""
+        self._seq += 1
+        self._buffer.append(RunEvent(run_id=self.run_id, seq=self._seq, type=type_, payload=payload))
+
+    def emit_side_effects(self, effects: list[SideEffect], *, point: str, tool_call_id: str | None) -> None:
+        for effect in effects:
+            self.emit(
+                ev.HOOK_SIDE_EFFECT,
+                {
+                    "tool_call_id": tool_call_id,
+                    "hook": effect.hook,
+                    "point": point,
+                    "message": effect.message,
+                    "failure": effect.failure,
+                },
+            )
+
+    async def commit(self, op: Callable[[], Any] | None = None) -> Any:
+        """Store queued events (with ``op``, in one transaction), then push them, in seq order."""
+        async with self._write_lock:
+            batch, self._buffer = self._buffer, []
+            if not batch and op is None:
+                return None
+            result = await db(store.commit, events=batch, op=op)
+            await self._push(batch)
+            return result
+
+    async def _push(self, batch: list[RunEvent]) -> None:
+        if self.layer is None:
+            return
+        group = run_group(self.run_id)
+        for event in batch:
+            message = {
+                "run_id": self.run_id,
+                "seq": event.seq,
+                "type": event.type,
+                "payload": event.payload,
+                "created_at": event.created_at.isoformat() if event.created_at else None,
+            }
+            try:
+                await self.layer.group_send(group, {"type": "run.event", "event": message})
+            except Exception:  # the stream is best effort; the stored events are the record
+                log.warning("could not push event %s of run %s", event.seq, self.run_id, exc_info=True)
+
+    async def on_delta(self, text: str) -> None:
+        if self.layer is None:
+            return
+        message = {"run_id": self.run_id, "seq": self._seq, "type": ev.LLM_DELTA}
+        message["payload"] = {"text": text, "index": self._delta_index}
+        self._delta_index += 1
+        try:
+            await self.layer.group_send(run_group(self.run_id), {"type": "run.event", "event": message})
+        except Exception:
+            log.warning("could not push a delta of run %s", self.run_id, exc_info=True)
+
+    # --- the run --------------------------------------------------------------------------------
+
+    async def execute(self, *, resumed_reason: str | None = None) -> str:
+        """Drive the run until it completes, fails or suspends; return its final status."""
+        run = await db(store.run_load, run_id=self.run_id)
+        self.run = run
+        self._seq = await db(store.last_seq, run_id=self.run_id)
+        checkpoint = dict(run.checkpoint or {})
+        if not checkpoint:
+            history = await db(store.previous_messages, run=run)
+            checkpoint = {
+                "v": 1,
+                "messages": [*history, {"role": "user", "content": run.input}],
+                "session_context": None,
+                "iteration": 0,
+                "pending_calls": [],
+                "observations": {},
+            }
+            self.emit(
+                ev.RUN_STARTED,
+                {"agent_id": run.agent_id, "execution_path": run.execution_path, "input": run.input},
+            )
+        elif resumed_reason is not None:
+            self.emit(ev.RUN_RESUMED, {"reason": resumed_reason})
+        self.checkpoint = checkpoint
+        heartbeat = asyncio.create_task(self._heartbeat())
+        try:
+            return await self._drive()
+        except RunFailed as failure:
+            return await self._finish(RunStatus.FAILED, error=failure.error, stage=failure.stage)
+        except Suspended as suspension:
+            return await self._suspend(suspension)
+        except store.LeaseLost:
+            return await self._after_lease_lost()
+        except Exception as exc:
+            log.exception("run %s crashed", self.run_id)
+            return await self._finish(
+                RunStatus.FAILED, error=f"internal error: {type(exc).__name__}", stage="engine"
+            )
+        finally:
+            heartbeat.cancel()
+
+    async def _heartbeat(self) -> None:
+        from django.conf import settings
+
+        interval = max(1.0, settings.RUN_LEASE_SECONDS / 3)
+        while True:
+            await asyncio.sleep(interval)
+            await db(store.heartbeat, run_id=self.run_id, owner=self.owner)
+
+    async def _drive(self) -> str:
+        run = self.run
+        agent = run.agent
+        try:
+            registry = build_registry(hooks_declaration(agent.model_config_json), system_hooks=system_hooks())
+        except HookDeclarationError as exc:
+            raise RunFailed(f"the agent's hooks cannot be built: {exc}", "hooks") from None
+        self.registry = registry
+        try:
+            provider = self.provider_factory(agent.model_config_json)
+        except LLMError as exc:
+            raise RunFailed(f"the agent's model is misconfigured: {exc}", "llm") from None
+        factory = self.tools_factory
+        if factory is None:
+            from agents.tools.toolbox import tools_for_agent
+
+            factory = tools_for_agent
+        self.tools = await db(factory, agent=agent)
+
+        cp = self.checkpoint
+        if cp["session_context"] is None:
+            outcome = await registry.run_session_start(self._context())
+            self.emit_side_effects(outcome.side_effects, point="SessionStart", tool_call_id=None)
+            if not outcome.ok:
+                raise RunFailed(outcome.error or "a session hook failed", "hooks")
+            cp["session_context"] = outcome.additional_context
+            await self._save()
+
+        while True:
+            if cp["pending_calls"]:
+                await self._run_pending_calls()
+            if cp["iteration"] >= agent.max_iterations:
+                raise RunFailed(
+                    f"the agent did not finish within {agent.max_iterations} steps", "max_iterations"
+                )
+            cp["iteration"] += 1
+            self._delta_index = 0
+            try:
+                response = await provider.complete(
+                    messages=self._messages(), tools=self._tool_specs(), on_delta=self.on_delta
+                )
+            except LLMError as exc:
+                raise RunFailed(str(exc), "llm") from None
+            cp["messages"].append(response.as_message())
+            self.emit(ev.LLM_MESSAGE, self._message_payload(response))
+            if not response.tool_calls:
+                return await self._finish(RunStatus.COMPLETED, output=response.content)
+            cp["pending_calls"] = [
+                {"id": c.id, "name": c.name, "arguments": c.arguments, "raw_arguments": c.raw_arguments}
+                for c in response.tool_calls
+            ]
+            cp["observations"] = {}
+            for call in cp["pending_calls"]:
+                self.emit(
+                    ev.TOOL_PROPOSED,
+                    {"tool_call_id": call["id"], "tool": call["name"], "arguments": call["arguments"]},
+                )
+            await self._save()
+
+    def _message_payload(self, response: LLMResponse) -> dict[str, Any]:
+        return {
+            "content": response.content,
+            "tool_calls": [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in response.tool_calls
+            ],
+            "iteration": self.checkpoint["iteration"],
+        }
+
+    def _messages(self) -> list[dict[str, Any]]:
+        parts = [self.run.agent.instructions.strip(), *(self.checkpoint["session_context"] or []), RULES]
+        system = "\n\n".join(p for p in parts if p)
+        return [{"role": "system", "content": system}, *self.checkpoint["messages"]]
+
+    def _tool_specs(self) -> list[dict[str, Any]]:
+        return [tool.spec.as_openai_tool() for tool in self.tools.values()]
+
+    def _context(self, **fields: Any) -> HookContext:
+        run = self.run
+        metadata = {
+            "org_id": run.agent.organization_id,
+            "org_read_only": run.agent.organization.read_only,
+            "conversation_id": run.conversation_id,
+            "run_id": run.pk,
+            "execution_path": run.execution_path,
+            "require_confirmation_for_all": run.agent.require_confirmation_for_all,
+            **fields.pop("metadata", {}),
+        }
+        return HookContext(agent_id=run.agent_id, user_id=run.user_id, metadata=metadata, **fields)
+
+    async def _save(self) -> None:
+        cp = self.checkpoint
+        await self.commit(lambda: store.checkpoint_save(run_id=self.run_id, owner=self.owner, checkpoint=cp))
+
+    # --- tool calls -------------------------------------------------------------------------------
+
+    async def _run_pending_calls(self) -> None:
+        cp = self.checkpoint
+        todo = [c for c in cp["pending_calls"] if c["id"] not in cp["observations"]]
+        results = await asyncio.gather(*(self._run_call(c) for c in todo), return_exceptions=True)
+        suspension: Suspended | None = None
+        for call, result in zip(todo, results, strict=True):
+            if isinstance(result, Suspended):
+                suspension = suspension or result
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                cp["observations"][call["id"]] = result
+        if suspension is not None:
+            raise suspension
+        for call in cp["pending_calls"]:
+            cp["messages"].append(
+                {"role": "tool", "tool_call_id": call["id"], "content": cp["observations"][call["id"]]}
+            )
+        cp["pending_calls"], cp["observations"] = [], {}
+        await self._save()
+
+    async def _run_call(self, call: dict[str, Any]) -> str:
+        """Return the observation for one tool call, or raise :class:`Suspended`."""
+        call_id, name = call["id"], call["name"]
+        previous = await db(store.execution_find, run_id=self.run_id, tool_call_id=call_id)
+        if previous is not None:
+            return await self._observation_of_previous(call, previous)
+
+        tool = self.tools.get(name)
+        if tool is None:
+            return self._refuse(
+                call, f"Unknown tool {name!r}. Available tools: {', '.join(self.tools) or 'none'}."
+            )
+        args = call["arguments"]
+        problems = argument_errors(tool.spec.parameters, args) if args is not None else ["not valid JSON"]
+        if problems:
+            return self._refuse(call, f"Invalid arguments for {name}: " + "; ".join(problems[:5]))
+
+        ctx = self._context(
+            tool_name=name,
+            tool_args=args,
+            metadata={
+                "tool_call_id": call_id,
+                "requires_confirmation": tool.spec.requires_confirmation,
+                "is_write": tool.spec.is_write,
+            },
+        )
+        pre = await self.registry.run_pre_tool_use(ctx)
+        self.emit_side_effects(pre.side_effects, point="PreToolUse", tool_call_id=call_id)
+        if pre.suspended:
+            raise Suspended(call, pre.suspension.reason, pre.suspension.detail)
+        if not pre.allow:
+            self.emit(
+                ev.TOOL_BLOCKED,
+                {"tool_call_id": call_id, "tool": name, "blocked_by": pre.blocked_by, "error": pre.error},
+            )
+            await self.commit()
+            return pre.error or "Blocked."
+        final_args = pre.tool_args
+        digest = store.args_sha256(final_args)
+        self.check_approved_arguments(ctx, digest)
+        self.emit(
+            ev.TOOL_STARTED,
+            {"tool_call_id": call_id, "tool": name, "arguments": final_args, "args_sha256": digest},
+        )
+        began = await self.commit(
+            lambda: store.execution_begin(
+                run_id=self.run_id, tool_call_id=call_id, tool_name=name, args=final_args
+            )
+        )
+        if not began:  # another process got here first: never run twice
+            return await self._unknown(call)
+
+        started = time.perf_counter()
+        try:
+            result: Any = await tool.run(final_args)
+            status = ToolExecution.Status.SUCCEEDED
+        except ToolError as exc:
+            result, status = f"Tool error: {exc}", ToolExecution.Status.FAILED
+        except Exception as exc:  # a tool bug must not crash the run; the LLM hears it plainly
+            log.exception("tool %s crashed in run %s", name, self.run_id)
+            result, status = f"Tool error: {name} failed unexpectedly ({type(exc).__name__}).", "failed"
+        duration = (time.perf_counter() - started) * 1000
+        stored = result if _json_safe(result) else _text(result)
+        await self.commit(
+            lambda: store.execution_finish(
+                run_id=self.run_id, tool_call_id=call_id, status=status, result=stored, duration_ms=duration
+            )
+        )
+        return await self._post(call, ctx, stored, status, duration)
+
+    def check_approved_arguments(self, ctx: HookContext, digest: str) -> None:
+        """Refuse arguments that differ from the ones a human approved (DESIGN §1.3).
+
+        The approval gate records the approved hash in ``ctx.metadata["approved_args_sha256"]``.
+        """
+        approved = ctx.metadata.get("approved_args_sha256")
+        if approved is not None and approved != digest:
+            raise RunFailed("the arguments about to run differ from the approved ones; refusing", "hooks")
+
+    async def _post(self, call: dict[str, Any], ctx: HookContext, result: Any, status: str, ms: float) -> str:
+        post_ctx = HookContext(
+            tool_name=ctx.tool_name,
+            tool_args=ctx.tool_args,
+            agent_id=ctx.agent_id,
+            user_id=ctx.user_id,
+            metadata={**ctx.metadata, "tool_status": status},
+            tool_result=result,
+        )
+        post = await self.registry.run_post_tool_use(post_ctx)
+        self.emit_side_effects(post.side_effects, point="PostToolUse", tool_call_id=call["id"])
+        observation = _text(post.result)
+        self.emit(
+            ev.TOOL_FINISHED,
+            {
+                "tool_call_id": call["id"],
+                "tool": call["name"],
+                "status": status,
+                "observation": observation,
+                "duration_ms": round(ms, 3),
+            },
+        )
+        await self.commit()
+        return observation
+
+    async def _observation_of_previous(self, call: dict[str, Any], previous: ToolExecution) -> str:
+        if previous.status in (ToolExecution.Status.STARTED, ToolExecution.Status.UNKNOWN):
+            return await self._unknown(call)
+        # It finished but the checkpoint did not record the observation: replay PostToolUse on the
+        # stored result rather than running the tool again.
+        ctx = self._context(
+            tool_name=call["name"], tool_args=previous.args, metadata={"tool_call_id": call["id"]}
+        )
+        return await self._post(call, ctx, previous.result, previous.status, previous.duration_ms or 0.0)
+
+    async def _unknown(self, call: dict[str, Any]) -> str:
+        await db(store.execution_mark_unknown, run_id=self.run_id, tool_call_id=call["id"])
+        self.emit(
+            ev.TOOL_FINISHED,
+            {
+                "tool_call_id": call["id"],
+                "tool": call["name"],
+                "status": ToolExecution.Status.UNKNOWN,
+                "observation": UNKNOWN_OUTCOME,
+                "duration_ms": None,
+            },
+        )
+        await self.commit()
+        return UNKNOWN_OUTCOME
+
+    def _refuse(self, call: dict[str, Any], error: str) -> str:
+        self.emit(
+            ev.TOOL_BLOCKED,
+            {"tool_call_id": call["id"], "tool": call["name"], "blocked_by": None, "error": error},
+        )
+        return error
+
+    # --- endings ----------------------------------------------------------------------------------
+
+    async def _finish(self, status: str, *, output: str = "", error: str = "", stage: str = "") -> str:
+        if status == RunStatus.COMPLETED:
+            self.emit(ev.RUN_COMPLETED, {"output": output})
+        else:
+            self.emit(ev.RUN_FAILED, {"error": error, "stage": stage})
+        cp = getattr(self, "checkpoint", {})
+
+        def finish() -> None:
+            store.checkpoint_save(run_id=self.run_id, owner=self.owner, checkpoint=cp)
+            store.run_finish(run_id=self.run_id, owner=self.owner, status=status, output=output, error=error)
+
+        await self.commit(finish)
+        return status
+
+    async def _after_lease_lost(self) -> str:
+        """The checkpoint write was refused: either the user cancelled the run (we still hold the
+        lease: finish it as cancelled) or another process took it over (stop without writing)."""
+        if await db(store.cancel_requested, run_id=self.run_id):
+            self.emit(ev.RUN_FAILED, {"error": "cancelled by the user", "stage": "cancelled"})
+            await self.commit(
+                lambda: store.run_finish(
+                    run_id=self.run_id,
+                    owner=self.owner,
+                    status=RunStatus.CANCELLED,
+                    error="cancelled by the user",
+                )
+            )
+            return RunStatus.CANCELLED
+        self._buffer.clear()  # the new holder numbers events from here on
+        log.warning("run %s: lease lost to another worker; stopping here", self.run_id)
+        return "lease_lost"
+
+    async def _suspend(self, suspension: Suspended) -> str:
+        call = suspension.call
+        self.emit(
+            ev.RUN_SUSPENDED,
+            {
+                "tool_call_id": call["id"],
+                "tool": call["name"],
+                "reason": suspension.reason,
+                "detail": suspension.detail,
+            },
+        )
+        cp = self.checkpoint
+        parked = await self.commit(
+            lambda: store.run_park(run_id=self.run_id, owner=self.owner, checkpoint=cp)
+        )
+        if not parked:
+            return await self._after_lease_lost()
+        return RunStatus.AWAITING_APPROVAL
+
+
+def _json_safe(value: Any) -> bool:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return False
+    return True

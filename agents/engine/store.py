@@ -1,0 +1,154 @@
+"""Synchronous persistence for the engine, called through ``database_sync_to_async``.
+
+Every function here is a small transaction; the engine serialises its writes so that events are
+committed in ``seq`` order. Preconditions are stated per function; "the caller holds the lease"
+means ``Run.lease_owner`` is the caller's token, checked again on every checkpoint write.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Q
+from django.utils import timezone
+
+from agents.models import Run, RunEvent, RunStatus, ToolExecution
+
+T = TypeVar("T")
+
+
+class LeaseLost(Exception):
+    """Another process took this run over (our lease expired) or it was cancelled under us."""
+
+
+def args_sha256(args: Any) -> str:
+    """SHA-256 of the canonical JSON of tool arguments (sorted keys, no spaces, UTF-8)."""
+    canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def lease_deadline() -> dt.datetime:
+    return timezone.now() + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS)
+
+
+def run_claim(*, run_id: int, owner: str, from_statuses: tuple[str, ...]) -> bool:
+    """Take the run's lease with one conditional update: it must be in ``from_statuses``, or be
+    ``running`` with an expired lease (its worker died). Exactly one concurrent caller wins."""
+    now = timezone.now()
+    claimable = Q(status__in=from_statuses) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
+    won = Run.objects.filter(claimable, pk=run_id, cancel_requested=False).update(
+        status=RunStatus.RUNNING, lease_owner=owner, lease_expires_at=lease_deadline(), heartbeat_at=now
+    )
+    if won:
+        Run.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
+    return bool(won)
+
+
+def run_load(*, run_id: int) -> Run:
+    return Run.objects.select_related("agent", "agent__organization", "conversation", "user").get(pk=run_id)
+
+
+def last_seq(*, run_id: int) -> int:
+    return RunEvent.objects.filter(run_id=run_id).aggregate(m=Max("seq"))["m"] or 0
+
+
+def previous_messages(*, run: Run) -> list[dict[str, Any]]:
+    """The conversation so far: the messages of the latest completed run before this one."""
+    earlier = (
+        Run.objects.filter(conversation_id=run.conversation_id, status=RunStatus.COMPLETED, pk__lt=run.pk)
+        .order_by("-pk")
+        .values_list("checkpoint", flat=True)
+        .first()
+    )
+    return list((earlier or {}).get("messages", []))
+
+
+def commit(*, events: list[RunEvent], op: Callable[[], T] | None = None) -> T | None:
+    """Run ``op`` and store ``events`` in one transaction. Precondition: the caller holds the lease."""
+    with transaction.atomic():
+        result = op() if op is not None else None
+        if events:
+            RunEvent.objects.bulk_create(events)
+    return result
+
+
+def checkpoint_save(*, run_id: int, owner: str, checkpoint: dict[str, Any]) -> None:
+    """Save the checkpoint and renew the lease; raise :class:`LeaseLost` if it is no longer ours
+    or a cancellation was requested."""
+    updated = Run.objects.filter(
+        pk=run_id, lease_owner=owner, status=RunStatus.RUNNING, cancel_requested=False
+    ).update(checkpoint=checkpoint, lease_expires_at=lease_deadline(), heartbeat_at=timezone.now())
+    if not updated:
+        raise LeaseLost(f"run {run_id} is no longer held by {owner}")
+
+
+def cancel_requested(*, run_id: int) -> bool:
+    return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+def heartbeat(*, run_id: int, owner: str) -> bool:
+    return bool(
+        Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
+            lease_expires_at=lease_deadline(), heartbeat_at=timezone.now()
+        )
+    )
+
+
+def run_finish(*, run_id: int, owner: str, status: str, output: str = "", error: str = "") -> bool:
+    """Move a run we hold to a terminal status (completed / failed / cancelled)."""
+    return bool(
+        Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
+            status=status, output=output, error=error, finished_at=timezone.now(), lease_expires_at=None
+        )
+    )
+
+
+def run_park(*, run_id: int, owner: str, checkpoint: dict[str, Any]) -> bool:
+    """Suspend a run we hold: no lease, no worker, nothing in memory; a resume claims it again."""
+    return bool(
+        Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
+            status=RunStatus.AWAITING_APPROVAL,
+            checkpoint=checkpoint,
+            lease_owner="",
+            lease_expires_at=None,
+        )
+    )
+
+
+def execution_find(*, run_id: int, tool_call_id: str) -> ToolExecution | None:
+    return ToolExecution.objects.filter(run_id=run_id, tool_call_id=tool_call_id).first()
+
+
+def execution_begin(*, run_id: int, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> bool:
+    """Record that the tool is about to run. ``False`` if a row already exists: someone started
+    this call before (a crash or a second worker) and it must not run again."""
+    try:
+        with transaction.atomic():
+            ToolExecution.objects.create(
+                run_id=run_id,
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                args=args,
+                args_sha256=args_sha256(args),
+            )
+    except IntegrityError:
+        return False
+    return True
+
+
+def execution_finish(*, run_id: int, tool_call_id: str, status: str, result: Any, duration_ms: float) -> None:
+    ToolExecution.objects.filter(
+        run_id=run_id, tool_call_id=tool_call_id, status=ToolExecution.Status.STARTED
+    ).update(status=status, result=result, duration_ms=duration_ms, finished_at=timezone.now())
+
+
+def execution_mark_unknown(*, run_id: int, tool_call_id: str) -> None:
+    ToolExecution.objects.filter(
+        run_id=run_id, tool_call_id=tool_call_id, status=ToolExecution.Status.STARTED
+    ).update(status=ToolExecution.Status.UNKNOWN, finished_at=timezone.now())

@@ -1,0 +1,70 @@
+"""The run event types and their payloads — the one place that documents them.
+
+Every event is a ``RunEvent`` row (``run``, ``seq`` unique per run, ``type``, ``payload``) and, after
+its transaction commits, a message on the run's channel-layer group (``agents.consumers.run_group``)
+shaped like ``RunEvent.as_message()``: ``{"run_id", "seq", "type", "payload", "created_at"}``.
+
+Only the process holding a run's lease writes its events, so ``seq`` is allocated by that process
+(continuing from the highest stored seq) and the ``(run, seq)`` constraint guards against a second
+writer.
+
+``llm.delta`` is the one exception: streamed text is pushed to the group but not stored (the full
+text is stored once as ``llm.message``); its ``seq`` is that of the last stored event and it
+carries ``index``, its position in the message.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+RUN_STARTED: Final = "run.started"
+"""``{"agent_id", "execution_path", "input", "resumed": false}``"""
+
+LLM_DELTA: Final = "llm.delta"
+"""``{"text", "index"}`` — not stored; see the module docstring."""
+
+LLM_MESSAGE: Final = "llm.message"
+"""``{"content", "tool_calls": [{"id", "name", "arguments"}], "iteration"}``"""
+
+TOOL_PROPOSED: Final = "tool.proposed"
+"""``{"tool_call_id", "tool", "arguments"}`` — as the LLM proposed them, before any hook."""
+
+HOOK_SIDE_EFFECT: Final = "hook.side_effect"
+"""``{"tool_call_id" (null at SessionStart), "hook", "point", "message", "failure"}``"""
+
+TOOL_BLOCKED: Final = "tool.blocked"
+"""``{"tool_call_id", "tool", "blocked_by", "error"}`` — ``error`` is what the LLM is told."""
+
+TOOL_STARTED: Final = "tool.started"
+"""``{"tool_call_id", "tool", "arguments", "args_sha256"}`` — the arguments that actually run."""
+
+TOOL_FINISHED: Final = "tool.finished"
+"""``{"tool_call_id", "tool", "status": "succeeded"|"failed"|"unknown", "observation",
+"duration_ms"}`` — ``observation`` is what the LLM reads (after PostToolUse hooks)."""
+
+RUN_SUSPENDED: Final = "run.suspended"
+"""``{"tool_call_id", "tool", "reason", "detail"}`` — the run waits (e.g. for an approval)."""
+
+RUN_RESUMED: Final = "run.resumed"
+"""``{"reason"}`` — a suspended or orphaned run continues."""
+
+RUN_COMPLETED: Final = "run.completed"
+"""``{"output"}``"""
+
+RUN_FAILED: Final = "run.failed"
+"""``{"error", "stage"}`` — ``stage`` is one of hooks, llm, engine, cancelled, max_iterations."""
+
+ALL: Final = (
+    RUN_STARTED,
+    LLM_DELTA,
+    LLM_MESSAGE,
+    TOOL_PROPOSED,
+    HOOK_SIDE_EFFECT,
+    TOOL_BLOCKED,
+    TOOL_STARTED,
+    TOOL_FINISHED,
+    RUN_SUSPENDED,
+    RUN_RESUMED,
+    RUN_COMPLETED,
+    RUN_FAILED,
+)

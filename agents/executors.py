@@ -1,0 +1,111 @@
+"""Where runs execute: Celery workers (production) or the server process (embedded).
+
+The engine code is the same in both; only the place that awaits it differs. Callers enqueue with
+``transaction.on_commit`` so a worker never looks for a row that is not committed yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import logging
+import threading
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from django.conf import settings
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedExecutor:
+    """Runs engine coroutines as tasks on the server's event loop when one is bound (Daphne binds
+    it on its first request, see ``fimone.asgi``), else on a private loop in a daemon thread.
+
+    Runs are asyncio tasks: they do not block one another or the server while they wait on the
+    LLM, tools or hooks. Each task starts with an empty context so it is not tied to the request
+    that created it.
+    """
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._own_loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+        self._futures: set[concurrent.futures.Future[Any]] = set()
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    def _target_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is not None and not self._loop.is_closed():
+            return self._loop
+        with self._lock:
+            if self._own_loop is None or self._own_loop.is_closed():
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="fimone-embedded-runs", daemon=True).start()
+                self._own_loop = loop
+            return self._own_loop
+
+    def submit(self, factory: Callable[[], Coroutine[Any, Any, Any]]) -> concurrent.futures.Future[Any]:
+        loop = self._target_loop()
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def start() -> None:
+            task = loop.create_task(_logged(factory()), context=contextvars.Context())
+
+            def done(t: asyncio.Task[Any]) -> None:
+                if t.cancelled():
+                    future.cancel()
+                elif t.exception() is not None:
+                    future.set_exception(t.exception())  # type: ignore[arg-type]
+                else:
+                    future.set_result(t.result())
+
+            task.add_done_callback(done)
+
+        self._futures.add(future)
+        future.add_done_callback(self._futures.discard)
+        loop.call_soon_threadsafe(start)
+        return future
+
+    def wait_idle(self, timeout: float = 30.0) -> None:
+        """Block until every submitted run finished (tests and graceful shutdown)."""
+        _done, pending = concurrent.futures.wait(list(self._futures), timeout=timeout)
+        if pending:
+            raise TimeoutError(f"{len(pending)} embedded run(s) still running after {timeout} s")
+
+
+async def _logged(coro: Coroutine[Any, Any, Any]) -> Any:
+    try:
+        return await coro
+    except Exception:
+        log.exception("an embedded run task crashed")
+        raise
+
+
+embedded = EmbeddedExecutor()
+
+
+def dispatch_execute(run_id: int) -> None:
+    """Hand a queued run to the executor. Call after the run's row is committed."""
+    if settings.RUN_EXECUTOR == "celery":
+        from agents.tasks import run_execute_task
+
+        run_execute_task.delay(run_id)
+        return
+    from agents.engine.runner import run_execute
+
+    embedded.submit(lambda: run_execute(run_id))
+
+
+def dispatch_resume(run_id: int, *, reason: str) -> None:
+    """Hand a suspended (or orphaned) run to the executor to continue."""
+    if settings.RUN_EXECUTOR == "celery":
+        from agents.tasks import run_resume_task
+
+        run_resume_task.delay(run_id, reason)
+        return
+    from agents.engine.runner import run_resume
+
+    embedded.submit(lambda: run_resume(run_id, reason=reason))

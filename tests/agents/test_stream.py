@@ -1,0 +1,113 @@
+"""The run stream: a WebSocket behind session auth and an origin check, fed after commit."""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+
+from agents.consumers import run_group
+from agents.models import Run
+from agents.services import run_start
+from fimone.asgi import application
+from tests.personas import make_agent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def session_cookie(user) -> str:
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    return f"{settings.SESSION_COOKIE_NAME}={session.session_key}"
+
+
+def make_run(personas, monkeypatch) -> Run:
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
+    agent = make_agent(personas.org, personas.operator)
+    return run_start(agent=agent, user=personas.member, input="hello")
+
+
+def communicator(
+    run: Run, *, cookie: str | None, origin: str = "http://127.0.0.1:8000"
+) -> WebsocketCommunicator:
+    headers = [(b"origin", origin.encode())]
+    if cookie:
+        headers.append((b"cookie", cookie.encode()))
+    return WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=headers)
+
+
+def test_the_owner_receives_events_pushed_to_the_run_group(personas, monkeypatch) -> None:
+    run = make_run(personas, monkeypatch)
+    cookie = session_cookie(personas.member)
+
+    async def scenario():
+        ws = communicator(run, cookie=cookie)
+        connected, _ = await ws.connect()
+        assert connected
+        event = {"run_id": run.pk, "seq": 1, "type": "run.started", "payload": {}, "created_at": None}
+        await get_channel_layer().group_send(run_group(run.pk), {"type": "run.event", "event": event})
+        assert await ws.receive_json_from(timeout=5) == event
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
+
+
+def test_an_anonymous_socket_is_refused(personas, monkeypatch) -> None:
+    run = make_run(personas, monkeypatch)
+
+    async def scenario():
+        ws = communicator(run, cookie=None)
+        connected, code = await ws.connect()
+        assert not connected and code == 4401
+
+    async_to_sync(scenario)()
+
+
+def test_someone_elses_run_is_refused_as_not_found(personas, monkeypatch) -> None:
+    run = make_run(personas, monkeypatch)
+    cookie = session_cookie(personas.approver)  # same organisation, not the run's user
+
+    async def scenario():
+        ws = communicator(run, cookie=cookie)
+        connected, code = await ws.connect()
+        assert not connected and code == 4404
+
+    async_to_sync(scenario)()
+
+
+def test_a_socket_from_a_foreign_origin_is_refused(personas, monkeypatch) -> None:
+    run = make_run(personas, monkeypatch)
+    cookie = session_cookie(personas.member)
+
+    async def scenario():
+        ws = communicator(run, cookie=cookie, origin="https://evil.example.com")
+        connected, _ = await ws.connect()
+        assert not connected
+
+    async_to_sync(scenario)()
+
+
+def test_stored_events_are_pushed_after_commit_by_the_cancel_service(personas, monkeypatch) -> None:
+    from agents.services import run_cancel
+
+    run = make_run(personas, monkeypatch)
+    cookie = session_cookie(personas.member)
+
+    async def scenario():
+        ws = communicator(run, cookie=cookie)
+        assert (await ws.connect())[0]
+        await sync_to_async(run_cancel)(run=run, user=personas.member)
+        message = await ws.receive_json_from(timeout=5)
+        assert message["type"] == "run.failed" and message["payload"]["stage"] == "cancelled"
+        stored = await sync_to_async(lambda: Run.objects.get(pk=run.pk).events.get(type="run.failed").seq)()
+        assert message["seq"] == stored
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
