@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class ApprovalsConfig(AppConfig):
     name = "approvals"
     verbose_name = "Approvals"
+
+    def ready(self) -> None:
+        from agents.signals import run_cancelled
+        from approvals.receivers import cancel_requests_of_run
+
+        run_cancelled.connect(cancel_requests_of_run, dispatch_uid="approvals.cancel_requests_of_run")
+        import approvals.gate  # noqa: F401 - registers the gate hooks in the catalog

@@ -4,6 +4,7 @@ allowed-hosts origin check."""
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 
 from django.core.asgi import get_asgi_application
@@ -14,6 +15,7 @@ django_asgi_app = get_asgi_application()  # must run before importing anything t
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
 
 from agents.executors import embedded  # noqa: E402
 from fimone.routing import websocket_urlpatterns  # noqa: E402
@@ -29,8 +31,15 @@ class BindServerLoop:
 
     async def __call__(self, scope: dict, receive: object, send: object) -> None:
         if not self.bound:
-            embedded.bind_loop(asyncio.get_running_loop())
             self.bound = True
+            embedded.bind_loop(asyncio.get_running_loop())
+            if settings.RUN_EXECUTOR == "embedded":
+                from approvals.sweeper import sweep_forever
+
+                # The embedded stand-in for Celery beat; kept referenced so it is not collected.
+                self.sweeper = asyncio.get_running_loop().create_task(
+                    sweep_forever(settings.APPROVAL_SWEEP_SECONDS), context=contextvars.Context()
+                )
         await self.app(scope, receive, send)
 
 

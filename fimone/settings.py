@@ -7,6 +7,8 @@ the channel layer, cache and Celery broker to Redis and runs agent runs on Celer
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 from fimone.env import (
@@ -45,6 +47,7 @@ if PRODUCTION and not ALLOWED_HOSTS:
     env_required("ALLOWED_HOSTS", "when FIMONE_ENV=production (comma-separated host names)")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+DEMO_PAYMENTS_TOKEN = env_str("DEMO_PAYMENTS_TOKEN", "demo-token")
 
 INSTALLED_APPS = [
     "daphne",
@@ -63,6 +66,7 @@ INSTALLED_APPS = [
     "hooks",
     "approvals",
     "channels_im",
+    "demo_payments",
 ]
 
 MIDDLEWARE = [
@@ -107,6 +111,12 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
         }
     )
+    # Tests drive runs from several threads: a file (not a shared-cache memory database, whose
+    # table locks ignore the busy timeout) lets them wait for each other like production does.
+    # One file per test process, so concurrent test runs on one machine do not share it.
+    DATABASES["default"].setdefault("TEST", {})["NAME"] = str(
+        Path(tempfile.gettempdir()) / f"fimone-test-{os.getpid()}.sqlite3"
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_redis_url("REDIS_URL")
@@ -135,6 +145,9 @@ CELERY_TIMEZONE = "UTC"
 # Where agent runs execute: in the server process (embedded) or on Celery workers.
 RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "embedded" if EMBEDDED else "celery", ("embedded", "celery"))
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 60, minimum=5)
+# Approvals: the safety-net poll of an inline waiter, and the expiry sweep's period.
+APPROVAL_POLL_SECONDS = env_float("APPROVAL_POLL_SECONDS", 5.0, minimum=0.05)
+APPROVAL_SWEEP_SECONDS = env_int("APPROVAL_SWEEP_SECONDS", 15, minimum=1)
 HOOK_DEFAULT_TIMEOUT = env_float("HOOK_DEFAULT_TIMEOUT", 5.0, minimum=0.001)
 
 # --- security -------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -65,10 +66,19 @@ class SuspendRun(Exception):
     at the PreToolUse point: raised anywhere else it fails closed like any other error.
     """
 
-    def __init__(self, reason: str, *, detail: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        reason: str,
+        *,
+        detail: dict[str, Any] | None = None,
+        still_waiting: Callable[[], Awaitable[bool]] | None = None,
+    ) -> None:
         super().__init__(reason)
         self.reason = reason
         self.detail = detail or {}
+        #: Asked once the run is parked. ``False`` means the awaited answer arrived while the run
+        #: was being parked (nobody could resume it then), so the engine resumes it at once.
+        self.still_waiting = still_waiting
 
 
 class Hook(abc.ABC):

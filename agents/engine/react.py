@@ -33,7 +33,7 @@ from agents.llm.factory import provider_for
 from agents.models import RunEvent, RunStatus, ToolExecution
 from agents.tools.base import Tool, ToolError
 from agents.tools.schema import argument_errors
-from hooks import HookContext, SideEffect
+from hooks import HookContext, SideEffect, SuspendRun
 from hooks.catalog import HookDeclarationError, build_registry
 
 log = logging.getLogger(__name__)
@@ -60,11 +60,21 @@ def system_hooks() -> list[Any]:
     from hooks.builtin import ReadOnlyGuard
 
     hooks: list[Any] = [ReadOnlyGuard()]
-    try:  # the approval gate, once the approvals app provides it
-        from approvals.gate import ConfirmationGateHook
-    except ImportError:
-        return hooks
-    return [*hooks, ConfirmationGateHook()]
+    from approvals.gate import ConfirmationExecutedHook, ConfirmationGateHook
+
+    return [*hooks, ConfirmationGateHook(), ConfirmationExecutedHook()]
+
+
+class EventSink:
+    """What hooks get (``ctx.metadata["run_events"]``) to publish structured run events, such as
+    the approval gate's ``approval.pending``, stored and pushed at once."""
+
+    def __init__(self, engine: ReactEngine) -> None:
+        self._engine = engine
+
+    async def publish(self, type_: str, payload: dict[str, Any]) -> None:
+        self._engine.emit(type_, payload)
+        await self._engine.commit()
 
 
 class RunFailed(Exception):
@@ -74,9 +84,10 @@ class RunFailed(Exception):
 
 
 class Suspended(Exception):
-    def __init__(self, call: dict[str, Any], reason: str, detail: dict[str, Any]) -> None:
-        super().__init__(reason)
-        self.call, self.reason, self.detail = call, reason, detail
+    def __init__(self, call: dict[str, Any], signal: SuspendRun) -> None:
+        super().__init__(signal.reason)
+        self.call, self.reason, self.detail = call, signal.reason, signal.detail
+        self.still_waiting = signal.still_waiting
 
 
 class ReactEngine:
@@ -100,6 +111,7 @@ class ReactEngine:
         self._seq = 0
         self._delta_index = 0
         self.layer = get_channel_layer()
+        self.sink = EventSink(self)
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -294,6 +306,7 @@ class ReactEngine:
             "run_id": run.pk,
             "execution_path": run.execution_path,
             "require_confirmation_for_all": run.agent.require_confirmation_for_all,
+            "run_events": self.sink,
             **fields.pop("metadata", {}),
         }
         return HookContext(agent_id=run.agent_id, user_id=run.user_id, metadata=metadata, **fields)
@@ -354,7 +367,7 @@ class ReactEngine:
         pre = await self.registry.run_pre_tool_use(ctx)
         self.emit_side_effects(pre.side_effects, point="PreToolUse", tool_call_id=call_id)
         if pre.suspended:
-            raise Suspended(call, pre.suspension.reason, pre.suspension.detail)
+            raise Suspended(call, pre.suspension)
         if not pre.allow:
             self.emit(
                 ev.TOOL_BLOCKED,
@@ -364,7 +377,14 @@ class ReactEngine:
             return pre.error or "Blocked."
         final_args = pre.tool_args
         digest = store.args_sha256(final_args)
-        self.check_approved_arguments(ctx, digest)
+        mismatch = self.approval_mismatch(ctx, digest)
+        if mismatch is not None:
+            self.emit(
+                ev.TOOL_BLOCKED,
+                {"tool_call_id": call_id, "tool": name, "blocked_by": "approval_binding", "error": mismatch},
+            )
+            await self.commit()
+            return mismatch
         self.emit(
             ev.TOOL_STARTED,
             {"tool_call_id": call_id, "tool": name, "arguments": final_args, "args_sha256": digest},
@@ -395,14 +415,20 @@ class ReactEngine:
         )
         return await self._post(call, ctx, stored, status, duration)
 
-    def check_approved_arguments(self, ctx: HookContext, digest: str) -> None:
+    @staticmethod
+    def approval_mismatch(ctx: HookContext, digest: str) -> str | None:
         """Refuse arguments that differ from the ones a human approved (DESIGN §1.3).
 
-        The approval gate records the approved hash in ``ctx.metadata["approved_args_sha256"]``.
+        The approval gate records the approved hash in ``ctx.metadata["approved_args_sha256"]``;
+        a hook running after it (or anything else) that changed the arguments cannot make them run.
         """
         approved = ctx.metadata.get("approved_args_sha256")
-        if approved is not None and approved != digest:
-            raise RunFailed("the arguments about to run differ from the approved ones; refusing", "hooks")
+        if approved is None or approved == digest:
+            return None
+        return (
+            "Refused: the arguments about to run differ from the ones that were approved. "
+            "The call was not executed."
+        )
 
     async def _post(self, call: dict[str, Any], ctx: HookContext, result: Any, status: str, ms: float) -> str:
         post_ctx = HookContext(
@@ -512,6 +538,12 @@ class ReactEngine:
         )
         if not parked:
             return await self._after_lease_lost()
+        if suspension.still_waiting is not None and not await suspension.still_waiting():
+            # The answer arrived while we were parking: its resume found the run still running
+            # and gave up, so resume it ourselves (claims are idempotent).
+            from agents.executors import dispatch_resume
+
+            dispatch_resume(self.run_id, reason="the awaited answer arrived while the run was parking")
         return RunStatus.AWAITING_APPROVAL
 
 

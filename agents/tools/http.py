@@ -1,0 +1,187 @@
+"""HTTP connector actions as tools: one :class:`HttpActionTool` per :class:`ConnectorAction`.
+
+Contract of :meth:`HttpActionTool.run`:
+
+* ``{name}`` placeholders of the action's ``path_template`` are filled from the arguments of the
+  same name, URL-quoted (a ``/`` in a value cannot reach another path); a placeholder without an
+  argument is a :class:`ToolError` and no request is sent.
+* The remaining arguments (``None`` values dropped) go to the query string for GET and DELETE and
+  to a JSON object body for POST, PUT and PATCH.
+* The connector's decrypted ``secrets["headers"]`` are sent with every request.
+* A 2xx answer returns its parsed JSON when the response says it is JSON, else its text cut at
+  :data:`MAX_TEXT_CHARS`; an empty body returns ``{"status": <code>}``.
+* Anything else — a non-2xx answer, a timeout, a refused connection, a malformed URL — raises a
+  :class:`ToolError` whose text is the observation the model reads; ``run`` never raises
+  anything else for a network failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from agents.models import Connector, ConnectorAction
+from agents.tools.base import Tool, ToolError, ToolSpec
+from agents.tools.schema import EMPTY_OBJECT_SCHEMA
+
+PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
+BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+MAX_RESPONSE_BYTES = 1_000_000
+"""Bytes read from a response at most; a service streaming more is cut off, not buffered whole."""
+MAX_TEXT_CHARS = 20_000
+"""Characters of a non-JSON answer handed to the model (a whole web page would drown it)."""
+ERROR_EXCERPT_CHARS = 300
+
+
+class HttpActionTool(Tool):
+    """A connector action called over HTTP.
+
+    Everything the call needs (URL, method, headers, timeout) is copied from the models when the
+    tool is built, so :meth:`run` touches no database and can run in any event loop.
+    """
+
+    def __init__(self, *, action: ConnectorAction, connector: Connector | None = None) -> None:
+        connector = connector or action.connector
+        self.spec = ToolSpec(
+            name=f"{connector.slug}__{action.name}",
+            description=action.description or f"{action.method} {action.path_template or '/'}",
+            parameters=action.parameters_schema or dict(EMPTY_OBJECT_SCHEMA),
+            # The model's save() fills both from the method; an unsaved action may still hold None.
+            requires_confirmation=bool(action.requires_confirmation),
+            is_write=bool(action.is_write),
+        )
+        self.method = str(action.method).upper()
+        self.path_template = action.path_template or ""
+        self.base_url = connector.base_url
+        self.timeout = float(connector.timeout_seconds)
+        self._headers = _secret_headers(connector.secrets)
+
+    def __repr__(self) -> str:
+        # Deliberately without the headers: they hold credentials and reprs end up in logs.
+        return f"<HttpActionTool {self.name} {self.method} {self.base_url}>"
+
+    async def run(self, args: dict[str, Any]) -> Any:
+        path, rest = self._fill_path(args)
+        url = _join_url(self.base_url, path)
+        rest = {key: value for key, value in rest.items() if value is not None}
+        request_kwargs: dict[str, Any] = (
+            {"json": rest} if self.method in BODY_METHODS else {"params": _query_params(rest)}
+        )
+        where = f"{self.method} {path or '/'}"
+        try:
+            # httpx's timeout bounds each phase (connect, each read, …); asyncio.timeout bounds the
+            # whole call, so a service dripping one byte at a time cannot hold the run forever.
+            async with asyncio.timeout(self.timeout):
+                status, content_type, body = await self._send(url, request_kwargs)
+        except (TimeoutError, httpx.TimeoutException):
+            raise ToolError(f"{where} timed out after {self.timeout:g}s") from None
+        except httpx.ConnectError as exc:
+            raise ToolError(f"{where}: could not connect to the service ({_reason(exc)})") from None
+        except httpx.TransportError as exc:
+            raise ToolError(f"{where}: the request failed ({_reason(exc)})") from None
+        except httpx.InvalidURL as exc:
+            raise ToolError(f"{where}: the connector's URL is not valid ({exc})") from None
+        if not 200 <= status < 300:
+            raise ToolError(f"{where} answered {status}: {_excerpt(body)}")
+        return _parse_body(status, content_type, body)
+
+    def _fill_path(self, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """The path with its placeholders filled, and the arguments that were not used for it."""
+        names = PLACEHOLDER_RE.findall(self.path_template)
+        missing = [name for name in names if args.get(name) is None]
+        if missing:
+            raise ToolError(f"missing argument(s) for the path {self.path_template!r}: {', '.join(missing)}")
+
+        def fill(match: re.Match[str]) -> str:
+            # safe="" so that "a/b" or "x?y" stays one path segment instead of escaping it.
+            return quote(_as_text(args[match.group(1)]), safe="")
+
+        path = PLACEHOLDER_RE.sub(fill, self.path_template)
+        used = set(names)
+        return path, {key: value for key, value in args.items() if key not in used}
+
+    async def _send(self, url: str, request_kwargs: dict[str, Any]) -> tuple[int, str, bytes]:
+        # A client per call, not a shared one: an AsyncClient's connection pool is bound to the
+        # event loop that first used it, and runs execute in different loops and threads (embedded
+        # executor threads, Celery tasks, tests). A per-loop cache would need closing when each loop
+        # ends, which nothing here observes; one TCP handshake per call is negligible next to the
+        # model round trip around every tool call.
+        # Redirects are not followed: a 3xx could send the secret headers to another host.
+        async with (
+            httpx.AsyncClient(headers=self._headers, timeout=self.timeout, follow_redirects=False) as client,
+            client.stream(self.method, url, **request_kwargs) as response,
+        ):
+            body = bytearray()
+            async for chunk in response.aiter_bytes():
+                body.extend(chunk)
+                if len(body) > MAX_RESPONSE_BYTES:
+                    del body[MAX_RESPONSE_BYTES:]
+                    break
+            return response.status_code, response.headers.get("content-type", ""), bytes(body)
+
+
+def _secret_headers(secrets: Any) -> dict[str, str]:
+    headers = (secrets or {}).get("headers") if isinstance(secrets, dict) else None
+    if not isinstance(headers, dict):
+        return {}
+    return {str(name): _as_text(value) for name, value in headers.items() if value is not None}
+
+
+def _join_url(base_url: str, path: str) -> str:
+    # Not urljoin: it drops the base's last segment when the base lacks a trailing slash and
+    # replaces the whole path when ``path`` starts with one; operators expect plain concatenation.
+    if not path:
+        return base_url
+    return f"{base_url.rstrip('/')}/{path.lstrip('/')}"
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def _query_params(args: dict[str, Any]) -> list[tuple[str, str]]:
+    params: list[tuple[str, str]] = []
+    for key, value in args.items():
+        # A list becomes a repeated key (?tag=a&tag=b), the common convention of web services.
+        values = value if isinstance(value, list) else [value]
+        params.extend((key, _as_text(item)) for item in values if item is not None)
+    return params
+
+
+def _decode(body: bytes) -> str:
+    return body.decode("utf-8", errors="replace")
+
+
+def _excerpt(body: bytes) -> str:
+    text = " ".join(_decode(body[: ERROR_EXCERPT_CHARS * 4]).split())
+    if not text:
+        return "(empty body)"
+    return text if len(text) <= ERROR_EXCERPT_CHARS else text[:ERROR_EXCERPT_CHARS] + "…"
+
+
+def _parse_body(status: int, content_type: str, body: bytes) -> Any:
+    if not body.strip():
+        return {"status": status}
+    media_type = content_type.split(";", 1)[0].strip().lower()
+    if media_type == "application/json" or media_type.endswith("+json"):
+        try:
+            return json.loads(body)
+        except ValueError:
+            pass  # a service mislabelling its body: hand the model the text instead
+    text = _decode(body)
+    if len(text) > MAX_TEXT_CHARS or len(body) >= MAX_RESPONSE_BYTES:
+        return text[:MAX_TEXT_CHARS] + f"\n… [cut: the answer was longer than {MAX_TEXT_CHARS} characters]"
+    return text
+
+
+def _reason(exc: Exception) -> str:
+    return str(exc) or type(exc).__name__

@@ -1,0 +1,62 @@
+"""The tools an agent may call, built from its configuration."""
+
+from __future__ import annotations
+
+from agents.models import Agent, Connector
+from agents.tools.base import Tool
+from agents.tools.builtins import BUILTIN_TOOLS
+from agents.tools.database import database_tools
+from agents.tools.http import HttpActionTool
+
+
+class ToolboxError(ValueError):
+    """The agent's configuration does not yield a usable set of tools. ``str()`` names the problem."""
+
+
+def tools_for_agent(agent: Agent) -> dict[str, Tool]:
+    """The agent's tools by name, in a stable order (connectors by slug, actions by name, then the
+    built-ins in the agent's order).
+
+    Rules:
+
+    * an action of an HTTP connector is one :class:`HttpActionTool` named ``<slug>__<action>``;
+    * a database connector is granted by any of its actions being attached to the agent: the agent
+      then gets both ``<slug>__sql_query`` and ``<slug>__sql_execute`` (the latter always requires
+      confirmation); the action's own name, method and path play no further part;
+    * only connectors of the agent's own organisation count: an action of another organisation's
+      connector is ignored, so an agent can never call out with another tenant's secrets;
+    * ``builtin_tools`` names come from :data:`BUILTIN_TOOLS`.
+
+    Synchronous (it reads the database; call it from a worker thread, not an event loop) and one
+    query whatever the number of actions. Raises :class:`ToolboxError` for an unknown built-in or
+    two tools with the same name.
+    """
+    actions = (
+        agent.actions.filter(connector__organization_id=agent.organization_id)
+        .select_related("connector")
+        .order_by("connector__slug", "name")
+    )
+    tools: dict[str, Tool] = {}
+    granted_databases: set[int] = set()
+    for action in actions:
+        connector = action.connector
+        if connector.kind == Connector.Kind.DATABASE:
+            if connector.pk not in granted_databases:
+                granted_databases.add(connector.pk)
+                for tool in database_tools(connector):
+                    _add(tools, tool)
+            continue
+        _add(tools, HttpActionTool(action=action, connector=connector))
+    for name in dict.fromkeys(agent.builtin_tools or []):  # a name listed twice is still one tool
+        tool_class = BUILTIN_TOOLS.get(name)
+        if tool_class is None:
+            raise ToolboxError(f"unknown built-in tool {name!r} (known: {', '.join(sorted(BUILTIN_TOOLS))})")
+        _add(tools, tool_class())
+    return tools
+
+
+def _add(tools: dict[str, Tool], tool: Tool) -> None:
+    if tool.name in tools:
+        # Two tools under one name would make the model's choice ambiguous: refuse the set.
+        raise ToolboxError(f"two tools are named {tool.name!r}; rename an action or a connector")
+    tools[tool.name] = tool

@@ -1,0 +1,192 @@
+"""The confirmation gate: the PreToolUse hook that makes a human approve a tool call.
+
+Attached by the engine to every agent (``system``), it runs last among PreToolUse hooks so it sees
+the final arguments. It opens (or finds) the :class:`ConfirmationRequest` for ``(run,
+tool_call_id)``, waits inline for a short window — woken through the channel layer — and, if
+nobody decided, suspends the run: nothing waits in memory after that (DESIGN §1.6). On resume it
+finds the decided request and answers at once.
+
+An approval is bound to the hash of the arguments it was asked for: the gate publishes it as
+``ctx.metadata["approved_args_sha256"]`` and the engine refuses to run anything else (DESIGN §1.3).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+
+from agents.engine.db import db
+from agents.engine.store import args_sha256, run_load
+from approvals import services
+from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.selectors import display_name, request_status
+from approvals.waking import wait_for_verdict
+from hooks.catalog import register_hook
+from hooks.contract import HookContext, HookResult, PostToolUseHook, PreToolUseHook, SuspendRun
+
+APPROVAL_PENDING = "approval.pending"
+APPROVAL_DECIDED = "approval.decided"
+GATE_PRIORITY = 1_000_000
+
+
+def _approval_payload(request: ConfirmationRequest, approvers: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "request_id": str(request.pk),
+        "tool_call_id": request.tool_call_id,
+        "tool": request.tool_name,
+        "arguments": request.tool_args,
+        "approvers": approvers,
+        "expires_at": request.expires_at.isoformat(),
+        "channel": request.channel,
+    }
+
+
+def _decided_payload(request: ConfirmationRequest) -> dict[str, Any]:
+    return {
+        "request_id": str(request.pk),
+        "tool_call_id": request.tool_call_id,
+        "status": request.status,
+        "by": display_name(request.responded_by) if request.responded_by_id else None,
+        "reason": request.reason,
+        "at": request.responded_at.isoformat() if request.responded_at else None,
+    }
+
+
+def _open(*, run_id: int, ctx: HookContext, digest: str) -> tuple[services.Opened, list[dict[str, Any]]]:
+    opened = services.confirmation_request_open(
+        run=run_load(run_id=run_id),
+        tool_call_id=ctx.metadata["tool_call_id"],
+        tool_name=ctx.tool_name,
+        tool_args=ctx.tool_args,
+        args_sha256=digest,
+    )
+    approvers = [{"id": u.pk, "name": display_name(u)} for u in opened.request.approvers.order_by("pk")]
+    return opened, approvers
+
+
+def _reload(*, request_id: Any) -> ConfirmationRequest:
+    return ConfirmationRequest.objects.select_related("responded_by").get(pk=request_id)
+
+
+def _delivery_problem(*, request_id: Any) -> str | None:
+    failure = (
+        ConfirmationEvent.objects.filter(request_id=request_id, kind=ConfirmationEvent.Kind.DELIVERY_FAILED)
+        .order_by("-pk")
+        .values_list("details", flat=True)
+        .first()
+    )
+    delivered = ConfirmationEvent.objects.filter(
+        request_id=request_id, kind=ConfirmationEvent.Kind.DELIVERED
+    ).exists()
+    if failure is None or delivered:
+        return None
+    return str(failure.get("error") or "unknown error")
+
+
+def observation_for(request: ConfirmationRequest, *, delivery_problem: str | None = None) -> str:
+    """What the LLM reads for a final, non-approved outcome. Plain and final."""
+    if request.status == ConfirmationStatus.REJECTED:
+        who = display_name(request.responded_by)
+        reason = request.reason or "no reason given"
+        return f"Rejected by {who}: {reason}. The call was not executed. Do not retry it."
+    if request.status == ConfirmationStatus.EXPIRED:
+        text = f"No decision within {request.timeout_seconds} s: the call was not executed."
+        if delivery_problem:
+            text += f" The approval request could not be delivered to approvers ({delivery_problem})."
+        return text + " Do not retry it unless the user asks."
+    if request.status == ConfirmationStatus.CANCELLED:
+        return "The approval request was cancelled: the call was not executed."
+    return f"The call was not executed (approval {request.status})."
+
+
+@register_hook
+class ConfirmationGateHook(PreToolUseHook):
+    name = "confirmation_gate"
+    system = True
+    priority = GATE_PRIORITY
+    on_error = "block"
+    # The inline window is bounded by the policy; this only guards against a hung database.
+    timeout = 600.0
+
+    def should_trigger(self, ctx: HookContext) -> bool:
+        meta = ctx.metadata
+        return bool(meta.get("requires_confirmation") or meta.get("require_confirmation_for_all"))
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        run_id = ctx.metadata["run_id"]
+        sink = ctx.metadata.get("run_events")
+        digest = args_sha256(ctx.tool_args)
+        try:
+            opened, approvers = await db(_open, run_id=run_id, ctx=ctx, digest=digest)
+        except services.NoApprovers as exc:
+            return HookResult(allow=False, error=f"The call needs approval, but {exc}. It was not executed.")
+        request = opened.request
+        if opened.created and sink is not None:
+            await sink.publish(APPROVAL_PENDING, _approval_payload(request, approvers))
+        if request.args_sha256 != digest:
+            return HookResult(
+                allow=False,
+                error=(
+                    "Refused: the arguments changed after approval was requested. "
+                    "The call was not executed."
+                ),
+                side_effects=[f"arguments differ from approval request {request.pk}"],
+            )
+        status = request.status
+        if status == ConfirmationStatus.PENDING and opened.created:
+            status = await wait_for_verdict(
+                request.pk, window=opened.inline_wait_seconds, poll=settings.APPROVAL_POLL_SECONDS
+            )
+        if status == ConfirmationStatus.PENDING:
+            request_id = request.pk
+
+            async def still_waiting() -> bool:
+                return await db(request_status, request_id=request_id) == ConfirmationStatus.PENDING
+
+            raise SuspendRun(
+                "waiting for approval",
+                detail={"request_id": str(request_id), "expires_at": request.expires_at.isoformat()},
+                still_waiting=still_waiting,
+            )
+        request = await db(_reload, request_id=request.pk)
+        if sink is not None:
+            await sink.publish(APPROVAL_DECIDED, _decided_payload(request))
+        if request.status == ConfirmationStatus.APPROVED:
+            ctx.metadata["approved_args_sha256"] = request.args_sha256
+            ctx.metadata["confirmation_request_id"] = str(request.pk)
+            return HookResult(side_effects=[f"approved by {display_name(request.responded_by)}"])
+        problem = None
+        if request.status == ConfirmationStatus.EXPIRED:
+            problem = await db(_delivery_problem, request_id=request.pk)
+        return HookResult(
+            allow=False,
+            error=observation_for(request, delivery_problem=problem),
+            side_effects=[f"approval {request.status}"],
+        )
+
+
+@register_hook
+class ConfirmationExecutedHook(PostToolUseHook):
+    """Appends ``executed`` to the log of the request that approved this call."""
+
+    name = "confirmation_executed"
+    system = True
+    priority = 0
+    on_error = "allow"  # the audit note must not hide the tool's result
+
+    def should_trigger(self, ctx: HookContext) -> bool:
+        return "confirmation_request_id" in ctx.metadata
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        await db(
+            services.confirmation_log_executed,
+            request_id=ctx.metadata["confirmation_request_id"],
+            tool_status=str(ctx.metadata.get("tool_status", "")),
+        )
+        return HookResult()
+
+
+def pretty_arguments(args: Any) -> str:
+    return json.dumps(args, indent=2, ensure_ascii=False, sort_keys=True)

@@ -1,0 +1,167 @@
+"""Confirmation requests, their append-only event log, and approver policies (DESIGN §5)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+
+from agents.models import Agent, Organization, Run
+
+
+class ApproverPolicy(models.Model):
+    """Who may decide an agent's confirmation requests, and how long they have.
+
+    One policy per organisation with ``agent`` empty is the organisation's default; a policy with
+    ``agent`` set overrides it for that agent. Without any policy the defaults below apply.
+    """
+
+    class Channel(models.TextChoices):
+        DEFAULT = "", "Organisation default (else the web inbox)"
+        WEB = "web", "Web inbox"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="approver_policies")
+    agent = models.OneToOneField(
+        Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="approver_policy"
+    )
+    allow_initiator = models.BooleanField(default=False, help_text="The user who started the run.")
+    allow_agent_owner = models.BooleanField(default=True)
+    allow_org_approvers = models.BooleanField(default=True, help_text="Organisation admins and approvers.")
+    named_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
+    allow_self_approval = models.BooleanField(
+        default=False, help_text="Whether the requester may approve their own call."
+    )
+    timeout_seconds = models.PositiveIntegerField(default=600)
+    inline_wait_seconds = models.PositiveIntegerField(
+        default=20, help_text="How long a run waits in memory before it is suspended."
+    )
+    channel_config = models.ForeignKey(
+        "channels_im.ChannelConfig",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Where cards are sent. Empty: the organisation default, else the web inbox.",
+    )
+
+    class Meta:
+        verbose_name_plural = "approver policies"
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization"],
+                condition=models.Q(agent__isnull=True),
+                name="approverpolicy_one_default_per_org",
+            ),
+            models.CheckConstraint(
+                condition=models.Q(timeout_seconds__gte=10), name="approverpolicy_timeout_min"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Policy for {self.agent or self.organization}"
+
+
+class ConfirmationStatus(models.TextChoices):
+    PENDING = "pending"
+    APPROVED = "approved"
+    REJECTED = "rejected"
+    EXPIRED = "expired"
+    CANCELLED = "cancelled"
+
+
+class ConfirmationRequest(models.Model):
+    """A human's go / no-go on one tool call with exact arguments.
+
+    ``status`` leaves ``pending`` once, by a conditional update in ``approvals.services``; nothing
+    else writes it.
+    """
+
+    class Mode(models.TextChoices):
+        CHANNEL = "channel"
+        INLINE = "inline"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="confirmation_requests")
+    requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="confirmation_requests")
+    tool_call_id = models.CharField(max_length=100)
+    tool_name = models.CharField(max_length=120)
+    tool_args = models.JSONField()
+    args_sha256 = models.CharField(max_length=64)
+    status = models.CharField(
+        max_length=12, choices=ConfirmationStatus.choices, default=ConfirmationStatus.PENDING, db_index=True
+    )
+    mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.CHANNEL)
+    channel = models.CharField(max_length=20, default="web", help_text="Provider kind the card went to.")
+    channel_config = models.ForeignKey(
+        "channels_im.ChannelConfig", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    external_message_id = models.CharField(max_length=200, blank=True)
+    approvers = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="approvable_requests")
+    allow_self_approval = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(db_index=True)
+    responded_at = models.DateTimeField(null=True, blank=True)
+    responded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    responded_by_external_id = models.CharField(max_length=200, blank=True)
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "tool_call_id"], name="confirmation_unique_call"),
+        ]
+        indexes = [models.Index(fields=["status", "expires_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} [{self.status}]"
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == ConfirmationStatus.PENDING
+
+    @property
+    def timeout_seconds(self) -> int:
+        return round((self.expires_at - self.created_at).total_seconds())
+
+
+class ConfirmationEvent(models.Model):
+    """Append-only audit log of one request: rows are inserted, never updated or deleted."""
+
+    class Kind(models.TextChoices):
+        CREATED = "created"
+        DELIVERED = "delivered"
+        DELIVERY_FAILED = "delivery_failed"
+        CLICK_REFUSED = "click_refused"
+        DECIDED = "decided"
+        EXPIRED = "expired"
+        CANCELLED = "cancelled"
+        EXECUTED = "executed"
+
+    request = models.ForeignKey(ConfirmationRequest, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    actor_external_id = models.CharField(max_length=200, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.kind} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("confirmation events are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("confirmation events are append-only")

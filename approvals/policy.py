@@ -1,0 +1,85 @@
+"""Resolving an agent's approver policy and the set of people who may decide."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Q
+
+from agents.models import Agent, Membership, Role
+from approvals.models import ApproverPolicy
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    allow_initiator: bool = False
+    allow_agent_owner: bool = True
+    allow_org_approvers: bool = True
+    named_user_ids: frozenset[int] = field(default_factory=frozenset)
+    allow_self_approval: bool = False
+    timeout_seconds: int = 600
+    inline_wait_seconds: int = 20
+    channel_config_id: int | None = None
+
+    @classmethod
+    def from_row(cls, row: ApproverPolicy) -> ResolvedPolicy:
+        return cls(
+            allow_initiator=row.allow_initiator,
+            allow_agent_owner=row.allow_agent_owner,
+            allow_org_approvers=row.allow_org_approvers,
+            named_user_ids=frozenset(row.named_users.values_list("pk", flat=True)),
+            allow_self_approval=row.allow_self_approval,
+            timeout_seconds=row.timeout_seconds,
+            inline_wait_seconds=row.inline_wait_seconds,
+            channel_config_id=row.channel_config_id,
+        )
+
+
+def policy_for(*, agent: Agent) -> ResolvedPolicy:
+    """The agent's own policy, else its organisation's default, else the built-in defaults."""
+    rows = {
+        p.agent_id: p
+        for p in ApproverPolicy.objects.filter(
+            Q(agent_id=agent.pk) | Q(organization_id=agent.organization_id, agent__isnull=True)
+        )
+    }
+    row = rows.get(agent.pk) or rows.get(None)
+    return ResolvedPolicy.from_row(row) if row is not None else ResolvedPolicy()
+
+
+def approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> set[int]:
+    """Who may decide a request of ``requester_id`` on ``agent`` (a snapshot taken at opening)."""
+    ids: set[int] = set(policy.named_user_ids)
+    if policy.allow_agent_owner:
+        ids.add(agent.owner_id)
+    if policy.allow_initiator:
+        ids.add(requester_id)
+    if policy.allow_org_approvers:
+        ids |= set(
+            Membership.objects.filter(
+                organization_id=agent.organization_id, role__in=[Role.APPROVER, Role.ADMIN]
+            ).values_list("user_id", flat=True)
+        )
+    # Only members of the organisation may decide, whatever the policy names.
+    members = set(
+        Membership.objects.filter(organization_id=agent.organization_id, user_id__in=ids).values_list(
+            "user_id", flat=True
+        )
+    )
+    ids &= members | {agent.owner_id}
+    if not policy.allow_self_approval:
+        ids.discard(requester_id)
+    return ids
+
+
+def describe_refusal(*, request: Any, user: Any) -> str | None:
+    """Why ``user`` may not decide ``request`` (``None`` when they may). Caller loaded
+    ``request.approvers``."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return "not signed in"
+    if user.pk == request.requested_by_id and not request.allow_self_approval:
+        return "the requester may not approve their own call"
+    if not request.approvers.filter(pk=user.pk).exists():
+        return "not an approver of this request"
+    return None

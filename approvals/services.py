@@ -1,0 +1,269 @@
+"""The only writers of confirmation requests (DESIGN §1.4, §5).
+
+A request leaves ``pending`` exactly once, through a conditional ``UPDATE … WHERE
+status='pending'``; whoever loses that race is told what the verdict already is. Every attempt,
+accepted or refused, is appended to the request's event log. Side effects of a verdict (waking an
+inline waiter, resuming a suspended run, updating the card) run after commit.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agents.models import Run, RunStatus
+from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.policy import approver_ids, describe_refusal, policy_for
+
+log = logging.getLogger(__name__)
+
+Kind = ConfirmationEvent.Kind
+
+
+@dataclass(frozen=True)
+class Opened:
+    request: ConfirmationRequest
+    created: bool
+    inline_wait_seconds: int
+
+
+@dataclass(frozen=True)
+class DecisionOutcome:
+    """What a decider is told. ``accepted`` only for the one decision that set the verdict."""
+
+    accepted: bool
+    status: str
+    message: str
+    request: ConfirmationRequest | None = None
+
+    @property
+    def refused(self) -> bool:
+        return not self.accepted and self.status == "refused"
+
+
+class NoApprovers(Exception):
+    """The policy leaves nobody who could approve this call."""
+
+
+def log_event(
+    *, request_id: uuid.UUID, kind: str, actor: Any = None, external_id: str = "", **details: Any
+) -> ConfirmationEvent:
+    return ConfirmationEvent.objects.create(
+        request_id=request_id,
+        kind=kind,
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_external_id=external_id,
+        details=details,
+    )
+
+
+def _after_verdict(request: ConfirmationRequest) -> None:
+    """Wake the waiter, resume the run if it is parked, update the card. Call on commit."""
+    from agents.executors import dispatch_resume
+    from approvals.waking import wake
+    from channels_im.delivery import enqueue_card_update
+
+    wake(request.pk)
+    dispatch_resume(request.run_id, reason=f"approval request {request.status}")
+    enqueue_card_update(request.pk)
+
+
+@transaction.atomic
+def confirmation_request_open(
+    *, run: Run, tool_call_id: str, tool_name: str, tool_args: dict[str, Any], args_sha256: str
+) -> Opened:
+    """Open the request for ``(run, tool_call_id)``, or return the one already open (a resumed
+    run re-enters the same call). A new request is snapshotted with its approvers and handed to
+    its channel for delivery after commit. Raises :class:`NoApprovers` if nobody could decide."""
+    from channels_im.delivery import enqueue_card_delivery, resolve_channel
+
+    existing = ConfirmationRequest.objects.filter(run=run, tool_call_id=tool_call_id).first()
+    agent = run.agent
+    policy = policy_for(agent=agent)
+    if existing is not None:
+        return Opened(existing, False, policy.inline_wait_seconds)
+    approvers = approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
+    if not approvers:
+        raise NoApprovers("nobody is authorised to approve this call: check the agent's approver policy")
+    channel_config = resolve_channel(agent=agent, policy_channel_id=policy.channel_config_id)
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            request = ConfirmationRequest.objects.create(
+                organization_id=agent.organization_id,
+                agent=agent,
+                requested_by_id=run.user_id,
+                run=run,
+                tool_call_id=tool_call_id,
+                tool_name=tool_name,
+                tool_args=tool_args,
+                args_sha256=args_sha256,
+                mode=ConfirmationRequest.Mode.INLINE
+                if channel_config is None
+                else ConfirmationRequest.Mode.CHANNEL,
+                channel=channel_config.kind if channel_config is not None else "web",
+                channel_config=channel_config,
+                allow_self_approval=policy.allow_self_approval,
+                expires_at=now + dt.timedelta(seconds=policy.timeout_seconds),
+            )
+    except IntegrityError:  # a concurrent opener won: theirs is the request
+        return Opened(
+            ConfirmationRequest.objects.get(run=run, tool_call_id=tool_call_id),
+            False,
+            policy.inline_wait_seconds,
+        )
+    request.approvers.set(approvers)
+    log_event(
+        request_id=request.pk,
+        kind=Kind.CREATED,
+        actor=run.user,
+        tool=tool_name,
+        args_sha256=args_sha256,
+        approvers=sorted(approvers),
+        expires_at=request.expires_at.isoformat(),
+        channel=request.channel,
+    )
+    transaction.on_commit(lambda: enqueue_card_delivery(request.pk))
+    return Opened(request, True, policy.inline_wait_seconds)
+
+
+def check_decider(*, request: ConfirmationRequest, user: Any, via_channel_id: int | None) -> str | None:
+    """Why this click may not decide ``request`` (``None`` when it may). A request is decided on
+    the channel it was sent to, or in the web inbox (``via_channel_id=None``)."""
+    if via_channel_id is not None and via_channel_id != request.channel_config_id:
+        return "this request was not sent to this channel"
+    return describe_refusal(request=request, user=user)
+
+
+@transaction.atomic
+def confirmation_decide(
+    *,
+    request_id: uuid.UUID,
+    user: Any,
+    approve: bool,
+    reason: str = "",
+    via_channel_id: int | None = None,
+    external_id: str = "",
+) -> DecisionOutcome:
+    """Record ``user``'s verdict if they may give it and nobody gave one before.
+
+    Refusals and late clicks change nothing but are logged (``click_refused``) on the request.
+    """
+    request = ConfirmationRequest.objects.filter(pk=request_id).first()
+    if request is None:
+        return DecisionOutcome(False, "not_found", "No such approval request.")
+    verdict = ConfirmationStatus.APPROVED if approve else ConfirmationStatus.REJECTED
+    refusal = check_decider(request=request, user=user, via_channel_id=via_channel_id)
+    if refusal is not None:
+        log_event(
+            request_id=request.pk,
+            kind=Kind.CLICK_REFUSED,
+            actor=user,
+            external_id=external_id,
+            reason=refusal,
+            wanted=str(verdict),
+            via="web" if via_channel_id is None else via_channel_id,
+        )
+        return DecisionOutcome(False, "refused", f"You cannot decide this request: {refusal}.", request)
+
+    now = timezone.now()
+    won = ConfirmationRequest.objects.filter(
+        pk=request.pk, status=ConfirmationStatus.PENDING, expires_at__gt=now
+    ).update(
+        status=verdict,
+        responded_at=now,
+        responded_by=user,
+        responded_by_external_id=external_id,
+        reason=(reason or "").strip()[:2000],
+    )
+    request.refresh_from_db()
+    if not won:
+        late = "expired" if request.is_pending else str(request.status)
+        log_event(
+            request_id=request.pk,
+            kind=Kind.CLICK_REFUSED,
+            actor=user,
+            external_id=external_id,
+            reason=f"already {late}",
+            wanted=str(verdict),
+        )
+        return DecisionOutcome(False, late, f"This request was already {late}.", request)
+    log_event(
+        request_id=request.pk,
+        kind=Kind.DECIDED,
+        actor=user,
+        external_id=external_id,
+        status=str(verdict),
+        reason=request.reason,
+        via="web" if via_channel_id is None else via_channel_id,
+    )
+    transaction.on_commit(lambda: _after_verdict(request))
+    return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
+
+
+def confirmation_expire_due(*, now: dt.datetime | None = None, limit: int = 500) -> int:
+    """Expire pending requests past their deadline (the beat / in-process sweep). One query when
+    nothing is due. Each expiry is its own transaction with the same conditional update as a
+    decision, so it races safely with clicks."""
+    now = now or timezone.now()
+    due = list(
+        ConfirmationRequest.objects.filter(
+            status=ConfirmationStatus.PENDING, expires_at__lte=now
+        ).values_list("pk", flat=True)[:limit]
+    )
+    expired = 0
+    for request_id in due:
+        with transaction.atomic():
+            won = ConfirmationRequest.objects.filter(pk=request_id, status=ConfirmationStatus.PENDING).update(
+                status=ConfirmationStatus.EXPIRED, responded_at=now
+            )
+            if not won:
+                continue
+            request = ConfirmationRequest.objects.get(pk=request_id)
+            log_event(request_id=request_id, kind=Kind.EXPIRED, timeout_seconds=request.timeout_seconds)
+            transaction.on_commit(lambda r=request: _after_verdict(r))
+            expired += 1
+    return expired
+
+
+@transaction.atomic
+def confirmation_cancel(*, request_id: uuid.UUID, reason: str, actor: Any = None) -> bool:
+    """Withdraw a pending request (its run was cancelled). ``False`` if it was already final."""
+    now = timezone.now()
+    won = ConfirmationRequest.objects.filter(pk=request_id, status=ConfirmationStatus.PENDING).update(
+        status=ConfirmationStatus.CANCELLED, responded_at=now, reason=reason
+    )
+    if won:
+        request = ConfirmationRequest.objects.get(pk=request_id)
+        log_event(request_id=request_id, kind=Kind.CANCELLED, actor=actor, reason=reason)
+        from approvals.waking import wake
+        from channels_im.delivery import enqueue_card_update
+
+        transaction.on_commit(lambda: (wake(request_id), enqueue_card_update(request.pk)))
+    return bool(won)
+
+
+def confirmation_log_executed(*, request_id: uuid.UUID, tool_status: str) -> None:
+    log_event(request_id=request_id, kind=Kind.EXECUTED, tool_status=tool_status)
+
+
+def runs_resume_orphaned() -> int:
+    """Safety net for lost wake-ups: resume parked runs none of whose requests is still pending.
+    One query when there are none."""
+    from agents.executors import dispatch_resume
+
+    run_ids = list(
+        Run.objects.filter(status=RunStatus.AWAITING_APPROVAL, confirmation_requests__isnull=False)
+        .exclude(confirmation_requests__status=ConfirmationStatus.PENDING)
+        .values_list("pk", flat=True)
+        .distinct()[:200]
+    )
+    for run_id in run_ids:
+        dispatch_resume(run_id, reason="its approval was settled")
+    return len(run_ids)

@@ -1,0 +1,38 @@
+"""The periodic sweep: expire due requests, resume parked runs whose wake-up was lost, and hand
+orphaned runs (dead worker, expired lease) to a new one.
+
+In production it is a Celery beat task every ``APPROVAL_SWEEP_SECONDS``; in embedded mode the
+server process runs :func:`sweep_forever` on its own loop. When nothing is due it costs three
+indexed queries per period, whatever the number of pending requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from agents.engine.db import db
+
+log = logging.getLogger(__name__)
+
+
+def sweep_once() -> dict[str, int]:
+    from agents.services import runs_reclaim_expired
+    from approvals.services import confirmation_expire_due, runs_resume_orphaned
+
+    return {
+        "expired": confirmation_expire_due(),
+        "resumed": runs_resume_orphaned(),
+        "reclaimed": runs_reclaim_expired(),
+    }
+
+
+async def sweep_forever(interval: float) -> None:
+    while True:
+        try:
+            done = await db(sweep_once)
+            if any(done.values()):
+                log.info("sweep: %s", done)
+        except Exception:  # keep sweeping; the next period retries
+            log.exception("the approval sweep failed")
+        await asyncio.sleep(interval)

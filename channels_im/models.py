@@ -1,0 +1,75 @@
+"""Channel configurations (per organisation) and IM identities (who a clicker is)."""
+
+from __future__ import annotations
+
+import secrets as pysecrets
+
+from django.conf import settings
+from django.db import models
+
+from agents.models import Organization
+from fimone.fields import EncryptedJSONField
+
+
+def new_callback_key() -> str:
+    return pysecrets.token_urlsafe(24)
+
+
+class ChannelKind(models.TextChoices):
+    WEB = "web", "Web inbox"
+    FEISHU = "feishu", "Feishu / Lark"
+    SLACK = "slack", "Slack"
+
+
+class ChannelConfig(models.Model):
+    """One way to reach approvers. Secrets (app secret, encrypt key, bot token, signing secret)
+    are encrypted at rest and never shown back."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="channel_configs")
+    kind = models.CharField(max_length=12, choices=ChannelKind.choices)
+    name = models.CharField(max_length=200)
+    active = models.BooleanField(default=True)
+    is_default = models.BooleanField(default=False, help_text="The organisation's default approval channel.")
+    secrets = EncryptedJSONField(null=True, blank=True)
+    settings_json = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="Provider settings: Feishu chat_id / domain, Slack channel / api_url.",
+    )
+    callback_key = models.CharField(
+        max_length=64,
+        unique=True,
+        default=new_callback_key,
+        editable=False,
+        help_text="Part of the callback URL.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization"], condition=models.Q(is_default=True), name="channelconfig_one_default"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+
+class ImIdentity(models.Model):
+    """Maps a platform user id (Feishu open_id, Slack user id) to a user of ours."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="im_identities")
+    provider = models.CharField(max_length=12, choices=ChannelKind.choices)
+    external_id = models.CharField(max_length=200)
+    display_name = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        verbose_name = "IM identity"
+        verbose_name_plural = "IM identities"
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "external_id"], name="imidentity_unique_external")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.external_id} → {self.user}"

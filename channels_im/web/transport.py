@@ -1,0 +1,18 @@
+"""The web inbox: the embedded default. The "card" is the request's row in the inbox page, so
+sending and updating need no external call; decisions come through the inbox views."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from channels_im.base import Channel
+
+
+class WebChannel(Channel):
+    kind = "web"
+
+    def send_interactive_card(self, request: Any) -> str:
+        return f"inbox:{request.pk}"
+
+    def update_card(self, request: Any) -> None:
+        """Nothing to patch: the inbox reads the row."""
