@@ -52,7 +52,7 @@ RUN_COMPLETED: Final = "run.completed"
 """``{"output"}``"""
 
 RUN_FAILED: Final = "run.failed"
-"""``{"error", "stage"}`` — ``stage`` is one of hooks, llm, engine, cancelled, max_iterations."""
+"""``{"error", "stage"}`` — ``stage`` is one of hooks, tools, llm, engine, cancelled, max_iterations."""
 
 ALL: Final = (
     RUN_STARTED,

@@ -2,14 +2,73 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.db.models import QuerySet
+
+from agents.models import Agent, Conversation, Membership, Organization, Role, Run, RunEvent
+
+ORG_MANAGER_ROLES = (Role.OPERATOR, Role.ADMIN)
+"""Roles whose staff users manage their organisation's objects in the admin."""
 
 
 @database_sync_to_async
 def run_visible_to(*, run_id: int, user: Any) -> bool:
     """Whether ``user`` may read run ``run_id`` (its own runs only)."""
-    from agents.models import Run
-
     return Run.objects.filter(pk=run_id, user=user).exists()
+
+
+def organization_ids_of(*, user: Any, roles: tuple[str, ...] | None = None) -> QuerySet[Membership]:
+    """A subquery of the ids of the organisations ``user`` belongs to (with one of ``roles``, if given)."""
+    memberships = Membership.objects.filter(user=user)
+    if roles is not None:
+        memberships = memberships.filter(role__in=roles)
+    return memberships.values("organization_id")
+
+
+def organizations_managed_by(*, user: Any) -> QuerySet[Organization]:
+    """The organisations where ``user`` is an operator or an admin."""
+    return Organization.objects.filter(pk__in=organization_ids_of(user=user, roles=ORG_MANAGER_ROLES))
+
+
+def agent_list(*, user: Any) -> QuerySet[Agent]:
+    """The agents of the organisations ``user`` belongs to, by name."""
+    return (
+        Agent.objects.filter(organization_id__in=organization_ids_of(user=user))
+        .select_related("organization")
+        .order_by("name", "pk")
+    )
+
+
+def agent_get(*, agent_id: int, user: Any) -> Agent | None:
+    """Agent ``agent_id`` if it belongs to one of ``user``'s organisations, else ``None``."""
+    return agent_list(user=user).filter(pk=agent_id).first()
+
+
+def conversation_get(*, conversation_id: int, user: Any) -> Conversation | None:
+    """Conversation ``conversation_id`` if it is ``user``'s, else ``None``."""
+    return Conversation.objects.filter(pk=conversation_id, user=user).first()
+
+
+def run_get(*, run_id: int, user: Any) -> Run | None:
+    """Run ``run_id`` if it is ``user``'s own, else ``None`` (colleagues' runs included)."""
+    return Run.objects.filter(pk=run_id, user=user).first()
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """One page of a run's events: those with ``seq > after``, at most ``limit`` of them."""
+
+    events: list[RunEvent]
+    next_after: int
+    has_more: bool
+
+
+def run_event_page(*, run: Run, after: int = 0, limit: int = 100) -> EventPage:
+    """The events of ``run`` after seq ``after``, in seq order; ``next_after`` is the last seq
+    returned (or ``after`` when there is none), to pass as ``after`` for the next page."""
+    rows = list(RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[: limit + 1])
+    events, has_more = rows[:limit], len(rows) > limit
+    return EventPage(events=events, next_after=events[-1].seq if events else after, has_more=has_more)

@@ -33,6 +33,7 @@ from agents.llm.factory import provider_for
 from agents.models import RunEvent, RunStatus, ToolExecution
 from agents.tools.base import Tool, ToolError
 from agents.tools.schema import argument_errors
+from agents.tools.toolbox import ToolboxError, tools_for_agent
 from hooks import HookContext, SideEffect, SuspendRun
 from hooks.catalog import HookDeclarationError, build_registry
 
@@ -233,12 +234,11 @@ class ReactEngine:
             provider = self.provider_factory(agent.model_config_json)
         except LLMError as exc:
             raise RunFailed(f"the agent's model is misconfigured: {exc}", "llm") from None
-        factory = self.tools_factory
-        if factory is None:
-            from agents.tools.toolbox import tools_for_agent
-
-            factory = tools_for_agent
-        self.tools = await db(factory, agent=agent)
+        factory = self.tools_factory or tools_for_agent
+        try:
+            self.tools = await db(factory, agent=agent)
+        except ToolboxError as exc:
+            raise RunFailed(f"the agent's tools cannot be built: {exc}", "tools") from None
 
         cp = self.checkpoint
         if cp["session_context"] is None:

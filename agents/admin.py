@@ -1,0 +1,408 @@
+"""The admin of organisations, agents, connectors, conversations and runs.
+
+Rich but thin: listings select their relations, displays are ``@admin.display`` methods and
+actions call services. Standard model permissions apply; on top of them a staff user who is not a
+superuser sees (and may pick in foreign keys) only objects of the organisations where they are an
+operator or an admin. Runs, their events and tool executions are read-only records; connector
+secrets are write-only.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.db.models import Count, Field, ForeignKey, ManyToManyField, Model, QuerySet, URLField
+from django.forms import ModelChoiceField, ModelMultipleChoiceField
+from django.http import HttpRequest
+
+from agents import selectors, services
+from agents.checks import hooks_declaration
+from agents.models import (
+    Agent,
+    Connector,
+    ConnectorAction,
+    Conversation,
+    Membership,
+    Organization,
+    Run,
+    RunEvent,
+    ToolExecution,
+)
+from agents.services import ServiceError
+from hooks.catalog import HookDeclarationError, parse_declaration
+
+User = get_user_model()
+
+ORGANIZATION_LOOKUPS: dict[type[Model], str] = {
+    Organization: "pk",
+    Membership: "organization_id",
+    Agent: "organization_id",
+    Connector: "organization_id",
+    ConnectorAction: "connector__organization_id",
+    Conversation: "organization_id",
+    Run: "agent__organization_id",
+    RunEvent: "run__agent__organization_id",
+    ToolExecution: "run__agent__organization_id",
+}
+"""For each organisation-owned model, the lookup from it to its organisation's id (single-valued)."""
+
+
+def scope_to_managed_organizations(queryset: QuerySet[Any], request: HttpRequest) -> QuerySet[Any]:
+    """``queryset`` as a non-superuser staff user may see it: only objects of the organisations
+    where they are an operator or an admin (for users: the members of those organisations).
+    Superusers see everything."""
+    user = request.user
+    if user.is_superuser:
+        return queryset
+    managed = selectors.organization_ids_of(user=user, roles=selectors.ORG_MANAGER_ROLES)
+    if queryset.model is User:
+        members = Membership.objects.filter(organization_id__in=managed).values("user_id")
+        return queryset.filter(pk__in=members)
+    return queryset.filter(**{f"{ORGANIZATION_LOOKUPS[queryset.model]}__in": managed})
+
+
+def _is_scoped(model: type[Model]) -> bool:
+    return model is User or model in ORGANIZATION_LOOKUPS
+
+
+class OrganizationScopedFieldsMixin:
+    """Limits foreign-key and many-to-many choices to the staff user's managed organisations."""
+
+    unscoped_relations: tuple[str, ...] = ()
+    """Relation fields whose choices are left unrestricted."""
+
+    def _scope_choices(
+        self, db_field: ForeignKey | ManyToManyField, request: HttpRequest, kwargs: dict[str, Any]
+    ) -> None:
+        related = db_field.related_model
+        if db_field.name in self.unscoped_relations or not _is_scoped(related):
+            return
+        queryset = kwargs.get("queryset")
+        if queryset is None:
+            queryset = related._default_manager.all()
+        kwargs["queryset"] = scope_to_managed_organizations(queryset, request)
+
+    def formfield_for_foreignkey(
+        self, db_field: ForeignKey, request: HttpRequest, **kwargs: Any
+    ) -> ModelChoiceField | None:
+        self._scope_choices(db_field, request, kwargs)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)  # type: ignore[misc]
+
+    def formfield_for_manytomany(
+        self, db_field: ManyToManyField, request: HttpRequest, **kwargs: Any
+    ) -> ModelMultipleChoiceField | None:
+        self._scope_choices(db_field, request, kwargs)
+        return super().formfield_for_manytomany(db_field, request, **kwargs)  # type: ignore[misc]
+
+
+class OrganizationScopedAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
+    """A model admin whose listing and change pages hold only the staff user's organisations' objects."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return scope_to_managed_organizations(super().get_queryset(request), request)
+
+
+class ReadOnlyAdminMixin:
+    """Records nobody edits by hand: no add, change or delete (viewing needs the view permission)."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+
+# --- organisations --------------------------------------------------------------------------------
+
+
+class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
+    model = Membership
+    extra = 0
+    fields = ("user", "role")
+    raw_id_fields = ("user",)
+    # Anyone may be added to an organisation, so users are picked by id rather than restricted
+    # to the organisation's current members.
+    unscoped_relations = ("user",)
+
+
+@admin.register(Organization)
+class OrganizationAdmin(OrganizationScopedAdmin):
+    list_display = ("name", "read_only", "member_count", "agent_count", "created_at")
+    list_filter = ("read_only",)
+    search_fields = ("name",)
+    inlines = (MembershipInline,)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Organization]:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                _members=Count("memberships__user", distinct=True), _agents=Count("agents", distinct=True)
+            )
+        )
+
+    @admin.display(description="members", ordering="_members")
+    def member_count(self, obj: Organization) -> int:
+        return obj._members  # type: ignore[attr-defined]
+
+    @admin.display(description="agents", ordering="_agents")
+    def agent_count(self, obj: Organization) -> int:
+        return obj._agents  # type: ignore[attr-defined]
+
+
+# --- agents ---------------------------------------------------------------------------------------
+
+
+@admin.register(Agent)
+class AgentAdmin(OrganizationScopedAdmin):
+    """The form validates ``model_config_json`` (provider, script, hooks) and ``builtin_tools``
+    through ``Agent.clean()`` → ``check_agent_config``, so an agent that could not run is refused."""
+
+    list_display = ("name", "organization", "owner", "engine", "provider", "declared_hooks", "created_at")
+    list_select_related = ("organization", "owner")
+    list_filter = ("engine", ("organization", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("name", "organization__name", "owner__username")
+    filter_horizontal = ("actions",)
+    fieldsets = (
+        (None, {"fields": ("organization", "owner", "name", "instructions", "engine")}),
+        ("Model and hooks", {"fields": ("model_config_json", "max_iterations")}),
+        ("Tools", {"fields": ("actions", "builtin_tools", "require_confirmation_for_all")}),
+    )
+
+    @admin.display(description="provider")
+    def provider(self, obj: Agent) -> str:
+        config = obj.model_config_json
+        return str(config.get("provider", "scripted")) if isinstance(config, dict) else "—"
+
+    @admin.display(description="hooks")
+    def declared_hooks(self, obj: Agent) -> str:
+        try:
+            names = [name for name, _params in parse_declaration(hooks_declaration(obj.model_config_json))]
+        except HookDeclarationError:
+            return "invalid declaration"
+        return ", ".join(names) or "—"
+
+
+# --- connectors -----------------------------------------------------------------------------------
+
+
+class WriteOnlyTextarea(forms.Textarea):
+    """A textarea that never renders a value, like ``PasswordInput(render_value=False)``."""
+
+    def format_value(self, value: Any) -> str | None:
+        return None
+
+
+URL_FORMFIELD = {"assume_scheme": "https"}
+"""A base URL typed without a scheme is taken as https (Django 6's default, chosen now)."""
+
+
+def _connector_formfield(db_field: Field, **kwargs: Any) -> forms.Field | None:
+    if isinstance(db_field, URLField):
+        kwargs.update(URL_FORMFIELD)
+    return db_field.formfield(**kwargs)
+
+
+class ConnectorAdminForm(forms.ModelForm):
+    """``secrets`` is write-only: the page never shows it, blank keeps the stored value, and any
+    text must be a JSON object (``{}`` clears the secrets)."""
+
+    secrets = forms.CharField(
+        required=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 4, "autocomplete": "off", "spellcheck": "false"}),
+        help_text="A JSON object, encrypted at rest and never shown again — "
+        "leave blank to keep the current secrets.",
+    )
+
+    class Meta:
+        model = Connector
+        fields = ("organization", "slug", "name", "kind", "base_url", "secrets", "timeout_seconds")
+        formfield_callback = _connector_formfield
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initial.pop("secrets", None)  # the stored value never reaches the page
+
+    def clean_secrets(self) -> Any:
+        text = (self.cleaned_data.get("secrets") or "").strip()
+        if not text:
+            return self.instance.secrets if self.instance.pk else None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            # The error names the position only, never the text that was typed.
+            raise forms.ValidationError(
+                f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError('must be a JSON object, e.g. {"headers": {…}} or {"dsn": "…"}')
+        return value or None
+
+
+class ConnectorActionInline(admin.TabularInline):
+    model = ConnectorAction
+    extra = 0
+    fields = (
+        "name",
+        "tool",
+        "method",
+        "path_template",
+        "description",
+        "parameters_schema",
+        "requires_confirmation",
+        "is_write",
+    )
+    readonly_fields = ("tool",)
+
+    @admin.display(description="tool name")
+    def tool(self, obj: ConnectorAction) -> str:
+        return obj.tool_name if obj.pk else "—"
+
+
+@admin.register(Connector)
+class ConnectorAdmin(OrganizationScopedAdmin):
+    form = ConnectorAdminForm
+    formfield_overrides = {URLField: URL_FORMFIELD}
+    list_display = ("name", "slug", "organization", "kind", "base_url", "action_count", "created_at")
+    list_select_related = ("organization",)
+    list_filter = ("kind", ("organization", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("name", "slug", "base_url", "organization__name")
+    readonly_fields = ("secrets_state",)
+    inlines = (ConnectorActionInline,)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Connector]:
+        return super().get_queryset(request).annotate(_actions=Count("actions", distinct=True))
+
+    def get_fields(self, request: HttpRequest, obj: Connector | None = None) -> list[str]:
+        fields = [
+            "organization",
+            "slug",
+            "name",
+            "kind",
+            "base_url",
+            "secrets_state",
+            "secrets",
+            "timeout_seconds",
+        ]
+        if obj is not None and not self.has_change_permission(request, obj):
+            # A view-only page renders every field as text: leave the secrets out.
+            fields.remove("secrets")
+        return fields
+
+    @admin.display(description="actions", ordering="_actions")
+    def action_count(self, obj: Connector) -> int:
+        return obj._actions  # type: ignore[attr-defined]
+
+    @admin.display(description="stored secrets")
+    def secrets_state(self, obj: Connector) -> str:
+        if obj.pk is None:
+            return "—"
+        return "set (encrypted)" if obj.secrets else "none"
+
+
+# --- conversations and runs -----------------------------------------------------------------------
+
+
+@admin.register(Conversation)
+class ConversationAdmin(OrganizationScopedAdmin):
+    list_display = ("__str__", "agent", "organization", "user", "run_count", "created_at")
+    list_select_related = ("agent", "organization", "user")
+    list_filter = (("organization", admin.RelatedOnlyFieldListFilter),)
+    search_fields = ("title", "agent__name", "user__username")
+    date_hierarchy = "created_at"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        return super().get_queryset(request).annotate(_runs=Count("runs", distinct=True))
+
+    @admin.display(description="runs", ordering="_runs")
+    def run_count(self, obj: Conversation) -> int:
+        return obj._runs  # type: ignore[attr-defined]
+
+
+class RunEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = RunEvent
+    extra = 0
+    can_delete = False
+    fields = ("seq", "type", "payload", "created_at")
+    readonly_fields = fields
+    ordering = ("seq",)
+
+
+@admin.register(Run)
+class RunAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
+    list_display = ("id", "status", "agent", "user", "execution_path", "created_at", "finished_at")
+    list_select_related = ("agent", "user")
+    list_filter = (
+        "status",
+        "execution_path",
+        ("agent__organization", admin.RelatedOnlyFieldListFilter),
+    )
+    search_fields = ("=id", "input", "agent__name", "user__username")
+    date_hierarchy = "created_at"
+    fields = (
+        ("agent", "user", "conversation", "parent_run"),
+        ("status", "execution_path", "hooks_bypassed", "cancel_requested"),
+        "input",
+        "output",
+        "error",
+        ("created_at", "started_at", "finished_at"),
+        ("lease_owner", "lease_expires_at", "heartbeat_at"),
+        "checkpoint",
+    )
+    inlines = (RunEventInline,)
+    actions = ("cancel_runs",)
+
+    def has_cancel_permission(self, request: HttpRequest) -> bool:
+        """Cancelling is the one change made to a run here: it needs the change permission."""
+        opts = self.opts
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
+    @admin.action(description="Cancel selected runs", permissions=["cancel"])
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        # The admin's permissions (and the queryset's organisation scope) authorise the staff
+        # user; the service is asked to cancel on behalf of each run's owner.
+        cancelled = 0
+        refused: list[str] = []
+        for run in queryset.select_related("user").order_by("pk"):
+            try:
+                services.run_cancel(run=run, user=run.user)
+            except ServiceError as exc:
+                refused.append(f"run {run.pk}: {exc.message}")
+            else:
+                cancelled += 1
+        if cancelled:
+            self.message_user(
+                request,
+                f"{cancelled} run(s) cancelled (running ones stop at their next step).",
+                messages.SUCCESS,
+            )
+        if refused:
+            self.message_user(request, "Not cancelled: " + "; ".join(refused), messages.WARNING)
+
+
+@admin.register(ToolExecution)
+class ToolExecutionAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
+    list_display = ("tool_name", "status", "run", "agent", "tool_call_id", "started_at", "duration_ms")
+    list_select_related = ("run", "run__agent")
+    list_filter = ("status", ("run__agent__organization", admin.RelatedOnlyFieldListFilter))
+    search_fields = ("tool_name", "tool_call_id", "=run__id")
+    date_hierarchy = "started_at"
+    fields = (
+        ("run", "tool_call_id"),
+        ("tool_name", "status"),
+        "args",
+        "args_sha256",
+        "result",
+        ("started_at", "finished_at", "duration_ms"),
+    )
+
+    @admin.display(description="agent", ordering="run__agent__name")
+    def agent(self, obj: ToolExecution) -> Agent:
+        return obj.run.agent

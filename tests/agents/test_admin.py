@@ -1,0 +1,377 @@
+"""The admin: every page renders, agent configs are checked, secrets stay write-only, and staff
+users see only the organisations they operate."""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+import pytest
+from django.contrib import admin
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
+
+from agents import events as ev
+from agents.models import (
+    Agent,
+    Connector,
+    ConnectorAction,
+    Conversation,
+    Organization,
+    Run,
+    RunEvent,
+    RunStatus,
+    ToolExecution,
+)
+from agents.services import run_start
+from tests.personas import make_action, make_agent, make_http_connector, scripted
+
+SECRET = "s3cr3t-bearer-VALUE-42"
+ADMIN_MODELS = (Organization, Agent, Connector, Conversation, Run, ToolExecution)
+
+
+@pytest.fixture(autouse=True)
+def no_dispatch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
+
+
+@pytest.fixture
+def world(personas) -> dict[str, Any]:
+    """One of everything, in both organisations."""
+    connector = make_http_connector(
+        personas.org, "https://oa.example.test", secrets={"headers": {"Authorization": f"Bearer {SECRET}"}}
+    )
+    action = make_action(connector, "purchase_pay", method="POST", path="/purchases/{purchase_id}/pay")
+    agent = make_agent(
+        personas.org,
+        personas.operator,
+        model_config_json=scripted({"content": "Hello."}, hooks=[{"name": "truncate_result", "params": {}}]),
+        actions=[action],
+    )
+    run = run_start(agent=agent, user=personas.member, input="pay PO-1")
+    RunEvent.objects.create(run=run, seq=1, type=ev.RUN_STARTED, payload={"agent_id": agent.pk})
+    RunEvent.objects.create(run=run, seq=2, type=ev.LLM_MESSAGE, payload={"content": "Paying."})
+    execution = ToolExecution.objects.create(
+        run=run,
+        tool_call_id="call-1",
+        tool_name=action.tool_name,
+        args={"purchase_id": "PO-1"},
+        args_sha256="0" * 64,
+    )
+    globex_agent = make_agent(personas.other_org, personas.stranger, name="Globex secret agent")
+    return {
+        "connector": connector,
+        "action": action,
+        "agent": agent,
+        "run": run,
+        "conversation": run.conversation,
+        "execution": execution,
+        "globex_agent": globex_agent,
+    }
+
+
+def logged_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def url(model: type, view: str, *args: Any) -> str:
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+def grant(user: Any, *codenames: str) -> None:
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label="agents", codename__in=codenames)
+    )
+
+
+def page_text(response: Any) -> str:
+    return html.unescape(response.content.decode())
+
+
+# --- every page renders ---------------------------------------------------------------------------
+
+
+def test_every_agents_model_is_registered() -> None:
+    registered = {model for model in admin.site._registry if model._meta.app_label == "agents"}
+
+    assert registered == set(ADMIN_MODELS)
+
+
+@pytest.mark.parametrize("model", ADMIN_MODELS, ids=lambda model: model.__name__)
+def test_the_changelist_renders_for_a_superuser(superuser, world, model) -> None:
+    client = logged_in(superuser)
+
+    assert client.get(url(model, "changelist")).status_code == 200
+    assert client.get(url(model, "changelist"), {"q": "pay"}).status_code == 200
+
+
+def test_the_change_pages_render_for_a_superuser(superuser, personas, world) -> None:
+    client = logged_in(superuser)
+    objects = [
+        personas.org,
+        world["agent"],
+        world["connector"],
+        world["conversation"],
+        world["run"],
+        world["execution"],
+    ]
+
+    for obj in objects:
+        assert client.get(url(type(obj), "change", obj.pk)).status_code == 200, type(obj).__name__
+    for model in (Organization, Agent, Connector, Conversation):
+        assert client.get(url(model, "add")).status_code == 200, model.__name__
+
+
+def test_a_run_page_is_read_only_and_lists_its_events_by_seq(superuser, world) -> None:
+    response = logged_in(superuser).get(url(Run, "change", world["run"].pk))
+
+    text = page_text(response)
+    assert 'name="_save"' not in text
+    assert text.index(ev.RUN_STARTED) < text.index(ev.LLM_MESSAGE)
+    assert logged_in(superuser).get(url(Run, "add")).status_code == 403
+
+
+def test_the_connector_page_shows_each_actions_tool_name(superuser, world) -> None:
+    response = logged_in(superuser).get(url(Connector, "change", world["connector"].pk))
+
+    assert "oa__purchase_pay" in page_text(response)
+
+
+# --- agents ---------------------------------------------------------------------------------------
+
+
+def agent_form(personas, config: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    data = {
+        "organization": personas.org.pk,
+        "owner": personas.operator.pk,
+        "name": "Invoice clerk",
+        "instructions": "",
+        "engine": Agent.Engine.REACT,
+        "model_config_json": json.dumps(config),
+        "max_iterations": 12,
+        "builtin_tools": "[]",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_the_agent_admin_refuses_an_unknown_hook_name_with_the_message(superuser, personas) -> None:
+    config = {
+        "provider": "scripted",
+        "script": {"turns": [{"content": "x"}]},
+        "hooks": {"class_hooks": ["no_such_hook"]},
+    }
+
+    response = logged_in(superuser).post(url(Agent, "add"), agent_form(personas, config))
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors["model_config_json"]
+    assert any("unknown hook 'no_such_hook'" in error for error in errors)
+    assert "unknown hook 'no_such_hook'" in page_text(response)
+    assert not Agent.objects.filter(name="Invoice clerk").exists()
+
+
+def test_the_agent_admin_refuses_an_unknown_builtin_tool(superuser, personas) -> None:
+    data = agent_form(personas, scripted({"content": "x"}), builtin_tools='["rm_rf"]')
+
+    response = logged_in(superuser).post(url(Agent, "add"), data)
+
+    assert response.status_code == 200
+    assert "builtin_tools" in response.context["adminform"].form.errors
+
+
+def test_the_agent_admin_saves_a_valid_agent(superuser, personas) -> None:
+    data = agent_form(personas, scripted({"content": "x"}), builtin_tools='["calculator"]')
+
+    response = logged_in(superuser).post(url(Agent, "add"), data)
+
+    assert response.status_code == 302
+    assert Agent.objects.get(name="Invoice clerk").builtin_tools == ["calculator"]
+
+
+# --- connector secrets ----------------------------------------------------------------------------
+
+
+def connector_form(connector: Connector, secrets: str) -> dict[str, Any]:
+    return {
+        "organization": connector.organization_id,
+        "slug": connector.slug,
+        "name": connector.name,
+        "kind": connector.kind,
+        "base_url": connector.base_url,
+        "secrets": secrets,
+        "timeout_seconds": connector.timeout_seconds,
+        "actions-TOTAL_FORMS": "0",
+        "actions-INITIAL_FORMS": "0",
+        "actions-MIN_NUM_FORMS": "0",
+        "actions-MAX_NUM_FORMS": "1000",
+    }
+
+
+@pytest.fixture
+def bare_connector(personas) -> Connector:
+    """A connector with secrets and no actions (so its form posts without inline rows)."""
+    return make_http_connector(
+        personas.org, "https://erp.example.test", slug="erp", secrets={"headers": {"X-Api-Key": SECRET}}
+    )
+
+
+def test_the_connector_change_page_never_contains_the_secret(superuser, world) -> None:
+    response = logged_in(superuser).get(url(Connector, "change", world["connector"].pk))
+
+    text = page_text(response)
+    assert response.status_code == 200
+    assert SECRET not in text
+    assert "leave blank to keep the current secrets" in text
+    assert "set (encrypted)" in text
+
+
+def test_saving_the_connector_with_blank_secrets_keeps_them(superuser, bare_connector) -> None:
+    response = logged_in(superuser).post(
+        url(Connector, "change", bare_connector.pk), connector_form(bare_connector, "")
+    )
+
+    assert response.status_code == 302
+    assert Connector.objects.get(pk=bare_connector.pk).secrets == {"headers": {"X-Api-Key": SECRET}}
+
+
+def test_saving_the_connector_with_new_secrets_replaces_them(superuser, bare_connector) -> None:
+    new = '{"headers": {"X-Api-Key": "rotated"}}'
+
+    response = logged_in(superuser).post(
+        url(Connector, "change", bare_connector.pk), connector_form(bare_connector, new)
+    )
+
+    assert response.status_code == 302
+    assert Connector.objects.get(pk=bare_connector.pk).secrets == {"headers": {"X-Api-Key": "rotated"}}
+
+
+@pytest.mark.parametrize(
+    ("typed", "message"),
+    [
+        ('{"headers": {"X-Api-Key": "typed-secret"', "not valid JSON"),
+        ('["typed-secret"]', "must be a JSON object"),
+    ],
+)
+def test_secrets_that_are_not_a_json_object_are_refused_without_echoing_them(
+    superuser, bare_connector, typed, message
+) -> None:
+    response = logged_in(superuser).post(
+        url(Connector, "change", bare_connector.pk), connector_form(bare_connector, typed)
+    )
+
+    assert response.status_code == 200
+    assert any(message in error for error in response.context["adminform"].form.errors["secrets"])
+    assert "typed-secret" not in page_text(response) and SECRET not in page_text(response)
+    assert Connector.objects.get(pk=bare_connector.pk).secrets == {"headers": {"X-Api-Key": SECRET}}
+
+
+def test_a_view_only_staff_user_does_not_see_the_secret_either(personas, world) -> None:
+    grant(personas.operator, "view_connector")
+
+    response = logged_in(personas.operator).get(url(Connector, "change", world["connector"].pk))
+
+    assert response.status_code == 200
+    assert SECRET not in page_text(response)
+
+
+# --- organisation scope for staff users -----------------------------------------------------------
+
+
+def test_a_staff_operator_of_acme_does_not_see_globexs_agents(personas, world) -> None:
+    grant(personas.operator, "view_agent", "change_agent", "add_agent")
+    client = logged_in(personas.operator)
+
+    listing = page_text(client.get(url(Agent, "changelist")))
+    assert world["agent"].name in listing
+    assert world["globex_agent"].name not in listing and "Globex" not in listing
+
+    assert client.get(url(Agent, "change", world["agent"].pk)).status_code == 200
+    assert client.get(url(Agent, "change", world["globex_agent"].pk)).status_code == 302
+
+    form = client.get(url(Agent, "add")).context["adminform"].form
+    assert list(form.fields["organization"].queryset) == [personas.org]
+    assert personas.stranger not in form.fields["owner"].queryset
+    assert set(form.fields["actions"].queryset) == {world["action"]}
+
+
+def test_a_staff_operator_cannot_assign_an_agent_to_another_organisation(personas) -> None:
+    grant(personas.operator, "add_agent", "view_agent")
+    data = agent_form(personas, scripted({"content": "x"}), organization=personas.other_org.pk)
+
+    response = logged_in(personas.operator).post(url(Agent, "add"), data)
+
+    assert response.status_code == 200 and "organization" in response.context["adminform"].form.errors
+    assert not Agent.objects.filter(name="Invoice clerk").exists()
+
+
+def test_a_staff_user_without_an_operator_or_admin_role_sees_no_runs(personas, world) -> None:
+    personas.member.is_staff = True
+    personas.member.save()
+    grant(personas.member, "view_run")
+    client = logged_in(personas.member)
+
+    assert client.get(url(Run, "changelist")).context["cl"].result_count == 0
+    assert client.get(url(Run, "change", world["run"].pk)).status_code == 302
+
+
+def test_a_staff_operator_sees_the_runs_of_their_organisation(personas, world) -> None:
+    grant(personas.operator, "view_run")
+
+    listing = logged_in(personas.operator).get(url(Run, "changelist")).context["cl"]
+
+    assert list(listing.result_list) == [world["run"]]
+
+
+def test_a_staff_admin_manages_only_their_own_organisation(personas, world) -> None:
+    grant(personas.admin, "view_organization", "change_organization", "view_connector")
+    client = logged_in(personas.admin)
+
+    assert list(client.get(url(Organization, "changelist")).context["cl"].result_list) == [personas.org]
+    assert client.get(url(Organization, "change", personas.org.pk)).status_code == 200
+    assert client.get(url(Organization, "change", personas.other_org.pk)).status_code == 302
+    assert list(client.get(url(Connector, "changelist")).context["cl"].result_list) == [world["connector"]]
+
+
+# --- cancelling runs ------------------------------------------------------------------------------
+
+
+def test_the_cancel_action_cancels_queued_runs_and_reports_refusals(superuser, personas, world) -> None:
+    queued = world["run"]
+    done = run_start(agent=world["agent"], user=personas.approver, input="done already")
+    Run.objects.filter(pk=done.pk).update(status=RunStatus.COMPLETED)
+
+    response = logged_in(superuser).post(
+        url(Run, "changelist"),
+        {"action": "cancel_runs", "_selected_action": [queued.pk, done.pk]},
+        follow=True,
+    )
+
+    queued.refresh_from_db()
+    assert queued.status == RunStatus.CANCELLED
+    assert RunEvent.objects.filter(run=queued, type=ev.RUN_FAILED, payload__stage="cancelled").exists()
+    texts = [str(message) for message in response.context["messages"]]
+    assert "1 run(s) cancelled (running ones stop at their next step)." in texts
+    assert any(f"run {done.pk}: the run is already completed" in text for text in texts)
+
+
+def test_the_cancel_action_needs_the_change_run_permission(personas, world) -> None:
+    grant(personas.operator, "view_run")
+    client = logged_in(personas.operator)
+
+    client.post(url(Run, "changelist"), {"action": "cancel_runs", "_selected_action": [world["run"].pk]})
+
+    world["run"].refresh_from_db()
+    assert world["run"].status == RunStatus.QUEUED
+    grant(personas.operator, "change_run")
+    client.post(url(Run, "changelist"), {"action": "cancel_runs", "_selected_action": [world["run"].pk]})
+    world["run"].refresh_from_db()
+    assert world["run"].status == RunStatus.CANCELLED
+
+
+def test_connector_actions_are_only_edited_inline(world) -> None:
+    assert ConnectorAction not in admin.site._registry
