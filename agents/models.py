@@ -80,6 +80,8 @@ class Connector(models.Model):
         return f"{self.name} ({self.slug})"
 
     def clean(self) -> None:
+        if self.secrets is not None and not isinstance(self.secrets, dict):
+            raise ValidationError({"secrets": "must be a JSON object"})
         if self.kind == self.Kind.HTTP and not self.base_url:
             raise ValidationError({"base_url": "an HTTP connector needs a base URL"})
         if self.kind == self.Kind.DATABASE and not (self.secrets or {}).get("dsn"):

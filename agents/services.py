@@ -14,7 +14,7 @@ from django.utils import timezone
 from agents import events as ev
 from agents.consumers import run_group
 from agents.executors import dispatch_execute, dispatch_resume
-from agents.models import Agent, Conversation, ExecutionPath, Membership, Run, RunEvent, RunStatus
+from agents.models import Agent, Conversation, ExecutionPath, Membership, Role, Run, RunEvent, RunStatus
 
 log = logging.getLogger(__name__)
 
@@ -87,25 +87,34 @@ def _append_event(*, run: Run, type_: str, payload: dict[str, Any]) -> RunEvent:
     return event
 
 
+def may_manage_runs_of(*, user: Any, organization_id: int) -> bool:
+    """Operators and admins of an organisation (and superusers) may cancel its members' runs."""
+    if getattr(user, "is_superuser", False):
+        return True
+    return Membership.objects.filter(
+        user=user, organization_id=organization_id, role__in=[Role.OPERATOR, Role.ADMIN]
+    ).exists()
+
+
 @transaction.atomic
 def run_cancel(*, run: Run, user: Any) -> Run:
-    """Cancel a run of ``user``'s. A queued or suspended run stops at once; a running one stops at
-    its next step (the engine sees ``cancel_requested`` when it saves its checkpoint)."""
-    if run.user_id != user.pk:
+    """Cancel a run, as its owner or as an operator of its organisation. A queued or suspended run
+    stops at once; a running one stops at its next step (the engine sees ``cancel_requested``
+    when it saves its checkpoint)."""
+    if run.user_id != user.pk and not may_manage_runs_of(
+        user=user, organization_id=run.agent.organization_id
+    ):
         raise ServiceError("not found", code="not_found")
     locked = Run.objects.select_for_update().get(pk=run.pk)
     if locked.is_terminal:
         raise ServiceError(f"the run is already {locked.status}", code="conflict")
+    who = "the user" if user.pk == run.user_id else user.get_username()
+    error = f"cancelled by {who}"
     if locked.status in (RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL):
         Run.objects.filter(pk=run.pk, status=locked.status).update(
-            status=RunStatus.CANCELLED,
-            cancel_requested=True,
-            error="cancelled by the user",
-            finished_at=timezone.now(),
+            status=RunStatus.CANCELLED, cancel_requested=True, error=error, finished_at=timezone.now()
         )
-        _append_event(
-            run=locked, type_=ev.RUN_FAILED, payload={"error": "cancelled by the user", "stage": "cancelled"}
-        )
+        _append_event(run=locked, type_=ev.RUN_FAILED, payload={"error": error, "stage": "cancelled"})
         from agents.signals import run_cancelled
 
         run_cancelled.send(sender=Run, run_id=run.pk)

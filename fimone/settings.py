@@ -186,6 +186,7 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Agents whose tool calls pass through hooks and human approvals.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "agents.models.RunStatus"},
 }
 
 # --- i18n, static, logging ------------------------------------------------------------------------

@@ -47,3 +47,40 @@ def _celery_eager():
     app.conf.task_always_eager = True
     yield
     app.conf.task_always_eager = before
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db, settings):  # noqa: ARG001 - needs committed data
+    """A real Celery worker in a separate process, on this test's database and Redis."""
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from django.db import connection
+
+    from fimone.celery import app
+
+    db = connection.settings_dict
+    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+    env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": settings.REDIS_URL, "RUN_EXECUTOR": "celery"}
+    root = Path(__file__).resolve().parent.parent
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "fimone", "worker", "--pool=solo", "--loglevel=WARNING",
+         "--without-mingle", "--without-gossip", "--hostname", f"test-{os.getpid()}@%h"],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    app.conf.task_always_eager = False
+    try:
+        deadline = time.monotonic() + 30
+        while not app.control.ping(timeout=0.5):
+            if worker.poll() is not None or time.monotonic() > deadline:
+                output = worker.stdout.read() if worker.poll() is not None else ""
+                pytest.fail(f"the Celery worker did not start: {output[-2000:]}")
+        yield worker
+    finally:
+        worker.terminate()
+        try:
+            worker.wait(10)
+        except subprocess.TimeoutExpired:
+            worker.kill()
