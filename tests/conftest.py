@@ -50,7 +50,7 @@ def _celery_eager():
 
 
 @pytest.fixture
-def celery_worker_process(transactional_db, settings):  # noqa: ARG001 - needs committed data
+def celery_worker_process(transactional_db, settings):  # transactional: the worker reads committed rows
     """A real Celery worker in a separate process, on this test's database and Redis."""
     import subprocess
     import sys
