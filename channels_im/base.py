@@ -1,7 +1,9 @@
 """The channel contract (DESIGN §6): how an approval card reaches people and how clicks come back.
 
-The approval gate never knows which platform it talks to; it asks :mod:`channels_im.delivery`,
-which picks the request's channel and calls these three methods.
+The approval gate never knows which platform it talks to; :mod:`channels_im.delivery` picks the
+request's channel and calls :meth:`Channel.send_interactive_card` / :meth:`Channel.update_card`,
+and :mod:`channels_im.views` hands inbound callbacks to :meth:`Channel.parse_callback` (which
+verifies before it parses) and answers with :meth:`Channel.callback_response`.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import abc
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse
 
 
 class DeliveryError(Exception):
@@ -23,10 +25,15 @@ class DeliveryError(Exception):
 
 @dataclass(frozen=True)
 class CallbackResult:
-    """What ``parse_callback`` made of an HTTP request: a verified click, a URL challenge, or a
-    refusal with the HTTP status to answer."""
+    """What ``parse_callback`` made of an HTTP request.
 
-    kind: str  # "decision" | "challenge" | "refusal"
+    - ``decision``: a verified click: ``request_id``, ``approve``, ``external_user_id``;
+    - ``challenge``: a URL-verification handshake to answer with ``challenge``;
+    - ``refusal``: anything else, with the HTTP status to answer and a ``reason`` (when the
+      refusal is tied to a request, ``request_id`` is set and the refusal is logged on it).
+    """
+
+    kind: str
     http_status: int = 200
     request_id: str | None = None
     approve: bool | None = None
@@ -35,9 +42,15 @@ class CallbackResult:
     challenge: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @classmethod
+    def refuse(
+        cls, reason: str, *, status: int = 400, request_id: str | None = None, **extra: Any
+    ) -> CallbackResult:
+        return cls(kind="refusal", http_status=status, reason=reason, request_id=request_id, extra=extra)
+
 
 class Channel(abc.ABC):
-    """One provider. Instances are built per :class:`ChannelConfig` (or without one for web)."""
+    """One provider, built per :class:`channels_im.models.ChannelConfig` (``None`` for the web)."""
 
     kind: ClassVar[str]
 
@@ -46,12 +59,29 @@ class Channel(abc.ABC):
 
     @abc.abstractmethod
     def send_interactive_card(self, request: Any) -> str:
-        """Post the card for ``request``; return the platform's message reference."""
+        """Post the card for ``request``; return the platform's message reference.
+
+        Raises :class:`DeliveryError`. Must be safe to call again for the same request (the
+        platform de-duplicates by the request id, or the caller checks the stored reference).
+        """
 
     @abc.abstractmethod
     def update_card(self, request: Any) -> None:
-        """Show the request's outcome on the card it was sent as."""
+        """Show the request's outcome (who decided, when) on the card it was sent as."""
+
+    def send_test_card(self) -> str:
+        """Post a harmless card proving the configuration works (admin action)."""
+        raise DeliveryError(f"{self.kind} channels have no test card", retryable=False)
 
     def parse_callback(self, http_request: HttpRequest) -> CallbackResult:
-        """Verify, then parse, a click callback. Providers without callbacks refuse."""
-        return CallbackResult(kind="refusal", http_status=404, reason="this channel takes no callbacks")
+        """Verify, then parse, an inbound callback. Never raises on hostile input."""
+        return CallbackResult.refuse("this channel takes no callbacks", status=404)
+
+    def callback_response(self, result: CallbackResult, outcome: Any | None) -> HttpResponse:
+        """The HTTP answer to a callback. ``outcome`` is the ``DecisionOutcome`` for decisions
+        (``None`` for challenges and refusals)."""
+        if result.kind == "challenge":
+            return JsonResponse({"challenge": result.challenge})
+        if outcome is None:
+            return JsonResponse({"error": result.reason}, status=result.http_status)
+        return JsonResponse({"status": outcome.status, "message": outcome.message})

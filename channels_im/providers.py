@@ -1,6 +1,10 @@
-"""Registry of IM providers by kind."""
+"""Registry of IM providers by kind. A provider lives in ``channels_im/<kind>/transport.py`` and
+registers its :class:`~channels_im.base.Channel` subclass with :func:`register_provider`."""
 
 from __future__ import annotations
+
+import contextlib
+import importlib
 
 from channels_im.base import Channel
 
@@ -13,6 +17,9 @@ def register_provider(cls: type[Channel]) -> type[Channel]:
 
 
 def provider_class(kind: str) -> type[Channel]:
+    if kind not in _PROVIDERS:
+        with contextlib.suppress(ModuleNotFoundError):
+            importlib.import_module(f"channels_im.{kind}.transport")
     try:
         return _PROVIDERS[kind]
     except KeyError:

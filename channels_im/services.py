@@ -23,7 +23,11 @@ def backoff_seconds(attempt: int) -> float:
 def card_deliver_attempt(*, request_id: str, attempt: int, final: bool) -> float | None:
     """Send the request's card once. Returns seconds to wait before retrying, or ``None`` when
     done (sent, no longer pending, or given up: the request then stays pending until it expires)."""
-    request = ConfirmationRequest.objects.select_related("channel_config").filter(pk=request_id).first()
+    request = (
+        ConfirmationRequest.objects.select_related("channel_config", "agent", "requested_by")
+        .filter(pk=request_id)
+        .first()
+    )
     if request is None or not request.is_pending:
         return None
     channel = channel_for(request.channel_config)
@@ -50,7 +54,7 @@ def card_deliver_attempt(*, request_id: str, attempt: int, final: bool) -> float
 def card_update_attempt(*, request_id: str, attempt: int, final: bool) -> float | None:
     """Show the verdict on the card once; retry on failure while attempts remain."""
     request = (
-        ConfirmationRequest.objects.select_related("channel_config", "responded_by")
+        ConfirmationRequest.objects.select_related("channel_config", "responded_by", "agent", "requested_by")
         .filter(pk=request_id)
         .first()
     )

@@ -12,6 +12,9 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", health, name="health"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("approvals/", include("approvals.urls")),
+    path("api/approvals/", include("approvals.api_urls")),
     path("api/", include("agents.urls")),
+    path("im/", include("channels_im.urls")),
     path("demo/", include("demo_payments.urls")),
 ]

@@ -1,0 +1,71 @@
+"""What every card shows, whatever the platform: the facts of a request, prepared once."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+
+from approvals.selectors import display_name
+
+#: Arguments longer than this (pretty-printed) are cut on cards, with a link to the full request in
+#: the portal. Feishu cards must stay under 30 KB and Slack text blocks under 3,000 characters.
+ARGS_CARD_LIMIT = 2000
+
+
+@dataclass(frozen=True)
+class CardFacts:
+    request_id: str
+    agent: str
+    requester: str
+    tool: str
+    args_text: str
+    args_truncated: bool
+    link: str
+    expires_at: str
+    status: str
+    decided_by: str | None
+    decided_at: str | None
+    reason: str
+
+    @property
+    def pending(self) -> bool:
+        return self.status == "pending"
+
+    @property
+    def outcome_line(self) -> str:
+        """One line for the updated card, e.g. "Approved by April Chen at 2026-11-30 10:02 UTC"."""
+        if self.status == "expired":
+            return f"Expired at {self.decided_at} — nobody decided in time"
+        if self.status == "cancelled":
+            return f"Cancelled at {self.decided_at}"
+        line = f"{self.status.capitalize()} by {self.decided_by} at {self.decided_at}"
+        return f"{line} — {self.reason}" if self.reason else line
+
+
+def _when(value: Any) -> str | None:
+    return value.strftime("%Y-%m-%d %H:%M UTC") if value is not None else None
+
+
+def card_facts(request: Any) -> CardFacts:
+    """Facts of ``request`` (with ``agent``, ``requested_by`` and ``responded_by`` loadable)."""
+    text = json.dumps(request.tool_args, indent=2, ensure_ascii=False, sort_keys=True)
+    truncated = len(text) > ARGS_CARD_LIMIT
+    if truncated:
+        text = text[:ARGS_CARD_LIMIT] + "\n…"
+    return CardFacts(
+        request_id=str(request.pk),
+        agent=request.agent.name,
+        requester=display_name(request.requested_by),
+        tool=request.tool_name,
+        args_text=text,
+        args_truncated=truncated,
+        link=f"{settings.SITE_URL}/approvals/{request.pk}/",
+        expires_at=_when(request.expires_at) or "",
+        status=str(request.status),
+        decided_by=display_name(request.responded_by) if request.responded_by_id else None,
+        decided_at=_when(request.responded_at),
+        reason=request.reason,
+    )
