@@ -129,8 +129,7 @@ class ConfirmationGateHook(PreToolUseHook):
             return HookResult(
                 allow=False,
                 error=(
-                    "Refused: the arguments changed after approval was requested. "
-                    "The call was not executed."
+                    "Refused: the arguments changed after approval was requested. The call was not executed."
                 ),
                 side_effects=[f"arguments differ from approval request {request.pk}"],
             )

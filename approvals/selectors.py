@@ -5,10 +5,12 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from approvals.models import ConfirmationRequest, ConfirmationStatus
+from agents.models import Membership, Role
+from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.policy import describe_refusal
 
 
 def request_status(*, request_id: uuid.UUID) -> str:
@@ -39,3 +41,82 @@ def display_name(user: Any) -> str:
         return "nobody"
     full = user.get_full_name() if hasattr(user, "get_full_name") else ""
     return full or user.get_username()
+
+
+# --- who may see what (web inbox, history, decision API) -----------------------------------------
+
+AUDIT_ROLES = (Role.AUDITOR, Role.ADMIN)
+"""Roles that may read every confirmation request of their organisation."""
+
+
+def _audited_organization_ids(*, user: Any) -> QuerySet[Membership]:
+    return Membership.objects.filter(user=user, role__in=AUDIT_ROLES).values("organization_id")
+
+
+def _with_relations(queryset: QuerySet[ConfirmationRequest]) -> QuerySet[ConfirmationRequest]:
+    return queryset.select_related(
+        "organization", "agent", "requested_by", "responded_by", "run", "run__conversation"
+    )
+
+
+def requests_visible_to(*, user: Any) -> QuerySet[ConfirmationRequest]:
+    """Requests ``user`` may read: those they may decide or asked for, every request of the
+    organisations they audit or administer, and everything for a superuser."""
+    if not getattr(user, "is_authenticated", False):
+        return ConfirmationRequest.objects.none()
+    requests = ConfirmationRequest.objects.all()
+    if not user.is_superuser:
+        # A subquery on the approvers table rather than a join: a join would repeat a request
+        # once per matching approver row and need DISTINCT.
+        decidable = ConfirmationRequest.approvers.through.objects.filter(user_id=user.pk).values(
+            "confirmationrequest_id"
+        )
+        requests = requests.filter(
+            Q(pk__in=decidable)
+            | Q(requested_by_id=user.pk)
+            | Q(organization_id__in=_audited_organization_ids(user=user))
+        )
+    return _with_relations(requests)
+
+
+def request_get(*, request_id: uuid.UUID, user: Any) -> ConfirmationRequest | None:
+    """Request ``request_id`` if ``user`` may read it (:func:`requests_visible_to`), else ``None``
+    — an unknown id and a hidden one look the same to the caller."""
+    return requests_visible_to(user=user).filter(pk=request_id).first()
+
+
+def request_events(*, request: ConfirmationRequest) -> QuerySet[ConfirmationEvent]:
+    """The append-only log of ``request``, oldest first."""
+    return (
+        ConfirmationEvent.objects.filter(request=request).select_related("actor").order_by("created_at", "pk")
+    )
+
+
+def may_decide(*, request: ConfirmationRequest, user: Any) -> bool:
+    """Whether ``user`` could decide ``request`` right now (the service decides for real: this only
+    chooses whether a page offers the buttons)."""
+    return (
+        request.is_pending
+        and request.expires_at > timezone.now()
+        and describe_refusal(request=request, user=user) is None
+    )
+
+
+def may_view_history(*, user: Any) -> bool:
+    """Whether ``user`` may read the approval history: superusers, org auditors and admins."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return bool(user.is_superuser) or _audited_organization_ids(user=user).exists()
+
+
+def history_for(*, user: Any, status: str | None = None) -> QuerySet[ConfirmationRequest]:
+    """Every request of the organisations ``user`` audits or administers (all of them for a
+    superuser), newest first, optionally only those with ``status``. Empty for anyone else."""
+    if not may_view_history(user=user):
+        return ConfirmationRequest.objects.none()
+    requests = ConfirmationRequest.objects.all()
+    if not user.is_superuser:
+        requests = requests.filter(organization_id__in=_audited_organization_ids(user=user))
+    if status:
+        requests = requests.filter(status=status)
+    return _with_relations(requests).order_by("-created_at", "-pk")

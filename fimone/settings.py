@@ -169,7 +169,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "approvals:login"
 
 # --- API ------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -1,8 +1,10 @@
 """Calling the ORM from the engine's coroutines.
 
-Like ``channels.db.database_sync_to_async`` it drops broken or expired connections before each
-call, so a long-lived worker survives a database restart; unlike it, it leaves a connection alone
-while it is inside a transaction (a caller driving the engine inside ``atomic()``, as tests do).
+The engine's ORM calls run in one long-lived thread, so its connection is kept open across calls
+(opening one costs milliseconds, more than the work of a whole step). Like
+``channels.db.database_sync_to_async`` it drops a connection that broke (after an error, if it no
+longer answers), so a worker survives a database restart; it never touches a connection inside a
+transaction (a caller driving the engine inside ``atomic()``, as tests do).
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ T = TypeVar("T")
 
 def _fresh_call(fn: Callable[..., T], kwargs: dict[str, Any]) -> T:
     for conn in connections.all(initialized_only=True):
-        if not conn.in_atomic_block:
-            conn.close_if_unusable_or_obsolete()
+        if conn.connection is None or conn.in_atomic_block:
+            continue
+        if conn.errors_occurred and not conn.is_usable():
+            conn.close()
+        conn.errors_occurred = False
     return fn(**kwargs)
 
 

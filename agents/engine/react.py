@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from channels.layers import get_channel_layer
+from django.db import IntegrityError
 
 from agents import events as ev
 from agents.checks import hooks_declaration
@@ -113,6 +114,8 @@ class ReactEngine:
         self._delta_index = 0
         self.layer = get_channel_layer()
         self.sink = EventSink(self)
+        self._proposed_here: set[str] = set()
+        self._checkpoint_dirty = False
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -135,14 +138,44 @@ class ReactEngine:
             )
 
     async def commit(self, op: Callable[[], Any] | None = None) -> Any:
-        """Store queued events (with ``op``, in one transaction), then push them, in seq order."""
+        """Store queued events, the checkpoint if it changed, and ``op`` in one transaction, then
+        push the events, in seq order.
+
+        The checkpoint rides along with the next write instead of costing a transaction of its
+        own; the write that precedes a tool's execution always carries it (and its lease check).
+        """
         async with self._write_lock:
             batch, self._buffer = self._buffer, []
-            if not batch and op is None:
+            snapshot = self._checkpoint_snapshot() if self._checkpoint_dirty else None
+            if not batch and op is None and snapshot is None:
                 return None
-            result = await db(store.commit, events=batch, op=op)
+            self._checkpoint_dirty = False
+
+            def work() -> Any:
+                if snapshot is not None:
+                    store.checkpoint_save(run_id=self.run_id, owner=self.owner, checkpoint=snapshot)
+                return op() if op is not None else None
+
+            try:
+                result = await db(store.commit, events=batch, op=work)
+            except store.LeaseLost:
+                # Keep the events: if the run was cancelled they are stored with its ending.
+                self._buffer[:0] = batch
+                raise
             await self._push(batch)
             return result
+
+    def _checkpoint_snapshot(self) -> dict[str, Any]:
+        """A copy safe to serialise in the database thread while concurrent tool calls go on
+        adding observations (message dicts themselves are never changed once appended)."""
+        cp = self.checkpoint
+        return {
+            **cp,
+            "messages": list(cp["messages"]),
+            "pending_calls": list(cp["pending_calls"]),
+            "observations": dict(cp["observations"]),
+            "session_context": list(cp["session_context"]) if cp["session_context"] is not None else None,
+        }
 
     async def _push(self, batch: list[RunEvent]) -> None:
         if self.layer is None:
@@ -273,12 +306,14 @@ class ReactEngine:
                 for c in response.tool_calls
             ]
             cp["observations"] = {}
+            self._proposed_here = {call["id"] for call in cp["pending_calls"]}
             for call in cp["pending_calls"]:
                 self.emit(
                     ev.TOOL_PROPOSED,
                     {"tool_call_id": call["id"], "tool": call["name"], "arguments": call["arguments"]},
                 )
-            await self._save()
+            # Saved with the next write (at the latest, the one recording a tool's start).
+            self._checkpoint_dirty = True
 
     def _message_payload(self, response: LLMResponse) -> dict[str, Any]:
         return {
@@ -312,8 +347,8 @@ class ReactEngine:
         return HookContext(agent_id=run.agent_id, user_id=run.user_id, metadata=metadata, **fields)
 
     async def _save(self) -> None:
-        cp = self.checkpoint
-        await self.commit(lambda: store.checkpoint_save(run_id=self.run_id, owner=self.owner, checkpoint=cp))
+        self._checkpoint_dirty = True
+        await self.commit()
 
     # --- tool calls -------------------------------------------------------------------------------
 
@@ -335,15 +370,17 @@ class ReactEngine:
             cp["messages"].append(
                 {"role": "tool", "tool_call_id": call["id"], "content": cp["observations"][call["id"]]}
             )
+        # No checkpoint here: the next one is saved with the LLM's answer. A crash in between
+        # re-enters these calls, finds their executions recorded and replays their observations.
         cp["pending_calls"], cp["observations"] = [], {}
-        await self._save()
 
     async def _run_call(self, call: dict[str, Any]) -> str:
         """Return the observation for one tool call, or raise :class:`Suspended`."""
         call_id, name = call["id"], call["name"]
-        previous = await db(store.execution_find, run_id=self.run_id, tool_call_id=call_id)
-        if previous is not None:
-            return await self._observation_of_previous(call, previous)
+        if call_id not in self._proposed_here:  # proposed before a crash or suspension: look
+            previous = await db(store.execution_find, run_id=self.run_id, tool_call_id=call_id)
+            if previous is not None:
+                return await self._observation_of_previous(call, previous)
 
         tool = self.tools.get(name)
         if tool is None:
@@ -389,12 +426,13 @@ class ReactEngine:
             ev.TOOL_STARTED,
             {"tool_call_id": call_id, "tool": name, "arguments": final_args, "args_sha256": digest},
         )
-        began = await self.commit(
-            lambda: store.execution_begin(
-                run_id=self.run_id, tool_call_id=call_id, tool_name=name, args=final_args
+        try:
+            await self.commit(
+                lambda: store.execution_begin(
+                    run_id=self.run_id, tool_call_id=call_id, tool_name=name, args=final_args
+                )
             )
-        )
-        if not began:  # another process got here first: never run twice
+        except IntegrityError:  # another process started this very call: never run it twice
             return await self._unknown(call)
 
         started = time.perf_counter()
@@ -408,12 +446,18 @@ class ReactEngine:
             result, status = f"Tool error: {name} failed unexpectedly ({type(exc).__name__}).", "failed"
         duration = (time.perf_counter() - started) * 1000
         stored = result if _json_safe(result) else _text(result)
-        await self.commit(
-            lambda: store.execution_finish(
+        # The outcome is stored with the observation, after the (time-bounded) PostToolUse hooks:
+        # one write instead of two. A crash in between reports the call as "outcome unknown".
+        return await self._post(
+            call,
+            ctx,
+            stored,
+            status,
+            duration,
+            record=lambda: store.execution_finish(
                 run_id=self.run_id, tool_call_id=call_id, status=status, result=stored, duration_ms=duration
-            )
+            ),
         )
-        return await self._post(call, ctx, stored, status, duration)
 
     @staticmethod
     def approval_mismatch(ctx: HookContext, digest: str) -> str | None:
@@ -430,7 +474,15 @@ class ReactEngine:
             "The call was not executed."
         )
 
-    async def _post(self, call: dict[str, Any], ctx: HookContext, result: Any, status: str, ms: float) -> str:
+    async def _post(
+        self,
+        call: dict[str, Any],
+        ctx: HookContext,
+        result: Any,
+        status: str,
+        ms: float,
+        record: Callable[[], Any] | None = None,
+    ) -> str:
         post_ctx = HookContext(
             tool_name=ctx.tool_name,
             tool_args=ctx.tool_args,
@@ -452,7 +504,7 @@ class ReactEngine:
                 "duration_ms": round(ms, 3),
             },
         )
-        await self.commit()
+        await self.commit(record)
         return observation
 
     async def _observation_of_previous(self, call: dict[str, Any], previous: ToolExecution) -> str:
@@ -494,13 +546,12 @@ class ReactEngine:
             self.emit(ev.RUN_COMPLETED, {"output": output})
         else:
             self.emit(ev.RUN_FAILED, {"error": error, "stage": stage})
-        cp = getattr(self, "checkpoint", {})
-
-        def finish() -> None:
-            store.checkpoint_save(run_id=self.run_id, owner=self.owner, checkpoint=cp)
-            store.run_finish(run_id=self.run_id, owner=self.owner, status=status, output=output, error=error)
-
-        await self.commit(finish)
+        self._checkpoint_dirty = hasattr(self, "checkpoint")
+        await self.commit(
+            lambda: store.run_finish(
+                run_id=self.run_id, owner=self.owner, status=status, output=output, error=error
+            )
+        )
         return status
 
     async def _after_lease_lost(self) -> str:
@@ -532,7 +583,8 @@ class ReactEngine:
                 "detail": suspension.detail,
             },
         )
-        cp = self.checkpoint
+        cp = self._checkpoint_snapshot()
+        self._checkpoint_dirty = False  # parking writes the checkpoint itself
         parked = await self.commit(
             lambda: store.run_park(run_id=self.run_id, owner=self.owner, checkpoint=cp)
         )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -125,21 +125,17 @@ def execution_find(*, run_id: int, tool_call_id: str) -> ToolExecution | None:
     return ToolExecution.objects.filter(run_id=run_id, tool_call_id=tool_call_id).first()
 
 
-def execution_begin(*, run_id: int, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> bool:
-    """Record that the tool is about to run. ``False`` if a row already exists: someone started
-    this call before (a crash or a second worker) and it must not run again."""
-    try:
-        with transaction.atomic():
-            ToolExecution.objects.create(
-                run_id=run_id,
-                tool_call_id=tool_call_id,
-                tool_name=tool_name,
-                args=args,
-                args_sha256=args_sha256(args),
-            )
-    except IntegrityError:
-        return False
-    return True
+def execution_begin(*, run_id: int, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> None:
+    """Record that the tool is about to run. Raises ``IntegrityError`` if a row already exists:
+    someone started this call before (a second worker that lost its lease) and it must not run
+    again. No savepoint: the caller's whole transaction is void then."""
+    ToolExecution.objects.create(
+        run_id=run_id,
+        tool_call_id=tool_call_id,
+        tool_name=tool_name,
+        args=args,
+        args_sha256=args_sha256(args),
+    )
 
 
 def execution_finish(*, run_id: int, tool_call_id: str, status: str, result: Any, duration_ms: float) -> None:

@@ -1,0 +1,13 @@
+"""The REST decision API of approvers (mounted under ``/api/approvals/``)."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern, path
+
+from approvals.apis import ApprovalDecisionApi, ApprovalDetailApi, ApprovalListApi
+
+urlpatterns: list[URLPattern] = [
+    path("", ApprovalListApi.as_view(), name="api-approval-list"),
+    path("<uuid:request_id>/", ApprovalDetailApi.as_view(), name="api-approval-detail"),
+    path("<uuid:request_id>/decision/", ApprovalDecisionApi.as_view(), name="api-approval-decision"),
+]

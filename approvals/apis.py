@@ -1,0 +1,176 @@
+"""The REST decision API of approvers (mounted under ``/api/approvals/``).
+
+Thin views (HackSoft style): each validates its input with a nested serializer, reads through
+``approvals.selectors`` and writes through the one service call ``confirmation_decide``. Requests
+the caller may not read are reported as 404. A decision is answered with the service's outcome
+whatever it is, under the status that says what happened: 200 the caller's verdict stands, 403 the
+caller may not decide, 404 no such request, 409 the request was already final (or expired).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from drf_spectacular.utils import (
+    OpenApiResponse,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_serializer,
+)
+from rest_framework import serializers, status
+from rest_framework.exceptions import NotFound
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agents.models import RunStatus
+from approvals import selectors
+from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.selectors import display_name
+from approvals.services import DecisionOutcome, confirmation_decide
+
+MAX_REASON_LENGTH = 2000
+
+
+@extend_schema_serializer(component_name="ApprovalPerson")
+class PersonSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    name = serializers.SerializerMethodField()
+
+    def get_name(self, user: Any) -> str:
+        return display_name(user)
+
+
+@extend_schema_serializer(component_name="ApprovalAgent")
+class AgentRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField(source="pk")
+    name = serializers.CharField()
+
+
+@extend_schema_serializer(component_name="ApprovalOutcome")
+class OutcomeSerializer(serializers.Serializer):
+    accepted = serializers.BooleanField(help_text="True only for the decision that set the verdict.")
+    status = serializers.CharField(
+        help_text='"approved"/"rejected" when accepted; else "refused", "not_found", "expired" or the '
+        "verdict already given."
+    )
+    message = serializers.CharField()
+
+
+class ApprovalListApi(APIView):
+    """The caller's inbox: pending, unexpired requests they may decide, soonest deadline first."""
+
+    @extend_schema_serializer(component_name="ApprovalRequest")
+    class OutputSerializer(serializers.Serializer):
+        id = serializers.UUIDField()
+        tool = serializers.CharField(source="tool_name")
+        arguments = serializers.JSONField(source="tool_args", help_text="Exactly the arguments to approve.")
+        agent = AgentRefSerializer()
+        requested_by = PersonSerializer()
+        created_at = serializers.DateTimeField()
+        expires_at = serializers.DateTimeField()
+        channel = serializers.CharField(help_text='Where the card went ("web" for the web inbox).')
+
+    @extend_schema(
+        operation_id="approvals_list", tags=["approvals"], responses={200: OutputSerializer(many=True)}
+    )
+    def get(self, request: Request) -> Response:
+        requests = selectors.inbox_for(user=request.user)
+        return Response(self.OutputSerializer(requests, many=True).data)
+
+
+class ApprovalDetailApi(APIView):
+    """One request, for its approvers, its requester and its organisation's auditors and admins."""
+
+    @extend_schema_serializer(component_name="ApprovalRequestDetail")
+    class OutputSerializer(ApprovalListApi.OutputSerializer):
+        @extend_schema_serializer(component_name="ApprovalRun")
+        class RunSerializer(serializers.Serializer):
+            id = serializers.IntegerField(source="pk")
+            status = serializers.ChoiceField(choices=RunStatus.choices)
+
+        @extend_schema_serializer(component_name="ApprovalEvent")
+        class EventSerializer(serializers.Serializer):
+            kind = serializers.ChoiceField(choices=ConfirmationEvent.Kind.choices)
+            actor = PersonSerializer(allow_null=True)
+            actor_external_id = serializers.CharField()
+            details = serializers.JSONField()
+            created_at = serializers.DateTimeField()
+
+        status = serializers.ChoiceField(choices=ConfirmationStatus.choices)
+        responded_by = PersonSerializer(allow_null=True)
+        responded_at = serializers.DateTimeField(allow_null=True)
+        reason = serializers.CharField()
+        run = RunSerializer()
+        events = serializers.SerializerMethodField(help_text="The append-only log, oldest first.")
+
+        @extend_schema_field(EventSerializer(many=True))
+        def get_events(self, confirmation: ConfirmationRequest) -> list[dict[str, Any]]:
+            events = selectors.request_events(request=confirmation)
+            return self.EventSerializer(events, many=True).data
+
+    @extend_schema(
+        operation_id="approvals_retrieve",
+        tags=["approvals"],
+        responses={
+            200: OutputSerializer,
+            404: OpenApiResponse(description="No such request visible to the caller."),
+        },
+    )
+    def get(self, request: Request, request_id: uuid.UUID) -> Response:
+        confirmation = selectors.request_get(request_id=request_id, user=request.user)
+        if confirmation is None:
+            raise NotFound()
+        return Response(self.OutputSerializer(confirmation).data)
+
+
+def _outcome_status(outcome: DecisionOutcome) -> int:
+    if outcome.accepted:
+        return status.HTTP_200_OK
+    if outcome.refused:
+        return status.HTTP_403_FORBIDDEN
+    if outcome.status == "not_found":
+        return status.HTTP_404_NOT_FOUND
+    return status.HTTP_409_CONFLICT
+
+
+class ApprovalDecisionApi(APIView):
+    """Approve or reject a request. Only the first verdict counts; every attempt is logged."""
+
+    @extend_schema_serializer(component_name="ApprovalDecision")
+    class InputSerializer(serializers.Serializer):
+        decision = serializers.ChoiceField(choices=["approve", "reject"])
+        reason = serializers.CharField(
+            required=False,
+            allow_blank=True,
+            default="",
+            max_length=MAX_REASON_LENGTH,
+            help_text="Optional; the LLM reads it when the call is rejected.",
+        )
+
+    OutputSerializer = OutcomeSerializer
+
+    @extend_schema(
+        operation_id="approvals_decide",
+        tags=["approvals"],
+        request=InputSerializer,
+        responses={
+            200: OpenApiResponse(OutputSerializer, description="The caller's verdict was recorded."),
+            400: OpenApiResponse(description="Invalid input: `{field: [message]}`."),
+            403: OpenApiResponse(OutputSerializer, description="The caller may not decide this request."),
+            404: OpenApiResponse(OutputSerializer, description="No such request."),
+            409: OpenApiResponse(OutputSerializer, description="The request was already final or expired."),
+        },
+    )
+    def post(self, request: Request, request_id: uuid.UUID) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        outcome = confirmation_decide(
+            request_id=request_id,
+            user=request.user,
+            approve=data["decision"] == "approve",
+            reason=data["reason"],
+        )
+        return Response(self.OutputSerializer(outcome).data, status=_outcome_status(outcome))

@@ -1,0 +1,28 @@
+"""The web inbox of approvers (mounted at ``/approvals/``)."""
+
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.urls import URLPattern, path, reverse_lazy
+
+from approvals import views
+
+app_name = "approvals"
+
+urlpatterns: list[URLPattern] = [
+    path("", views.inbox, name="inbox"),
+    path("history/", views.history, name="history"),
+    path("<uuid:request_id>/", views.request_detail, name="detail"),
+    path("<uuid:request_id>/decide/", views.request_decide, name="decide"),
+    # The admin's login only admits staff; approvers sign in here (Django's own auth views).
+    path(
+        "login/",
+        auth_views.LoginView.as_view(
+            template_name="registration/login.html",
+            redirect_authenticated_user=True,
+            next_page=reverse_lazy("approvals:inbox"),
+        ),
+        name="login",
+    ),
+    path("logout/", auth_views.LogoutView.as_view(next_page=reverse_lazy("approvals:login")), name="logout"),
+]

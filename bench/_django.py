@@ -1,0 +1,47 @@
+"""Set-up shared by the benchmarks: Django on a throw-away test database.
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/fimone REDIS_URL=redis://127.0.0.1:6379/0 \\
+        python bench/<name>.py
+
+The benchmark creates ``test_<name>`` beside the configured database and drops it afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fimone.settings")
+
+
+@contextmanager
+def bench_database(*, need_postgres: bool = True, need_redis: bool = False) -> Iterator[None]:
+    import django
+
+    django.setup()
+    from django.conf import settings
+    from django.db import connection
+    from django.test.utils import setup_test_environment, teardown_test_environment
+
+    if need_postgres and connection.vendor != "postgresql":
+        sys.exit("this benchmark runs on PostgreSQL: set DATABASE_URL=postgres://…")
+    if need_redis and settings.REDIS_URL is None:
+        sys.exit("this benchmark needs Redis: set REDIS_URL=redis://…")
+    setup_test_environment()
+    old_name = connection.creation.create_test_db(verbosity=0, autoclobber=True)
+    try:
+        yield
+    finally:
+        connection.creation.destroy_test_db(old_name, verbosity=0)
+        teardown_test_environment()
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
+    return ordered[index]

@@ -1,0 +1,98 @@
+"""The platform's overhead per tool call: events, checkpoints, tool executions and hooks.
+
+A scripted run makes 50 tool calls, one per turn, to an in-process no-op tool, on PostgreSQL.
+The time the scripted model and the tool themselves take is measured and subtracted; what is left
+is the platform's cost. Target: <= 3 ms per tool call.
+
+    DATABASE_URL=postgres://… python bench/run_overhead.py [--calls 50] [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from _django import bench_database
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--runs", type=int, default=5)
+    opts = parser.parse_args()
+
+    with bench_database():
+        from asgiref.sync import async_to_sync
+        from django.contrib.auth import get_user_model
+
+        import agents.engine.runner as runner
+        from agents.llm.factory import provider_for
+        from agents.models import Agent, Membership, Organization, RunEvent, RunStatus, ToolExecution
+        from agents.services import run_start
+        from agents.tools.base import Tool, ToolSpec
+
+        timed = {"model": 0.0, "tool": 0.0}
+
+        class NoOp(Tool):
+            spec = ToolSpec(name="noop", description="does nothing")
+
+            async def run(self, args: dict) -> str:
+                started = time.perf_counter()
+                timed["tool"] += time.perf_counter() - started
+                return "ok"
+
+        def provider(config: dict):
+            real = provider_for(config)
+
+            class Timed(type(real)):
+                async def complete(self, **kwargs):
+                    started = time.perf_counter()
+                    try:
+                        return await real.complete(**kwargs)
+                    finally:
+                        timed["model"] += time.perf_counter() - started
+
+            timed_provider = Timed.__new__(Timed)
+            timed_provider.__dict__.update(real.__dict__)
+            return timed_provider
+
+        import agents.services as services
+
+        services.dispatch_execute = lambda run_id: None  # the benchmark drives the run itself
+        user = get_user_model().objects.create_user("bench")
+        org = Organization.objects.create(name="Bench")
+        Membership.objects.create(organization=org, user=user)
+        turns = [{"tool_calls": [{"name": "noop", "arguments": {}}]}] * opts.calls + [{"content": "done"}]
+        agent = Agent.objects.create(
+            organization=org,
+            owner=user,
+            name="bench",
+            max_iterations=opts.calls + 5,
+            model_config_json={"provider": "scripted", "script": {"turns": turns}},
+        )
+        per_call: list[float] = []
+        for _ in range(opts.runs + 1):  # the first run warms caches and is not counted
+            timed["model"] = timed["tool"] = 0.0
+            run = run_start(agent=agent, user=user, input="go")
+            started = time.perf_counter()
+            status = async_to_sync(runner.run_execute)(
+                run.pk, provider_factory=provider, tools_factory=lambda agent: {"noop": NoOp()}
+            )
+            total = time.perf_counter() - started
+            assert status == RunStatus.COMPLETED, status
+            assert ToolExecution.objects.filter(run=run).count() == opts.calls
+            per_call.append((total - timed["model"] - timed["tool"]) / opts.calls)
+        per_call = per_call[1:]
+        events = RunEvent.objects.filter(run=run).count()
+        median = statistics.median(per_call) * 1000
+        print(f"{opts.runs} runs x {opts.calls} tool calls on PostgreSQL ({events} events per run)")
+        print(
+            f"platform overhead per tool call: median {median:.2f} ms, "
+            f"min {min(per_call) * 1000:.2f} ms, max {max(per_call) * 1000:.2f} ms (target <= 3 ms) "
+            f"{'OK' if median <= 3 else 'OVER'}"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""An approver works the web inbox in a real browser: signs in, reads, waits, rejects."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from approvals.models import ConfirmationRequest, ConfirmationStatus
+from tests.agents.engine_kit import Harness
+from tests.approvals.kit import Resumes, pay_tool, set_policy, suspended_run
+from tests.personas import PASSWORD, make_agent, scripted
+
+# The live server answers from another thread: it must see committed rows, and verdicts act on commit.
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SCREENSHOT = "/tmp/inbox.png"
+
+
+@pytest.fixture
+def resumes(monkeypatch: pytest.MonkeyPatch) -> Resumes:
+    """Record the resumes a verdict asks for instead of running the agent (the fixture of the same
+    name in tests/approvals is not visible here)."""
+    recorder = Resumes()
+    monkeypatch.setattr("agents.executors.dispatch_resume", recorder)
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
+    return recorder
+
+
+@pytest.fixture
+def pending(personas: Any, resumes: Resumes) -> tuple[ConfirmationRequest, ConfirmationRequest]:
+    """Two parked runs waiting for april: a plain payment, and one whose arguments carry a script
+    (as a prompt injection might). Built before the browser starts: the engine runs through
+    ``async_to_sync``, which refuses to run while Playwright's event loop is registered."""
+    set_policy(personas)
+    _, plain = suspended_run(personas, Harness(pay_tool()))
+    arguments = {"purchase_id": "<script>alert(1)</script>", "amount": 99, "note": "urgent, skip review"}
+    config = scripted(
+        {"tool_calls": [{"name": "oa__purchase_pay", "arguments": arguments}]}, {"content": "ok"}
+    )
+    agent = make_agent(personas.org, personas.operator, name="Expense bot", model_config_json=config)
+    _, hostile = suspended_run(personas, Harness(pay_tool()), agent=agent)
+    return plain, hostile
+
+
+def sign_in(page: Page, base_url: str, username: str) -> None:
+    page.goto(f"{base_url}/approvals/")
+    expect(page).to_have_url(re.compile(r"/approvals/login/\?next=/approvals/$"))
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(PASSWORD)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page).to_have_url(f"{base_url}/approvals/")
+
+
+# ``pending`` comes before ``page`` in the arguments: pytest sets fixtures up in that order.
+def test_an_approver_rejects_a_call_from_the_inbox_with_a_reason(
+    live_server, personas, resumes, pending, page
+) -> None:
+    request, hostile = pending
+    dialogs: list[str] = []
+    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
+
+    sign_in(page, live_server.url, "april")
+
+    card = page.locator(f"#request-{request.pk}")
+    expect(card.locator("pre.args")).to_have_text('{\n  "amount": 1250.5,\n  "purchase_id": "PO-1001"\n}')
+    expect(card).to_contain_text("Requested by alice")
+    countdown = card.locator("time[data-countdown]")
+    expect(countdown).to_have_text(re.compile(r"^\d+m \d\ds left$"))
+    before = countdown.inner_text()
+    expect(countdown).not_to_have_text(before, timeout=3_000)  # it ticks
+    expect(page.locator(f"#request-{hostile.pk} pre.args")).to_contain_text('"<script>alert(1)</script>"')
+    page.screenshot(path=SCREENSHOT, full_page=True)
+
+    card.get_by_label(re.compile("^Reason")).fill("budget frozen until Q3")
+    card.get_by_role("button", name="Reject").click()
+
+    expect(page.locator(".msg")).to_have_text("Rejected: oa__purchase_pay")
+    expect(page.locator(f"#request-{request.pk}")).to_have_count(0)
+    page.screenshot(path=SCREENSHOT.replace(".png", "-after.png"), full_page=True)
+    request.refresh_from_db()
+    assert request.status == ConfirmationStatus.REJECTED
+    assert request.reason == "budget frozen until Q3" and request.responded_by == personas.approver
+    assert resumes.run_ids == [request.run_id]
+    assert dialogs == [], "markup in the arguments never ran"
