@@ -429,7 +429,11 @@ class ReactEngine:
         try:
             await self.commit(
                 lambda: store.execution_begin(
-                    run_id=self.run_id, tool_call_id=call_id, tool_name=name, args=final_args
+                    run_id=self.run_id,
+                    owner=self.owner,
+                    tool_call_id=call_id,
+                    tool_name=name,
+                    args=final_args,
                 )
             )
         except IntegrityError:  # another process started this very call: never run it twice

@@ -125,10 +125,17 @@ def execution_find(*, run_id: int, tool_call_id: str) -> ToolExecution | None:
     return ToolExecution.objects.filter(run_id=run_id, tool_call_id=tool_call_id).first()
 
 
-def execution_begin(*, run_id: int, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> None:
-    """Record that the tool is about to run. Raises ``IntegrityError`` if a row already exists:
-    someone started this call before (a second worker that lost its lease) and it must not run
-    again. No savepoint: the caller's whole transaction is void then."""
+def execution_begin(
+    *, run_id: int, owner: str, tool_call_id: str, tool_name: str, args: dict[str, Any]
+) -> None:
+    """Record that the tool is about to run, if the run is still ours and not cancelled (else
+    :class:`LeaseLost`: the tool must not start). Raises ``IntegrityError`` if a row already
+    exists: someone started this call before and it must not run again. No savepoint: the
+    caller's whole transaction is void then."""
+    if not Run.objects.filter(
+        pk=run_id, lease_owner=owner, status=RunStatus.RUNNING, cancel_requested=False
+    ).exists():
+        raise LeaseLost(f"run {run_id} is no longer held by {owner} or was cancelled")
     ToolExecution.objects.create(
         run_id=run_id,
         tool_call_id=tool_call_id,

@@ -352,3 +352,34 @@ def test_concurrent_resumes_from_separate_connections_let_exactly_one_proceed(pe
 
     assert outcomes.count(RunStatus.COMPLETED) == 10 and outcomes.count(None) == 30
     assert len(pay.calls) == 10, "each run's tool ran exactly once"
+
+
+def test_cancelling_a_running_run_stops_it_before_its_next_tool_runs(personas, no_dispatch) -> None:
+    from asgiref.sync import sync_to_async
+
+    holder: dict = {}
+
+    async def cancel_me(args):
+        await sync_to_async(
+            lambda: run_cancel(run=Run.objects.get(pk=holder["run"].pk), user=personas.member)
+        )()
+        return "cancel requested"
+
+    first = RecordingTool("t_first")
+    first.run = cancel_me  # type: ignore[method-assign]
+    second = RecordingTool("t_second")
+    agent = pay_agent(
+        personas,
+        {"tool_calls": [{"name": "t_first", "arguments": {}}]},
+        {"tool_calls": [{"name": "t_second", "arguments": {}}]},
+        {"content": "done"},
+    )
+    run = holder["run"] = start(personas, agent)
+
+    assert Harness(first, second).execute(run) == RunStatus.CANCELLED
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and second.calls == []
+    assert events_of(run, ev.RUN_FAILED)[-1]["stage"] == "cancelled"
+    seqs = list(run.events.values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
