@@ -81,14 +81,16 @@ def main() -> None:
         )
         gc.collect()
         print(
-            f"{opts.pending} runs parked on pending requests; sweeping every {settings.APPROVAL_SWEEP_SECONDS} s"
+            f"{opts.pending} runs parked on pending requests; "
+            f"sweeping every {settings.APPROVAL_SWEEP_SECONDS} s"
         )
 
         def transactions() -> int:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT pg_stat_clear_snapshot()")
                 cursor.execute(
-                    "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = current_database()"
+                    "SELECT xact_commit + xact_rollback FROM pg_stat_database "
+                    "WHERE datname = current_database()"
                 )
                 return int(cursor.fetchone()[0])
 
