@@ -22,7 +22,7 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(PY) manage.py migrate --no-input
-	$(PY) manage.py demo_setup
+	$(PY) manage.py demo_setup --base-url http://$(HOST):$(PORT)
 	@echo ""
 	@echo "  FIM One hooks is starting on http://$(HOST):$(PORT)/"
 	@echo "  Admin: http://$(HOST):$(PORT)/admin/   (demo logins are listed above)"
