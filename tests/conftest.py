@@ -84,3 +84,19 @@ def celery_worker_process(transactional_db, settings):  # transactional: the wor
             worker.wait(10)
         except subprocess.TimeoutExpired:
             worker.kill()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _end_background_sessions(django_db_setup, django_db_blocker):
+    """Engine threads (embedded executors, the ORM thread of asgiref) keep their own database
+    sessions; end them before the test database is dropped."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
