@@ -137,7 +137,9 @@ class ReactEngine:
                 },
             )
 
-    async def commit(self, op: Callable[[], Any] | None = None) -> Any:
+    async def commit(
+        self, op: Callable[[], Any] | None = None, *, check_lease: bool = False, durable: bool = True
+    ) -> Any:
         """Store queued events, the checkpoint if it changed, and ``op`` in one transaction, then
         push the events, in seq order.
 
@@ -152,12 +154,14 @@ class ReactEngine:
             self._checkpoint_dirty = False
 
             def work() -> Any:
-                if snapshot is not None:
+                if snapshot is not None:  # also verifies the lease
                     store.checkpoint_save(run_id=self.run_id, owner=self.owner, checkpoint=snapshot)
+                elif check_lease:
+                    store.lease_check(run_id=self.run_id, owner=self.owner)
                 return op() if op is not None else None
 
             try:
-                result = await db(store.commit, events=batch, op=work)
+                result = await db(store.commit, events=batch, op=work, durable=durable)
             except store.LeaseLost:
                 # Keep the events: if the run was cancelled they are stored with its ending.
                 self._buffer[:0] = batch
@@ -427,14 +431,12 @@ class ReactEngine:
             {"tool_call_id": call_id, "tool": name, "arguments": final_args, "args_sha256": digest},
         )
         try:
+            # Never start a tool on a run that was cancelled or taken over meanwhile.
             await self.commit(
                 lambda: store.execution_begin(
-                    run_id=self.run_id,
-                    owner=self.owner,
-                    tool_call_id=call_id,
-                    tool_name=name,
-                    args=final_args,
-                )
+                    run_id=self.run_id, tool_call_id=call_id, tool_name=name, args=final_args
+                ),
+                check_lease=True,
             )
         except IntegrityError:  # another process started this very call: never run it twice
             return await self._unknown(call)
@@ -508,7 +510,9 @@ class ReactEngine:
                 "duration_ms": round(ms, 3),
             },
         )
-        await self.commit(record)
+        # The outcome's write may skip the disk flush: lost in a database crash, the call reads
+        # "outcome unknown" and is never re-run; the start record (above) is always durable.
+        await self.commit(record, durable=record is None)
         return observation
 
     async def _observation_of_previous(self, call: dict[str, Any], previous: ToolExecution) -> str:

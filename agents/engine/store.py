@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -69,9 +69,17 @@ def previous_messages(*, run: Run) -> list[dict[str, Any]]:
     return list((earlier or {}).get("messages", []))
 
 
-def commit(*, events: list[RunEvent], op: Callable[[], T] | None = None) -> T | None:
-    """Run ``op`` and store ``events`` in one transaction. Precondition: the caller holds the lease."""
+def commit(*, events: list[RunEvent], op: Callable[[], T] | None = None, durable: bool = True) -> T | None:
+    """Run ``op`` and store ``events`` in one transaction. Precondition: the caller holds the lease.
+
+    ``durable=False`` lets PostgreSQL acknowledge the commit before its WAL reaches the disk. Only
+    for writes whose loss in a database crash is safe: recording a tool's *outcome* is one (lost,
+    the call reads as "outcome unknown" and is never re-run); recording its *start* is not.
+    """
     with transaction.atomic():
+        if not durable and connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL synchronous_commit TO OFF")
         result = op() if op is not None else None
         if events:
             RunEvent.objects.bulk_create(events)
@@ -125,17 +133,19 @@ def execution_find(*, run_id: int, tool_call_id: str) -> ToolExecution | None:
     return ToolExecution.objects.filter(run_id=run_id, tool_call_id=tool_call_id).first()
 
 
-def execution_begin(
-    *, run_id: int, owner: str, tool_call_id: str, tool_name: str, args: dict[str, Any]
-) -> None:
-    """Record that the tool is about to run, if the run is still ours and not cancelled (else
-    :class:`LeaseLost`: the tool must not start). Raises ``IntegrityError`` if a row already
-    exists: someone started this call before and it must not run again. No savepoint: the
-    caller's whole transaction is void then."""
+def lease_check(*, run_id: int, owner: str) -> None:
+    """Raise :class:`LeaseLost` unless the run is still ours, running and not cancelled."""
     if not Run.objects.filter(
         pk=run_id, lease_owner=owner, status=RunStatus.RUNNING, cancel_requested=False
     ).exists():
         raise LeaseLost(f"run {run_id} is no longer held by {owner} or was cancelled")
+
+
+def execution_begin(*, run_id: int, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> None:
+    """Record that the tool is about to run. Precondition: the same transaction verified the
+    lease (:func:`lease_check` or :func:`checkpoint_save`). Raises ``IntegrityError`` if a row
+    already exists: someone started this call before and it must not run again. No savepoint:
+    the caller's whole transaction is void then."""
     ToolExecution.objects.create(
         run_id=run_id,
         tool_call_id=tool_call_id,
