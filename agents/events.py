@@ -54,6 +54,14 @@ RUN_COMPLETED: Final = "run.completed"
 RUN_FAILED: Final = "run.failed"
 """``{"error", "stage"}`` — ``stage`` is one of hooks, tools, llm, engine, cancelled, max_iterations."""
 
+APPROVAL_PENDING: Final = "approval.pending"
+"""``{"request_id", "tool_call_id", "tool", "arguments", "approvers": [{"id", "name"}],
+"expires_at", "channel"}`` — a human must decide before the call runs (approvals.gate)."""
+
+APPROVAL_DECIDED: Final = "approval.decided"
+"""``{"request_id", "tool_call_id", "status", "by", "reason", "at", "delivery_problem"}`` — the
+verdict as the run learns it; ``delivery_problem`` says why an expired request reached nobody."""
+
 ALL: Final = (
     RUN_STARTED,
     LLM_DELTA,
@@ -67,4 +75,6 @@ ALL: Final = (
     RUN_RESUMED,
     RUN_COMPLETED,
     RUN_FAILED,
+    APPROVAL_PENDING,
+    APPROVAL_DECIDED,
 )

@@ -17,6 +17,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agents import events as ev
 from agents.engine.db import db
 from agents.engine.store import args_sha256, run_load
 from approvals import services
@@ -26,8 +27,8 @@ from approvals.waking import wait_for_verdict
 from hooks.catalog import register_hook
 from hooks.contract import HookContext, HookResult, PostToolUseHook, PreToolUseHook, SuspendRun
 
-APPROVAL_PENDING = "approval.pending"
-APPROVAL_DECIDED = "approval.decided"
+APPROVAL_PENDING = ev.APPROVAL_PENDING
+APPROVAL_DECIDED = ev.APPROVAL_DECIDED
 GATE_PRIORITY = 1_000_000
 
 
@@ -43,7 +44,7 @@ def _approval_payload(request: ConfirmationRequest, approvers: list[dict[str, An
     }
 
 
-def _decided_payload(request: ConfirmationRequest) -> dict[str, Any]:
+def _decided_payload(request: ConfirmationRequest, *, delivery_problem: str | None) -> dict[str, Any]:
     return {
         "request_id": str(request.pk),
         "tool_call_id": request.tool_call_id,
@@ -51,6 +52,7 @@ def _decided_payload(request: ConfirmationRequest) -> dict[str, Any]:
         "by": display_name(request.responded_by) if request.responded_by_id else None,
         "reason": request.reason,
         "at": request.responded_at.isoformat() if request.responded_at else None,
+        "delivery_problem": delivery_problem,
     }
 
 
@@ -150,15 +152,15 @@ class ConfirmationGateHook(PreToolUseHook):
                 still_waiting=still_waiting,
             )
         request = await db(_reload, request_id=request.pk)
+        problem = None
+        if request.status == ConfirmationStatus.EXPIRED:  # say why, if nobody could be reached
+            problem = await db(_delivery_problem, request_id=request.pk)
         if sink is not None:
-            await sink.publish(APPROVAL_DECIDED, _decided_payload(request))
+            await sink.publish(APPROVAL_DECIDED, _decided_payload(request, delivery_problem=problem))
         if request.status == ConfirmationStatus.APPROVED:
             ctx.metadata["approved_args_sha256"] = request.args_sha256
             ctx.metadata["confirmation_request_id"] = str(request.pk)
             return HookResult(side_effects=[f"approved by {display_name(request.responded_by)}"])
-        problem = None
-        if request.status == ConfirmationStatus.EXPIRED:
-            problem = await db(_delivery_problem, request_id=request.pk)
         return HookResult(
             allow=False,
             error=observation_for(request, delivery_problem=problem),
