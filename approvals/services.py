@@ -71,7 +71,7 @@ def _after_verdict(request: ConfirmationRequest) -> None:
 
     wake(request.pk)
     dispatch_resume(request.run_id, reason=f"approval request {request.status}")
-    enqueue_card_update(request.pk)
+    enqueue_card_update(request.pk, channel=request.channel)
 
 
 @transaction.atomic
@@ -129,7 +129,7 @@ def confirmation_request_open(
         expires_at=request.expires_at.isoformat(),
         channel=request.channel,
     )
-    transaction.on_commit(lambda: enqueue_card_delivery(request.pk))
+    transaction.on_commit(lambda: enqueue_card_delivery(request.pk, channel=request.channel))
     return Opened(request, True, policy.inline_wait_seconds)
 
 
@@ -245,7 +245,9 @@ def confirmation_cancel(*, request_id: uuid.UUID, reason: str, actor: Any = None
         from approvals.waking import wake
         from channels_im.delivery import enqueue_card_update
 
-        transaction.on_commit(lambda: (wake(request_id), enqueue_card_update(request.pk)))
+        transaction.on_commit(
+            lambda: (wake(request_id), enqueue_card_update(request.pk, channel=request.channel))
+        )
     return bool(won)
 
 

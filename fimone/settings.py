@@ -145,6 +145,10 @@ CELERY_TIMEZONE = "UTC"
 # Where agent runs execute: in the server process (embedded) or on Celery workers.
 RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "embedded" if EMBEDDED else "celery", ("embedded", "celery"))
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 60, minimum=5)
+# How approval cards reach IM platforms: Celery tasks, or (embedded) a small background pool.
+CHANNEL_DELIVERY = env_choice(
+    "CHANNEL_DELIVERY", "background" if EMBEDDED else "celery", ("background", "celery")
+)
 # Approvals: the safety-net poll of an inline waiter, and the expiry sweep's period.
 APPROVAL_POLL_SECONDS = env_float("APPROVAL_POLL_SECONDS", 5.0, minimum=0.05)
 APPROVAL_SWEEP_SECONDS = env_int("APPROVAL_SWEEP_SECONDS", 15, minimum=1)

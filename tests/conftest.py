@@ -39,10 +39,12 @@ def _fast_passwords(settings):
 
 
 @pytest.fixture(autouse=True)
-def _celery_eager():
-    """Tasks run in-process unless a test starts a real worker (``celery_worker`` fixture)."""
+def _celery_eager(settings):
+    """Tasks (card deliveries included) run in-process, at once, unless a test starts a real
+    worker (``celery_worker_process``) or asks for background delivery itself."""
     from fimone.celery import app
 
+    settings.CHANNEL_DELIVERY = "celery"
     before = app.conf.task_always_eager
     app.conf.task_always_eager = True
     yield

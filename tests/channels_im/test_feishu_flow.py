@@ -271,6 +271,7 @@ def test_a_card_feishu_never_takes_leaves_the_request_pending_until_it_expires_a
     assert "could not be delivered to approvers" in harness.llm_requests[-1][-1]["content"]
     [decided] = events_of(run, "approval.decided")
     assert decided["status"] == "expired"
+    assert decided["delivery_problem"] == "Feishu did not answer the card delivery within 0.5 s"
     assert fake.patches == [], "there is no message to update"
 
 
