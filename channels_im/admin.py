@@ -1,0 +1,133 @@
+"""The admin of channel configurations and IM identities.
+
+Channel secrets are write-only: the form never renders them, a blank field keeps the stored value,
+and no page (change, view-only, error) ever shows one. The callback URL to paste into the
+platform's console is shown read-only. "Send a test card" asks the channel's provider to post a
+harmless message and reports what happened. A staff user who is not a superuser sees only the
+configurations of the organisations they operate or administer, and the identities of their members.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+
+from agents import selectors
+from agents.admin import OrganizationScopedFieldsMixin, WriteOnlyTextarea
+from agents.models import Membership
+from channels_im.base import DeliveryError
+from channels_im.delivery import channel_for
+from channels_im.models import ChannelConfig, ImIdentity
+
+
+def _managed_organization_ids(request: HttpRequest) -> QuerySet[Membership]:
+    return selectors.organization_ids_of(user=request.user, roles=selectors.ORG_MANAGER_ROLES)
+
+
+def callback_url(config: ChannelConfig) -> str:
+    """The absolute URL the platform posts clicks to."""
+    return settings.SITE_URL + reverse("im-callback", args=[config.callback_key])
+
+
+class ChannelConfigAdminForm(forms.ModelForm):
+    """``secrets`` is write-only: never rendered, blank keeps the stored value, any text must be
+    a JSON object (``{}`` clears the secrets)."""
+
+    secrets = forms.CharField(
+        required=False,
+        widget=WriteOnlyTextarea(attrs={"rows": 4, "autocomplete": "off", "spellcheck": "false"}),
+        help_text='A JSON object, encrypted at rest and never shown again, e.g. Slack {"bot_token": '
+        '"xoxb-…", "signing_secret": "…"} — leave blank to keep the current secrets.',
+    )
+
+    class Meta:
+        model = ChannelConfig
+        fields = ("organization", "kind", "name", "active", "is_default", "secrets", "settings_json")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initial.pop("secrets", None)  # the stored value never reaches the page
+
+    def clean_secrets(self) -> dict[str, Any] | None:
+        text = (self.cleaned_data.get("secrets") or "").strip()
+        if not text:
+            return self.instance.secrets if self.instance.pk else None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            # Name the position only: the text typed is a secret and must not come back.
+            raise forms.ValidationError(
+                f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+            ) from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("must be a JSON object of named secrets")
+        return value or None
+
+
+@admin.register(ChannelConfig)
+class ChannelConfigAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
+    form = ChannelConfigAdminForm
+    list_display = ("name", "organization", "kind", "active", "is_default", "created_at")
+    list_select_related = ("organization",)
+    list_filter = ("kind", "active")
+    search_fields = ("name", "organization__name")
+    readonly_fields = ("callback", "secrets_state")
+    actions = ("send_test_card",)
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ChannelConfig]:
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        return queryset.filter(organization_id__in=_managed_organization_ids(request))
+
+    def get_fields(self, request: HttpRequest, obj: ChannelConfig | None = None) -> list[str]:
+        fields = ["organization", "kind", "name", "active", "is_default", "callback", "secrets_state"]
+        if obj is None or self.has_change_permission(request, obj):
+            # A view-only page renders every field as its value: the secrets stay off it.
+            fields.append("secrets")
+        return [*fields, "settings_json"]
+
+    @admin.display(description="callback URL")
+    def callback(self, obj: ChannelConfig) -> str:
+        return callback_url(obj) if obj.pk else "— (shown once saved)"
+
+    @admin.display(description="stored secrets")
+    def secrets_state(self, obj: ChannelConfig) -> str:
+        if not obj.pk or not obj.secrets:
+            return "none"
+        # Key names say what is configured without saying what it is.
+        keys = ", ".join(sorted(obj.secrets)) if isinstance(obj.secrets, dict) else "?"
+        return f"set (encrypted): {keys}"
+
+    @admin.action(description="Send a test card", permissions=["change"])
+    def send_test_card(self, request: HttpRequest, queryset: QuerySet[ChannelConfig]) -> None:
+        for config in queryset.select_related("organization").order_by("pk"):
+            try:
+                ref = channel_for(config).send_test_card()
+            except (DeliveryError, LookupError) as exc:
+                self.message_user(request, f"Test card to {config} failed: {exc}", messages.ERROR)
+            else:
+                self.message_user(request, f"Test card sent to {config} (message {ref}).", messages.SUCCESS)
+
+
+@admin.register(ImIdentity)
+class ImIdentityAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
+    list_display = ("external_id", "provider", "user", "display_name")
+    list_select_related = ("user",)
+    list_filter = ("provider",)
+    search_fields = ("external_id", "display_name", "user__username", "user__email")
+    fields = ("user", "provider", "external_id", "display_name")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ImIdentity]:
+        queryset = super().get_queryset(request)
+        if request.user.is_superuser:
+            return queryset
+        members = Membership.objects.filter(organization_id__in=_managed_organization_ids(request))
+        return queryset.filter(user_id__in=members.values("user_id"))

@@ -1,0 +1,1 @@
+"""Slack provider: Block Kit approval cards and signed ``block_actions`` callbacks."""

@@ -1,0 +1,309 @@
+"""An approval through Slack end to end, and every way it can go wrong (DESIGN §1.7, §6).
+
+The card goes to :class:`FakeSlack` through the real delivery task (Celery eager: retries happen
+at once), clicks are signed by slack_sdk and posted to the real callback endpoint, and the run is
+resumed by the engine itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.http import HttpResponse
+from django.test import Client
+
+from agents.models import Run, RunStatus
+from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.services import confirmation_expire_due
+from channels_im.models import ChannelConfig, ImIdentity
+from tests.agents.engine_kit import Harness, RecordingTool
+from tests.approvals import conftest as approval_fixtures
+from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
+from tests.channels_im.slack_fake import (
+    HANG,
+    HTTP_500,
+    FakeSlack,
+    api_error,
+    click_body,
+    ratelimited,
+    signed_headers,
+)
+
+resumes = approval_fixtures.resumes  # the approval tests' fixture: resumes are recorded, not run
+
+# Verdicts act after commit (resume, card update): let transactions really commit.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+Kind = ConfirmationEvent.Kind
+APRIL = "U0APRIL"  # the approver's Slack user id
+
+
+@dataclass
+class Flow:
+    slack: FakeSlack
+    config: ChannelConfig
+    tool: RecordingTool
+    harness: Harness
+    run: Run
+    request: ConfirmationRequest
+
+    def click(self, *, user: str = APRIL, action: str = "approve") -> tuple[bytes, dict[str, str]]:
+        """A click on the card's button as Slack would post it, signed."""
+        body = click_body(request_id=str(self.request.pk), user_id=user, action_id=action)
+        return body, signed_headers(body)
+
+    def post(self, body: bytes, headers: dict[str, str], config: ChannelConfig | None = None) -> HttpResponse:
+        return Client().post(
+            f"/im/callback/{(config or self.config).callback_key}/",
+            data=body,
+            content_type="application/x-www-form-urlencoded",
+            headers=headers,
+        )
+
+    def refresh(self) -> ConfirmationRequest:
+        self.request.refresh_from_db()
+        return self.request
+
+    def kinds(self) -> list[str]:
+        return list(self.request.events.order_by("pk").values_list("kind", flat=True))
+
+
+@pytest.fixture
+def slack() -> Iterator[FakeSlack]:
+    with FakeSlack() as fake:
+        yield fake
+
+
+def park(personas: Any, slack: FakeSlack) -> Flow:
+    """Slack as the organisation's default channel, April mapped to her Slack id, and a run
+    parked on its approval (its card delivered, or not, by the delivery task)."""
+    personas.approver.first_name, personas.approver.last_name = "April", "Chen"
+    personas.approver.save()
+    config = slack.channel_config(personas.org, is_default=True)
+    ImIdentity.objects.create(
+        user=personas.approver, provider="slack", external_id=APRIL, display_name="april"
+    )
+    set_policy(personas)
+    tool = pay_tool()
+    harness = Harness(tool)
+    run, request = suspended_run(personas, harness)
+    return Flow(slack, config, tool, harness, run, request)
+
+
+def ephemeral_text(response: HttpResponse) -> str:
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["response_type"] == "ephemeral" and answer["replace_original"] is False
+    return answer["text"]
+
+
+# --- the happy path ------------------------------------------------------------------------------
+
+
+def _approve_in_slack_and_resume(personas: Any, resumes: Any, slack: FakeSlack) -> None:
+    flow = park(personas, slack)
+
+    request = flow.refresh()
+    [post] = slack.calls("chat.postMessage")
+    ref = f"{post.body['channel']}:{next(iter(slack.messages))[1]}"
+    assert request.channel == "slack" and request.channel_config == flow.config
+    assert request.external_message_id == ref
+    delivered = request.events.get(kind=Kind.DELIVERED)
+    assert delivered.details == {"attempt": 1, "message_id": ref}
+    assert post.body["blocks"][-1]["elements"][0]["value"] == str(request.pk)
+
+    response = flow.post(*flow.click())
+
+    assert response.status_code == 200
+    answer = response.json()
+    assert answer["replace_original"] is True and answer["text"].startswith("Approved by April Chen at ")
+    assert all(block["type"] != "actions" for block in answer["blocks"])
+    request = flow.refresh()
+    assert request.status == ConfirmationStatus.APPROVED and request.responded_by == personas.approver
+    assert request.responded_by_external_id == APRIL
+    decided = request.events.get(kind=Kind.DECIDED)
+    assert decided.details["via"] == flow.config.pk and decided.actor_external_id == APRIL
+    assert resumes.run_ids == [flow.run.pk], "the verdict asks for the parked run to resume"
+
+    assert flow.harness.resume(flow.run) == RunStatus.COMPLETED
+    assert flow.harness.resume(flow.run) is None
+    assert flow.tool.calls == [PAY_ARGS]
+    [update] = slack.calls("chat.update")
+    assert f"{update.body['channel']}:{update.body['ts']}" == ref
+    assert update.body["text"].startswith("Approved by April Chen at ")
+    assert flow.kinds() == [Kind.CREATED, Kind.DELIVERED, Kind.DECIDED, Kind.EXECUTED]
+
+
+def test_an_approval_clicked_in_slack_resumes_the_run_which_pays_once(personas, resumes, slack) -> None:
+    _approve_in_slack_and_resume(personas, resumes, slack)
+
+
+@pytest.mark.postgres
+@pytest.mark.redis
+def test_an_approval_clicked_in_slack_resumes_the_run_on_postgresql_and_redis(
+    personas, resumes, slack
+) -> None:
+    _approve_in_slack_and_resume(personas, resumes, slack)
+
+
+def test_a_reject_click_records_the_rejection_and_the_tool_never_runs(personas, resumes, slack) -> None:
+    flow = park(personas, slack)
+
+    response = flow.post(*flow.click(action="reject"))
+
+    assert response.json()["text"].startswith("Rejected by April Chen at ")
+    assert flow.refresh().status == ConfirmationStatus.REJECTED
+    flow.harness.resume(flow.run)
+    assert flow.tool.calls == []
+    [update] = slack.calls("chat.update")
+    assert ":x: *Rejected by April Chen" in update.body["blocks"][-2]["text"]["text"]
+
+
+# --- delivery faults -----------------------------------------------------------------------------
+
+
+def test_a_card_slack_never_takes_is_retried_then_given_up_and_the_request_expires_unrun(
+    personas, resumes, slack
+) -> None:
+    slack.fail_next(HTTP_500, HTTP_500, HTTP_500, HANG, HANG, HANG)
+
+    flow = park(personas, slack)
+
+    request = flow.refresh()
+    failures = list(request.events.filter(kind=Kind.DELIVERY_FAILED).order_by("pk"))
+    assert [f.details["attempt"] for f in failures] == [1, 2, 3, 4, 5, 6]
+    assert [f.details["will_retry"] for f in failures] == [True] * 5 + [False]
+    assert all("(HTTP 500)" in f.details["error"] for f in failures[:3])
+    assert all("did not answer chat.postMessage within 0.5 s" in f.details["error"] for f in failures[3:])
+    assert len(slack.calls("chat.postMessage")) == 6
+    assert request.status == ConfirmationStatus.PENDING and request.external_message_id == ""
+    assert not request.events.filter(kind=Kind.DELIVERED).exists()
+
+    assert confirmation_expire_due(now=request.expires_at + dt.timedelta(seconds=1)) == 1
+    flow.harness.resume(flow.run)
+
+    assert flow.refresh().status == ConfirmationStatus.EXPIRED
+    assert flow.tool.calls == []
+    flow.run.refresh_from_db()
+    assert flow.run.output.startswith("Outcome: No decision within")
+    assert slack.calls("chat.update") == [], "there is no card to update"
+
+
+def test_a_permanent_slack_error_is_logged_once_and_not_retried(personas, resumes, slack) -> None:
+    slack.fail_next(api_error("not_in_channel"))
+
+    flow = park(personas, slack)
+
+    [failure] = flow.refresh().events.filter(kind=Kind.DELIVERY_FAILED)
+    assert failure.details == {
+        "attempt": 1,
+        "error": "Slack chat.postMessage failed: not_in_channel (HTTP 200)",
+        "will_retry": False,
+    }
+    assert len(slack.calls("chat.postMessage")) == 1 and flow.request.status == ConfirmationStatus.PENDING
+
+
+def test_a_rate_limited_card_is_delivered_on_the_next_attempt(personas, resumes, slack) -> None:
+    slack.fail_next(ratelimited(retry_after=3))
+
+    flow = park(personas, slack)
+
+    assert flow.kinds() == [Kind.CREATED, Kind.DELIVERY_FAILED, Kind.DELIVERED]
+    failed, delivered = flow.request.events.filter(kind__in=[Kind.DELIVERY_FAILED, Kind.DELIVERED])
+    assert "ratelimited, retry after 3 s" in failed.details["error"] and failed.details["will_retry"]
+    assert delivered.details["attempt"] == 2 and flow.refresh().external_message_id
+
+
+def test_a_card_update_slack_keeps_failing_does_not_spoil_the_answer_to_the_click(
+    personas, resumes, slack
+) -> None:
+    flow = park(personas, slack)
+    slack.fail_next(*[HTTP_500] * 6)
+
+    response = flow.post(*flow.click())
+
+    assert response.status_code == 200 and response.json()["replace_original"] is True
+    assert flow.refresh().status == ConfirmationStatus.APPROVED
+    assert len(slack.calls("chat.update")) == 6, "tried once and retried five times"
+
+
+# --- clicks that change nothing ------------------------------------------------------------------
+
+
+def _assert_refused_and_pending(flow: Flow, resumes: Any, reason: str) -> ConfirmationEvent:
+    request = flow.refresh()
+    assert request.status == ConfirmationStatus.PENDING and resumes.run_ids == []
+    assert flow.slack.calls("chat.update") == []
+    [refused] = request.events.filter(kind=Kind.CLICK_REFUSED)
+    assert reason in refused.details["reason"]
+    return refused
+
+
+def test_a_replayed_click_changes_nothing_more_and_is_logged(personas, resumes, slack) -> None:
+    flow = park(personas, slack)
+    body, headers = flow.click()
+    assert flow.post(body, headers).json()["replace_original"] is True
+
+    replay = flow.post(body, headers)
+
+    assert "already received" in ephemeral_text(replay)
+    request = flow.refresh()
+    assert request.events.filter(kind=Kind.DECIDED).count() == 1
+    [refused] = request.events.filter(kind=Kind.CLICK_REFUSED)
+    assert "already received" in refused.details["reason"] and refused.actor_external_id == APRIL
+    assert resumes.run_ids == [flow.run.pk], "resumed once"
+    assert len(slack.calls("chat.update")) == 1
+
+
+def test_a_click_by_an_unmapped_slack_user_changes_nothing_and_is_logged(personas, resumes, slack) -> None:
+    flow = park(personas, slack)
+
+    response = flow.post(*flow.click(user="U0NOBODY"))
+
+    assert "not linked to FIM One" in ephemeral_text(response)
+    refused = _assert_refused_and_pending(flow, resumes, "not mapped to a user")
+    assert refused.actor_external_id == "U0NOBODY"
+
+
+def test_a_click_by_a_mapped_user_who_may_not_approve_changes_nothing_and_is_logged(
+    personas, resumes, slack
+) -> None:
+    flow = park(personas, slack)
+    ImIdentity.objects.create(user=personas.auditor, provider="slack", external_id="U0AUDE")
+
+    response = flow.post(*flow.click(user="U0AUDE"))
+
+    assert ephemeral_text(response).startswith("You cannot decide this request")
+    refused = _assert_refused_and_pending(flow, resumes, "not an approver")
+    assert refused.actor == personas.auditor and refused.actor_external_id == "U0AUDE"
+
+
+def test_a_click_arriving_through_another_channel_changes_nothing_and_is_logged(
+    personas, resumes, slack
+) -> None:
+    flow = park(personas, slack)
+    other = slack.channel_config(personas.org, name="Another Slack workspace")
+
+    response = flow.post(*flow.click(), config=other)
+
+    assert "not sent to this channel" in ephemeral_text(response)
+    refused = _assert_refused_and_pending(flow, resumes, "not sent to this channel")
+    assert refused.details["via"] == other.pk
+
+
+def test_a_second_approver_clicking_after_the_verdict_is_told_it_was_already_decided(
+    personas, resumes, slack
+) -> None:
+    flow = park(personas, slack)
+    ImIdentity.objects.create(user=personas.admin, provider="slack", external_id="U0ADAM")
+    flow.post(*flow.click())
+
+    late = flow.post(*flow.click(user="U0ADAM", action="reject"))
+
+    assert ephemeral_text(late) == "This request was already approved."
+    assert flow.refresh().status == ConfirmationStatus.APPROVED
+    assert flow.request.events.filter(kind=Kind.CLICK_REFUSED).get().actor == personas.admin
