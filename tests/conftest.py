@@ -102,3 +102,15 @@ def _end_background_sessions(django_db_setup, django_db_blocker):
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
             "WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
+
+
+@pytest.fixture
+def resumes(monkeypatch):
+    """Resumes the services ask for are recorded (``resumes.run_ids``), not run; new runs are not
+    dispatched either: the test drives the engine itself."""
+    from tests.approvals.kit import Resumes
+
+    recorder = Resumes()
+    monkeypatch.setattr("agents.executors.dispatch_resume", recorder)
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
+    return recorder

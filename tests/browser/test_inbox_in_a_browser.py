@@ -20,16 +20,6 @@ SCREENSHOT = "/tmp/inbox.png"
 
 
 @pytest.fixture
-def resumes(monkeypatch: pytest.MonkeyPatch) -> Resumes:
-    """Record the resumes a verdict asks for instead of running the agent (the fixture of the same
-    name in tests/approvals is not visible here)."""
-    recorder = Resumes()
-    monkeypatch.setattr("agents.executors.dispatch_resume", recorder)
-    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
-    return recorder
-
-
-@pytest.fixture
 def pending(personas: Any, resumes: Resumes) -> tuple[ConfirmationRequest, ConfirmationRequest]:
     """Two parked runs waiting for april: a plain payment, and one whose arguments carry a script
     (as a prompt injection might). Built before the browser starts: the engine runs through

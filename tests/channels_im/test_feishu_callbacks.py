@@ -38,14 +38,6 @@ APRIL = "ou_april0000000000000000000000001"
 
 
 @pytest.fixture
-def resumes(monkeypatch: pytest.MonkeyPatch) -> Resumes:
-    recorder = Resumes()
-    monkeypatch.setattr("agents.executors.dispatch_resume", recorder)
-    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
-    return recorder
-
-
-@pytest.fixture
 def keys() -> AppKeys:
     return AppKeys.generate()
 

@@ -44,14 +44,6 @@ APRIL = "ou_april0000000000000000000000001"
 
 
 @pytest.fixture
-def resumes(monkeypatch: pytest.MonkeyPatch) -> Resumes:
-    recorder = Resumes()
-    monkeypatch.setattr("agents.executors.dispatch_resume", recorder)
-    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
-    return recorder
-
-
-@pytest.fixture
 def fake() -> Iterator[FakeFeishu]:
     with FakeFeishu(hang_seconds=5.0) as server:  # far beyond any client timeout used here
         yield server

@@ -21,7 +21,6 @@ from approvals.models import ConfirmationEvent, ConfirmationRequest, Confirmatio
 from approvals.services import confirmation_expire_due
 from channels_im.models import ChannelConfig, ImIdentity
 from tests.agents.engine_kit import Harness, RecordingTool
-from tests.approvals import conftest as approval_fixtures
 from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
 from tests.channels_im.slack_fake import (
     HANG,
@@ -32,8 +31,6 @@ from tests.channels_im.slack_fake import (
     ratelimited,
     signed_headers,
 )
-
-resumes = approval_fixtures.resumes  # the approval tests' fixture: resumes are recorded, not run
 
 # Verdicts act after commit (resume, card update): let transactions really commit.
 pytestmark = pytest.mark.django_db(transaction=True)

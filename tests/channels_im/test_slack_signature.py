@@ -26,7 +26,6 @@ from slack_sdk.signature import Clock, SignatureVerifier
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from channels_im.models import ChannelConfig, ImIdentity
 from tests.agents.engine_kit import Harness
-from tests.approvals import conftest as approval_fixtures
 from tests.approvals.kit import pay_tool, set_policy, suspended_run
 from tests.channels_im.slack_fake import (
     SIGNING_SECRET,
@@ -35,8 +34,6 @@ from tests.channels_im.slack_fake import (
     click_payload,
     signed_headers,
 )
-
-resumes = approval_fixtures.resumes  # the approval tests' fixture: resumes are recorded, not run
 
 APRIL = "U0APRIL"
 Kind = ConfirmationEvent.Kind

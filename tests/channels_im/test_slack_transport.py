@@ -24,7 +24,6 @@ from channels_im.models import ChannelConfig
 from channels_im.slack.blocks import SECTION_TEXT_LIMIT
 from channels_im.slack.transport import SlackChannel, parse_message_ref
 from tests.agents.engine_kit import Harness
-from tests.approvals import conftest as approval_fixtures
 from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
 from tests.channels_im.slack_fake import (
     BOT_TOKEN,
@@ -36,8 +35,6 @@ from tests.channels_im.slack_fake import (
     api_error,
     ratelimited,
 )
-
-resumes = approval_fixtures.resumes  # the approval tests' fixture: resumes are recorded, not run
 
 
 @pytest.fixture
