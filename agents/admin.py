@@ -9,7 +9,6 @@ secrets are write-only.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
@@ -33,6 +32,7 @@ from agents.models import (
     ToolExecution,
 )
 from agents.services import ServiceError
+from fimone.forms import WriteOnlySecretsForm
 from hooks.catalog import HookDeclarationError, parse_declaration
 
 User = get_user_model()
@@ -193,13 +193,6 @@ class AgentAdmin(OrganizationScopedAdmin):
 # --- connectors -----------------------------------------------------------------------------------
 
 
-class WriteOnlyTextarea(forms.Textarea):
-    """A textarea that never renders a value, like ``PasswordInput(render_value=False)``."""
-
-    def format_value(self, value: Any) -> str | None:
-        return None
-
-
 URL_FORMFIELD = {"assume_scheme": "https"}
 """A base URL typed without a scheme is taken as https (Django 6's default, chosen now)."""
 
@@ -210,40 +203,13 @@ def _connector_formfield(db_field: Field, **kwargs: Any) -> forms.Field | None:
     return db_field.formfield(**kwargs)
 
 
-class ConnectorAdminForm(forms.ModelForm):
-    """``secrets`` is write-only: the page never shows it, blank keeps the stored value, and any
-    text must be a JSON object (``{}`` clears the secrets)."""
-
-    secrets = forms.CharField(
-        required=False,
-        widget=WriteOnlyTextarea(attrs={"rows": 4, "autocomplete": "off", "spellcheck": "false"}),
-        help_text="A JSON object, encrypted at rest and never shown again — "
-        "leave blank to keep the current secrets.",
-    )
+class ConnectorAdminForm(WriteOnlySecretsForm):
+    secrets_example = '{"headers": {"Authorization": "Bearer …"}} or {"dsn": "postgres://…"}'
 
     class Meta:
         model = Connector
         fields = ("organization", "slug", "name", "kind", "base_url", "secrets", "timeout_seconds")
         formfield_callback = _connector_formfield
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.initial.pop("secrets", None)  # the stored value never reaches the page
-
-    def clean_secrets(self) -> Any:
-        text = (self.cleaned_data.get("secrets") or "").strip()
-        if not text:
-            return self.instance.secrets if self.instance.pk else None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            # The error names the position only, never the text that was typed.
-            raise forms.ValidationError(
-                f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-            ) from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError('must be a JSON object, e.g. {"headers": {…}} or {"dsn": "…"}')
-        return value or None
 
 
 class ConnectorActionInline(admin.TabularInline):

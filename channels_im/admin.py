@@ -9,10 +9,6 @@ configurations of the organisations they operate or administer, and the identiti
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
-from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
@@ -20,11 +16,12 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from agents import selectors
-from agents.admin import OrganizationScopedFieldsMixin, WriteOnlyTextarea
+from agents.admin import OrganizationScopedFieldsMixin
 from agents.models import Membership
 from channels_im.base import DeliveryError
 from channels_im.delivery import channel_for
 from channels_im.models import ChannelConfig, ImIdentity
+from fimone.forms import WriteOnlySecretsForm
 
 
 def _managed_organization_ids(request: HttpRequest) -> QuerySet[Membership]:
@@ -36,39 +33,15 @@ def callback_url(config: ChannelConfig) -> str:
     return settings.SITE_URL + reverse("im-callback", args=[config.callback_key])
 
 
-class ChannelConfigAdminForm(forms.ModelForm):
-    """``secrets`` is write-only: never rendered, blank keeps the stored value, any text must be
-    a JSON object (``{}`` clears the secrets)."""
-
-    secrets = forms.CharField(
-        required=False,
-        widget=WriteOnlyTextarea(attrs={"rows": 4, "autocomplete": "off", "spellcheck": "false"}),
-        help_text='A JSON object, encrypted at rest and never shown again, e.g. Slack {"bot_token": '
-        '"xoxb-…", "signing_secret": "…"} — leave blank to keep the current secrets.',
+class ChannelConfigAdminForm(WriteOnlySecretsForm):
+    secrets_example = (
+        'Slack {"bot_token": "xoxb-…", "signing_secret": "…"}, Feishu {"app_id": "cli_…", '
+        '"app_secret": "…", "verification_token": "…", "encrypt_key": "…"}'
     )
 
     class Meta:
         model = ChannelConfig
         fields = ("organization", "kind", "name", "active", "is_default", "secrets", "settings_json")
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.initial.pop("secrets", None)  # the stored value never reaches the page
-
-    def clean_secrets(self) -> dict[str, Any] | None:
-        text = (self.cleaned_data.get("secrets") or "").strip()
-        if not text:
-            return self.instance.secrets if self.instance.pk else None
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            # Name the position only: the text typed is a secret and must not come back.
-            raise forms.ValidationError(
-                f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-            ) from None
-        if not isinstance(value, dict):
-            raise forms.ValidationError("must be a JSON object of named secrets")
-        return value or None
 
 
 @admin.register(ChannelConfig)

@@ -69,6 +69,10 @@ class Channel(abc.ABC):
     def update_card(self, request: Any) -> None:
         """Show the request's outcome (who decided, when) on the card it was sent as."""
 
+    def check_config(self) -> None:
+        """Raise ``ValueError`` naming what is missing or invalid in the configuration (admin
+        validation). The web inbox needs none."""
+
     def send_test_card(self) -> str:
         """Post a harmless card proving the configuration works (admin action)."""
         raise DeliveryError(f"{self.kind} channels have no test card", retryable=False)

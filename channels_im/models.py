@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets as pysecrets
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from agents.models import Organization
@@ -54,6 +55,17 @@ class ChannelConfig(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()})"
+
+    def clean(self) -> None:
+        """Refuse a configuration its provider could not use (missing keys, a non-https URL)."""
+        from channels_im.delivery import channel_for
+
+        if self.secrets is not None and not isinstance(self.secrets, dict):
+            raise ValidationError({"secrets": "must be a JSON object"})
+        try:
+            channel_for(self).check_config()
+        except ValueError as exc:
+            raise ValidationError(str(exc)) from None
 
 
 class ImIdentity(models.Model):

@@ -32,6 +32,10 @@ def _request_of_channel(result: CallbackResult, config: ChannelConfig) -> Confir
     return ConfirmationRequest.objects.filter(pk=request_id, organization_id=config.organization_id).first()
 
 
+def _storable(external_id: str) -> bool:
+    return isinstance(external_id, str) and len(external_id) <= 200 and "\x00" not in external_id
+
+
 @csrf_exempt  # verified by the provider's signature instead; the platform holds no CSRF token
 @require_POST
 def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
@@ -46,6 +50,8 @@ def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
         result = CallbackResult.refuse("malformed callback")
     if result.kind == "challenge":
         return channel.callback_response(result, None)
+    if not _storable(result.external_user_id):  # whatever a provider let through, never a 500
+        result = CallbackResult.refuse("malformed user id")
     request = _request_of_channel(result, config) if result.request_id else None
     if result.kind == "refusal":
         if request is not None:

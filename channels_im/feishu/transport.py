@@ -408,6 +408,9 @@ class FeishuChannel(Channel):
         client = sdk_client(conf)
         _call(conf, "card update", lambda: client.im.v1.message.patch(patch))
 
+    def check_config(self) -> None:
+        feishu_settings(self.config)
+
     def send_test_card(self) -> str:
         """Post a card without buttons proving the app may post to the chat."""
         conf = self._settings()

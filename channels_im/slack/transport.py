@@ -22,7 +22,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 from urllib.error import URLError
 from urllib.parse import parse_qs, urlsplit
@@ -220,6 +220,14 @@ class SlackChannel(Channel):
             ),
         )
 
+    def check_config(self) -> None:
+        try:
+            slack_settings(self.config)
+        except DeliveryError as exc:
+            raise ValueError(str(exc)) from None
+        if not self._signing_secret():
+            raise ValueError('secrets need "signing_secret" (from the app\'s Basic Information page)')
+
     def send_test_card(self) -> str:
         """Post a message with no buttons, proving the token, channel and URL work."""
         channel = slack_settings(self.config).channel
@@ -312,10 +320,10 @@ class SlackChannel(Channel):
         key = REPLAY_CACHE_PREFIX + hashlib.sha256(click.encode()).hexdigest()
 
         def refused(reason: str) -> CallbackResult:
-            # Answered on the card (200) and logged on the request with the clicker's id, which
-            # CallbackResult.refuse() does not take.
-            refusal = CallbackResult.refuse(reason, status=200, request_id=decision.request_id)
-            return replace(refusal, external_user_id=decision.external_user_id)
+            # Answered on the card (200) and logged on the request with the clicker's id.
+            return CallbackResult.refuse(
+                reason, status=200, request_id=decision.request_id, external_user_id=decision.external_user_id
+            )
 
         try:
             first = cache.add(key, 1, SIGNATURE_WINDOW_SECONDS)

@@ -264,3 +264,40 @@ def test_the_test_card_action_needs_the_change_permission(personas, configs, sla
     send_test_card(logged_in(personas.operator), configs["acme"])
 
     assert slack.requests == []
+
+
+@pytest.mark.parametrize(
+    ("typed", "message"),
+    [
+        ('{"bot_token": "xoxb-only"}', "signing_secret"),
+        ('{"signing_secret": "only"}', "bot_token"),
+    ],
+)
+def test_a_slack_channel_without_what_verification_needs_is_refused(
+    superuser, configs, typed: str, message: str
+) -> None:
+    config = configs["acme"]
+
+    response = logged_in(superuser).post(url(ChannelConfig, "change", config.pk), config_form(config, typed))
+
+    assert response.status_code == 200
+    assert message in " ".join(response.context["adminform"].form.non_field_errors())
+    config.refresh_from_db()
+    assert config.secrets == SECRETS
+
+
+def test_a_feishu_channel_without_an_encrypt_key_is_refused(superuser, personas) -> None:
+    """Without the Encrypt Key, Feishu callbacks carry no signature: nothing could be verified."""
+    data = {
+        "organization": personas.org.pk,
+        "kind": "feishu",
+        "name": "Feishu",
+        "active": "on",
+        "secrets": json.dumps({"app_id": "cli_1", "app_secret": "s", "verification_token": "t"}),
+        "settings_json": json.dumps({"chat_id": "oc_1"}),
+    }
+    response = logged_in(superuser).post(url(ChannelConfig, "add"), data)
+
+    assert response.status_code == 200
+    assert "secrets.encrypt_key" in " ".join(response.context["adminform"].form.non_field_errors())
+    assert not ChannelConfig.objects.filter(kind="feishu").exists()
