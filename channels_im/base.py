@@ -44,9 +44,22 @@ class CallbackResult:
 
     @classmethod
     def refuse(
-        cls, reason: str, *, status: int = 400, request_id: str | None = None, **extra: Any
+        cls,
+        reason: str,
+        *,
+        status: int = 400,
+        request_id: str | None = None,
+        external_user_id: str = "",
+        **extra: Any,
     ) -> CallbackResult:
-        return cls(kind="refusal", http_status=status, reason=reason, request_id=request_id, extra=extra)
+        return cls(
+            kind="refusal",
+            http_status=status,
+            reason=reason,
+            request_id=request_id,
+            external_user_id=external_user_id,
+            extra=extra,
+        )
 
 
 class Channel(abc.ABC):
@@ -72,6 +85,7 @@ class Channel(abc.ABC):
     def check_config(self) -> None:
         """Raise ``ValueError`` naming what is missing or invalid in the configuration (admin
         validation). The web inbox needs none."""
+        return None
 
     def send_test_card(self) -> str:
         """Post a harmless card proving the configuration works (admin action)."""
