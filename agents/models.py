@@ -241,7 +241,8 @@ class Run(models.Model):
 class RunEvent(models.Model):
     """One entry of a run's trace; ``seq`` orders a run's events (types: ``agents.events``)."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: the (run, seq) unique index serves every lookup by run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=40)
     payload = models.JSONField(default=dict)
@@ -274,7 +275,8 @@ class ToolExecution(models.Model):
         FAILED = "failed"
         UNKNOWN = "unknown"
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_executions")
+    # No index of its own: the (run, tool_call_id) unique index serves every lookup by run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_executions", db_index=False)
     tool_call_id = models.CharField(max_length=100)
     tool_name = models.CharField(max_length=120)
     args = models.JSONField(default=dict)

@@ -155,7 +155,12 @@ def confirmation_decide(
 
     Refusals and late clicks change nothing but are logged (``click_refused``) on the request.
     """
-    request = ConfirmationRequest.objects.filter(pk=request_id).first()
+    # The related rows are what every caller shows next (cards, pages): load them now.
+    request = (
+        ConfirmationRequest.objects.select_related("agent", "requested_by", "responded_by")
+        .filter(pk=request_id)
+        .first()
+    )
     if request is None:
         return DecisionOutcome(False, "not_found", "No such approval request.")
     verdict = ConfirmationStatus.APPROVED if approve else ConfirmationStatus.REJECTED
@@ -173,17 +178,23 @@ def confirmation_decide(
         return DecisionOutcome(False, "refused", f"You cannot decide this request: {refusal}.", request)
 
     now = timezone.now()
+    written = {
+        "status": verdict,
+        "responded_at": now,
+        "responded_by": user,
+        "responded_by_external_id": external_id,
+        "reason": (reason or "").strip()[:2000],
+    }
     won = ConfirmationRequest.objects.filter(
         pk=request.pk, status=ConfirmationStatus.PENDING, expires_at__gt=now
-    ).update(
-        status=verdict,
-        responded_at=now,
-        responded_by=user,
-        responded_by_external_id=external_id,
-        reason=(reason or "").strip()[:2000],
-    )
-    request.refresh_from_db()
-    if not won:
+    ).update(**written)
+    if won:
+        for field, value in written.items():  # what we wrote is what the row holds now
+            setattr(request, field, value)
+    else:
+        request = ConfirmationRequest.objects.select_related("agent", "requested_by", "responded_by").get(
+            pk=request.pk
+        )
         late = "expired" if request.is_pending else str(request.status)
         log_event(
             request_id=request.pk,

@@ -51,6 +51,14 @@ def bench_database(*, need_postgres: bool = True, need_redis: bool = False) -> I
         teardown_test_environment()
 
 
+def test_database_url() -> str:
+    """The URL of the benchmark's test database, for the processes it starts."""
+    from django.db import connection
+
+    db = connection.settings_dict
+    return f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
+
+
 def percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     index = min(len(ordered) - 1, max(0, round(p / 100 * (len(ordered) - 1))))
@@ -64,13 +72,15 @@ def celery_worker() -> Iterator[object]:
     import time
 
     from django.conf import settings
-    from django.db import connection
 
     from fimone.celery import app
 
-    db = connection.settings_dict
-    url = f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": settings.REDIS_URL, "RUN_EXECUTOR": "celery"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "REDIS_URL": settings.REDIS_URL,
+        "RUN_EXECUTOR": "celery",
+    }
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "fimone", "worker", "--pool=solo", "--loglevel=WARNING",
          "--without-mingle", "--without-gossip", "--hostname", f"bench-{os.getpid()}@%h"],

@@ -4,7 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 
-def health(request: HttpRequest) -> JsonResponse:
+async def health(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
 
 

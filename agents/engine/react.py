@@ -137,9 +137,7 @@ class ReactEngine:
                 },
             )
 
-    async def commit(
-        self, op: Callable[[], Any] | None = None, *, check_lease: bool = False, durable: bool = True
-    ) -> Any:
+    async def commit(self, op: Callable[[], Any] | None = None, *, check_lease: bool = False) -> Any:
         """Store queued events, the checkpoint if it changed, and ``op`` in one transaction, then
         push the events, in seq order.
 
@@ -161,7 +159,7 @@ class ReactEngine:
                 return op() if op is not None else None
 
             try:
-                result = await db(store.commit, events=batch, op=work, durable=durable)
+                result = await db(store.commit, events=batch, op=work)
             except store.LeaseLost:
                 # Keep the events: if the run was cancelled they are stored with its ending.
                 self._buffer[:0] = batch
@@ -510,9 +508,7 @@ class ReactEngine:
                 "duration_ms": round(ms, 3),
             },
         )
-        # The outcome's write may skip the disk flush: lost in a database crash, the call reads
-        # "outcome unknown" and is never re-run; the start record (above) is always durable.
-        await self.commit(record, durable=record is None)
+        await self.commit(record)
         return observation
 
     async def _observation_of_previous(self, call: dict[str, Any], previous: ToolExecution) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
@@ -69,17 +69,9 @@ def previous_messages(*, run: Run) -> list[dict[str, Any]]:
     return list((earlier or {}).get("messages", []))
 
 
-def commit(*, events: list[RunEvent], op: Callable[[], T] | None = None, durable: bool = True) -> T | None:
-    """Run ``op`` and store ``events`` in one transaction. Precondition: the caller holds the lease.
-
-    ``durable=False`` lets PostgreSQL acknowledge the commit before its WAL reaches the disk. Only
-    for writes whose loss in a database crash is safe: recording a tool's *outcome* is one (lost,
-    the call reads as "outcome unknown" and is never re-run); recording its *start* is not.
-    """
+def commit(*, events: list[RunEvent], op: Callable[[], T] | None = None) -> T | None:
+    """Run ``op`` and store ``events`` in one transaction. Precondition: the caller holds the lease."""
     with transaction.atomic():
-        if not durable and connection.vendor == "postgresql":
-            with connection.cursor() as cursor:
-                cursor.execute("SET LOCAL synchronous_commit TO OFF")
         result = op() if op is not None else None
         if events:
             RunEvent.objects.bulk_create(events)
@@ -87,11 +79,12 @@ def commit(*, events: list[RunEvent], op: Callable[[], T] | None = None, durable
 
 
 def checkpoint_save(*, run_id: int, owner: str, checkpoint: dict[str, Any]) -> None:
-    """Save the checkpoint and renew the lease; raise :class:`LeaseLost` if it is no longer ours
-    or a cancellation was requested."""
+    """Save the checkpoint; raise :class:`LeaseLost` if the run is no longer ours or a
+    cancellation was requested. The lease is renewed by the heartbeat, not here: leaving the
+    indexed lease column alone keeps this frequent update cheap."""
     updated = Run.objects.filter(
         pk=run_id, lease_owner=owner, status=RunStatus.RUNNING, cancel_requested=False
-    ).update(checkpoint=checkpoint, lease_expires_at=lease_deadline(), heartbeat_at=timezone.now())
+    ).update(checkpoint=checkpoint)
     if not updated:
         raise LeaseLost(f"run {run_id} is no longer held by {owner}")
 

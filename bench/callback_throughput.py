@@ -1,0 +1,220 @@
+"""Feishu click callbacks against a running Daphne on PostgreSQL + Redis, from a separate process.
+
+2,000 callbacks: 1,000 valid decisions on 1,000 pending requests (approve / reject), 500 replays
+of them (same event_id) and 500 forgeries (bad signature). Prints callbacks/s and p50 / p99
+latency. Targets: >= 300 verified callbacks/s, p99 <= 100 ms, zero 5xx, zero double decisions.
+
+    DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/callback_throughput.py [--concurrency 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import multiprocessing
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+from _django import ROOT, bench_database, percentile, test_database_url
+
+OPEN_ID = "ou_bench_approver"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load(url: str, bodies: list[tuple[str, bytes, dict[str, str]]], concurrency: int, out: object) -> None:
+    """The load process: post every body, ``concurrency`` at a time; report (kind, status, ms)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import httpx
+
+    clients: dict[int, httpx.Client] = {}
+
+    def post(item: tuple[str, bytes, dict[str, str]]) -> tuple[str, int, float]:
+        import threading
+
+        client = clients.setdefault(threading.get_ident(), httpx.Client(timeout=30))
+        kind, body, headers = item
+        started = time.perf_counter()
+        response = client.post(url, content=body, headers={**headers, "Content-Type": "application/json"})
+        return kind, response.status_code, (time.perf_counter() - started) * 1000
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(concurrency) as pool:
+        results = list(pool.map(post, bodies))
+    out.put((results, time.perf_counter() - started))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=16)
+    opts = parser.parse_args()
+
+    with bench_database(need_redis=True):
+        from django.contrib.auth import get_user_model
+        from django.utils import timezone
+
+        from agents.models import Agent, Conversation, Membership, Organization, Role, Run, RunStatus
+        from approvals.models import ConfirmationEvent, ConfirmationRequest
+        from channels_im.models import ChannelConfig, ImIdentity
+        from tests.channels_im.feishu_fake import AppKeys, FakeFeishu, click_event, signed_body
+
+        User = get_user_model()
+        user, approver = User.objects.create_user("requester"), User.objects.create_user("approver")
+        org = Organization.objects.create(name="Bench")
+        Membership.objects.create(organization=org, user=approver, role=Role.APPROVER)
+        ImIdentity.objects.create(user=approver, provider="feishu", external_id=OPEN_ID)
+        fake = FakeFeishu().start()  # card updates land here
+        keys: AppKeys = fake.keys
+        config = ChannelConfig.objects.create(
+            organization=org,
+            kind="feishu",
+            name="bench",
+            is_default=True,
+            secrets={
+                "app_id": keys.app_id,
+                "app_secret": fake.app_secret,
+                "verification_token": keys.verification_token,
+                "encrypt_key": keys.encrypt_key,
+            },
+            settings_json={"chat_id": "oc_bench", "domain": fake.url},
+        )
+        agent = Agent.objects.create(organization=org, owner=approver, name="bench")
+        conversation = Conversation.objects.create(organization=org, agent=agent, user=user)
+        runs = Run.objects.bulk_create(
+            Run(
+                conversation=conversation,
+                agent=agent,
+                user=user,
+                input="pay",
+                status=RunStatus.AWAITING_APPROVAL,
+            )
+            for _ in range(opts.requests)
+        )
+        expires = timezone.now() + dt.timedelta(hours=1)
+        requests = ConfirmationRequest.objects.bulk_create(
+            ConfirmationRequest(
+                id=uuid.uuid4(),
+                organization=org,
+                agent=agent,
+                requested_by=user,
+                run=run,
+                tool_call_id="call_1",
+                tool_name="oa__purchase_pay",
+                tool_args={"purchase_id": f"PO-{run.pk}"},
+                args_sha256="0" * 64,
+                channel="feishu",
+                channel_config=config,
+                external_message_id=f"om_{run.pk}",
+                expires_at=expires,
+            )
+            for run in runs
+        )
+        Through = ConfirmationRequest.approvers.through
+        Through.objects.bulk_create(
+            Through(confirmationrequest_id=r.pk, user_id=approver.pk) for r in requests
+        )
+
+        valid = []
+        for index, request in enumerate(requests):
+            event = click_event(
+                keys,
+                request_id=str(request.pk),
+                decision="approve" if index % 2 else "reject",
+                open_id=OPEN_ID,
+            )
+            body, headers = signed_body(event, encrypt_key=keys.encrypt_key)
+            valid.append(("valid", body, headers))
+        replays = [("replay", body, headers) for _, body, headers in random.sample(valid, len(valid) // 2)]
+        forged = []
+        for _, body, headers in random.sample(valid, len(valid) // 2):
+            forged.append(("forged", body, {**headers, "X-Lark-Signature": "0" * 64}))
+        bodies = valid + replays + forged
+        random.shuffle(bodies)
+        # A replay must follow its original to be a replay: move each after its first send.
+        seen: set[bytes] = set()
+        ordered, held = [], []
+        for item in bodies:
+            if item[0] == "replay" and item[1] not in seen:
+                held.append(item)
+                continue
+            ordered.append(item)
+            if item[0] == "valid":
+                seen.add(item[1])
+        ordered += held
+
+        port = free_port()
+        env = {
+            **os.environ,
+            "DATABASE_URL": test_database_url(),
+            "DEBUG": "false",
+            "LOG_LEVEL": "WARNING",
+        }
+        server = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "fimone.asgi:application"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            import httpx
+
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    sys.exit("Daphne did not start")
+                time.sleep(0.2)
+            url = f"http://127.0.0.1:{port}/im/callback/{config.callback_key}/"
+            queue: multiprocessing.Queue = multiprocessing.Queue()
+            loader = multiprocessing.Process(target=load, args=(url, ordered, opts.concurrency, queue))
+            loader.start()
+            results, elapsed = queue.get(timeout=600)
+            loader.join()
+        finally:
+            server.terminate()
+            server.wait(15)
+            fake.stop()
+
+        latencies = [ms for _, _, ms in results]
+        by_kind: dict[str, dict[int, int]] = {}
+        for kind, status, _ in results:
+            by_kind.setdefault(kind, {}).setdefault(status, 0)
+            by_kind[kind][status] += 1
+        server_errors = sum(1 for _, status, _ in results if status >= 500)
+        verified = sum(1 for kind, status, _ in results if kind != "forged" and status == 200)
+        decided = ConfirmationEvent.objects.filter(kind=ConfirmationEvent.Kind.DECIDED)
+        doubles = sum(1 for request in requests if decided.filter(request_id=request.pk).count() != 1)
+        rate = len(results) / elapsed
+        p99 = percentile(latencies, 99)
+        print(
+            f"{len(results)} callbacks ({len(valid)} valid, {len(replays)} replays, {len(forged)} forged), "
+            f"{opts.concurrency} at a time, from a separate process, to one Daphne"
+        )
+        print(f"answers by kind: {json.dumps(by_kind)}")
+        print(
+            f"throughput: {rate:.0f} callbacks/s, of which verified {verified / elapsed:.0f}/s "
+            f"(target >= 300/s) {'OK' if verified / elapsed >= 300 else 'UNDER'}"
+        )
+        print(
+            f"latency: p50 {percentile(latencies, 50):.1f} ms, p99 {p99:.1f} ms (target <= 100 ms) "
+            f"{'OK' if p99 <= 100 else 'OVER'}"
+        )
+        print(f"5xx answers: {server_errors}; requests without exactly one decision: {doubles}")
+
+
+if __name__ == "__main__":
+    main()
