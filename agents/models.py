@@ -265,6 +265,23 @@ class RunEvent(models.Model):
         }
 
 
+class RunMessage(models.Model):
+    """One chat message of a run's conversation with its model, appended in order and never
+    changed: a step stores only its new messages instead of rewriting the whole history."""
+
+    # No index of its own: the (run, index) unique index serves every lookup by run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages", db_index=False)
+    index = models.PositiveIntegerField()
+    message = models.JSONField()
+
+    class Meta:
+        ordering = ["run", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "index"], name="runmessage_unique_index")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}[{self.index}] {self.message.get('role', '?')}"
+
+
 class ToolExecution(models.Model):
     """Written before a tool runs (``started``) and after (``succeeded``/``failed``); a row left
     ``started`` means the process died mid-call: its outcome is unknown and it is never re-run."""

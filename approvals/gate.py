@@ -156,7 +156,10 @@ class ConfirmationGateHook(PreToolUseHook):
         if request.status == ConfirmationStatus.EXPIRED:  # say why, if nobody could be reached
             problem = await db(_delivery_problem, request_id=request.pk)
         if sink is not None:
-            await sink.publish(APPROVAL_DECIDED, _decided_payload(request, delivery_problem=problem))
+            # Stored with the write that follows at once (the tool's start, or the blocked call).
+            await sink.publish(
+                APPROVAL_DECIDED, _decided_payload(request, delivery_problem=problem), at_once=False
+            )
         if request.status == ConfirmationStatus.APPROVED:
             ctx.metadata["approved_args_sha256"] = request.args_sha256
             ctx.metadata["confirmation_request_id"] = str(request.pk)

@@ -10,9 +10,7 @@ import asyncio
 import logging
 import uuid
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
-from django.conf import settings
 
 from agents.engine.db import db
 
@@ -24,21 +22,23 @@ def approval_group(request_id: uuid.UUID | str) -> str:
 
 
 def wake(request_id: uuid.UUID | str) -> None:
-    """Tell any inline waiter that ``request_id`` left pending. Call after the verdict committed."""
+    """Tell any inline waiter that ``request_id`` left pending. Call after the verdict committed.
+
+    The message is sent from the process's long-lived event loop (the server's, or the embedded
+    executor's own), never from a throw-away one: the in-memory layer is bound to its loop, and
+    the Redis layer keeps its connections per loop, so a fresh loop per wake-up would reconnect
+    every time. Fire and forget: the waiter's safety-net poll covers a lost message.
+    """
     layer = get_channel_layer()
     if layer is None:
         return
     message = {"type": "approval.verdict", "request_id": str(request_id)}
     group = approval_group(request_id)
     try:
-        if settings.EMBEDDED:
-            # The in-memory layer is not thread-safe: deliver on the loop where runs wait.
-            from agents.executors import embedded
+        from agents.executors import embedded
 
-            embedded.submit(lambda: layer.group_send(group, message))
-        else:
-            async_to_sync(layer.group_send)(group, message)
-    except Exception:  # the poll will still notice; never fail a decision over a wake-up
+        embedded.submit(lambda: layer.group_send(group, message))
+    except Exception:  # never fail a decision over a wake-up
         log.warning("could not wake waiters of request %s", request_id, exc_info=True)
 
 

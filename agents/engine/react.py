@@ -4,8 +4,9 @@ One :class:`ReactEngine` drives one run while its process holds the run's lease.
 needs to continue lives in the checkpoint, saved after every step, so any process can pick the run
 up after a suspension or a crash (DESIGN §4):
 
-``{"v": 1, "messages": [...], "session_context": [...] | null, "iteration": n,
-"pending_calls": [{"id", "name", "arguments", "raw_arguments"}], "observations": {id: text}}``
+``{"v": 1, "message_count": n, "session_context": [...] | null, "iteration": n,
+"pending_calls": [{"id", "name", "arguments", "raw_arguments"}], "observations": {id: text}}``,
+the messages themselves being ``RunMessage`` rows appended as the run goes.
 
 Tool calls of one turn run concurrently. Each goes PreToolUse → ToolExecution(started) → tool →
 ToolExecution(finished) → PostToolUse; a row left ``started`` by a crash is reported to the LLM as
@@ -74,9 +75,12 @@ class EventSink:
     def __init__(self, engine: ReactEngine) -> None:
         self._engine = engine
 
-    async def publish(self, type_: str, payload: dict[str, Any]) -> None:
+    async def publish(self, type_: str, payload: dict[str, Any], *, at_once: bool = True) -> None:
+        """Emit an event; ``at_once`` stores and pushes it now, otherwise it goes with the run's
+        next write (saving a transaction when that write is imminent)."""
         self._engine.emit(type_, payload)
-        await self._engine.commit()
+        if at_once:
+            await self._engine.commit()
 
 
 class RunFailed(Exception):
@@ -116,6 +120,7 @@ class ReactEngine:
         self.sink = EventSink(self)
         self._proposed_here: set[str] = set()
         self._checkpoint_dirty = False
+        self._stored_messages = 0
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -153,7 +158,10 @@ class ReactEngine:
 
             def work() -> Any:
                 if snapshot is not None:  # also verifies the lease
-                    store.checkpoint_save(run_id=self.run_id, owner=self.owner, checkpoint=snapshot)
+                    state, new_messages = snapshot
+                    store.checkpoint_save(
+                        run_id=self.run_id, owner=self.owner, checkpoint=state, new_messages=new_messages
+                    )
                 elif check_lease:
                     store.lease_check(run_id=self.run_id, owner=self.owner)
                 return op() if op is not None else None
@@ -164,20 +172,28 @@ class ReactEngine:
                 # Keep the events: if the run was cancelled they are stored with its ending.
                 self._buffer[:0] = batch
                 raise
+            if snapshot is not None:
+                self._stored_messages = snapshot[0]["message_count"]
             await self._push(batch)
             return result
 
-    def _checkpoint_snapshot(self) -> dict[str, Any]:
-        """A copy safe to serialise in the database thread while concurrent tool calls go on
-        adding observations (message dicts themselves are never changed once appended)."""
+    def _checkpoint_snapshot(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        """The checkpoint to store and the messages appended since the last save.
+
+        Messages are stored as rows appended once (``RunMessage``), so a step writes only what it
+        added, not the whole history. The copy is safe to serialise in the database thread while
+        concurrent tool calls go on adding observations (message dicts never change once appended).
+        """
         cp = self.checkpoint
-        return {
-            **cp,
-            "messages": list(cp["messages"]),
-            "pending_calls": list(cp["pending_calls"]),
-            "observations": dict(cp["observations"]),
-            "session_context": list(cp["session_context"]) if cp["session_context"] is not None else None,
-        }
+        messages = cp["messages"]
+        state = {key: value for key, value in cp.items() if key != "messages"}
+        state.update(
+            message_count=len(messages),
+            pending_calls=list(cp["pending_calls"]),
+            observations=dict(cp["observations"]),
+            session_context=list(cp["session_context"]) if cp["session_context"] is not None else None,
+        )
+        return state, messages[self._stored_messages :]
 
     async def _push(self, batch: list[RunEvent]) -> None:
         if self.layer is None:
@@ -215,7 +231,13 @@ class ReactEngine:
         self.run = run
         self._seq = await db(store.last_seq, run_id=self.run_id)
         checkpoint = dict(run.checkpoint or {})
-        if not checkpoint:
+        if checkpoint:
+            count = checkpoint.pop("message_count", 0)
+            checkpoint["messages"] = await db(store.messages_load, run_id=self.run_id, count=count)
+            self._stored_messages = count
+            if resumed_reason is not None:
+                self.emit(ev.RUN_RESUMED, {"reason": resumed_reason})
+        else:
             history = await db(store.previous_messages, run=run)
             checkpoint = {
                 "v": 1,
@@ -229,8 +251,6 @@ class ReactEngine:
                 ev.RUN_STARTED,
                 {"agent_id": run.agent_id, "execution_path": run.execution_path, "input": run.input},
             )
-        elif resumed_reason is not None:
-            self.emit(ev.RUN_RESUMED, {"reason": resumed_reason})
         self.checkpoint = checkpoint
         heartbeat = asyncio.create_task(self._heartbeat())
         try:
@@ -587,10 +607,12 @@ class ReactEngine:
                 "detail": suspension.detail,
             },
         )
-        cp = self._checkpoint_snapshot()
+        state, new_messages = self._checkpoint_snapshot()
         self._checkpoint_dirty = False  # parking writes the checkpoint itself
         parked = await self.commit(
-            lambda: store.run_park(run_id=self.run_id, owner=self.owner, checkpoint=cp)
+            lambda: store.run_park(
+                run_id=self.run_id, owner=self.owner, checkpoint=state, new_messages=new_messages
+            )
         )
         if not parked:
             return await self._after_lease_lost()

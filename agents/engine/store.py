@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
-from agents.models import Run, RunEvent, RunStatus, ToolExecution
+from agents.models import Run, RunEvent, RunMessage, RunStatus, ToolExecution
 
 T = TypeVar("T")
 
@@ -58,15 +58,34 @@ def last_seq(*, run_id: int) -> int:
     return RunEvent.objects.filter(run_id=run_id).aggregate(m=Max("seq"))["m"] or 0
 
 
+def messages_load(*, run_id: int, count: int) -> list[dict[str, Any]]:
+    """The first ``count`` stored messages of a run, in order."""
+    return list(
+        RunMessage.objects.filter(run_id=run_id, index__lt=count)
+        .order_by("index")
+        .values_list("message", flat=True)
+    )
+
+
 def previous_messages(*, run: Run) -> list[dict[str, Any]]:
     """The conversation so far: the messages of the latest completed run before this one."""
     earlier = (
         Run.objects.filter(conversation_id=run.conversation_id, status=RunStatus.COMPLETED, pk__lt=run.pk)
         .order_by("-pk")
-        .values_list("checkpoint", flat=True)
+        .values_list("pk", "checkpoint")
         .first()
     )
-    return list((earlier or {}).get("messages", []))
+    if earlier is None:
+        return []
+    return messages_load(run_id=earlier[0], count=(earlier[1] or {}).get("message_count", 0))
+
+
+def _append_messages(run_id: int, first: int, messages: list[dict[str, Any]]) -> None:
+    if messages:
+        RunMessage.objects.bulk_create(
+            RunMessage(run_id=run_id, index=first + offset, message=message)
+            for offset, message in enumerate(messages)
+        )
 
 
 def commit(*, events: list[RunEvent], op: Callable[[], T] | None = None) -> T | None:
@@ -78,7 +97,9 @@ def commit(*, events: list[RunEvent], op: Callable[[], T] | None = None) -> T | 
     return result
 
 
-def checkpoint_save(*, run_id: int, owner: str, checkpoint: dict[str, Any]) -> None:
+def checkpoint_save(
+    *, run_id: int, owner: str, checkpoint: dict[str, Any], new_messages: list[dict[str, Any]] = ()
+) -> None:
     """Save the checkpoint; raise :class:`LeaseLost` if the run is no longer ours or a
     cancellation was requested. The lease is renewed by the heartbeat, not here: leaving the
     indexed lease column alone keeps this frequent update cheap."""
@@ -87,6 +108,7 @@ def checkpoint_save(*, run_id: int, owner: str, checkpoint: dict[str, Any]) -> N
     ).update(checkpoint=checkpoint)
     if not updated:
         raise LeaseLost(f"run {run_id} is no longer held by {owner}")
+    _append_messages(run_id, checkpoint["message_count"] - len(new_messages), list(new_messages))
 
 
 def cancel_requested(*, run_id: int) -> bool:
@@ -110,16 +132,19 @@ def run_finish(*, run_id: int, owner: str, status: str, output: str = "", error:
     )
 
 
-def run_park(*, run_id: int, owner: str, checkpoint: dict[str, Any]) -> bool:
+def run_park(
+    *, run_id: int, owner: str, checkpoint: dict[str, Any], new_messages: list[dict[str, Any]] = ()
+) -> bool:
     """Suspend a run we hold: no lease, no worker, nothing in memory; a resume claims it again."""
-    return bool(
-        Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
-            status=RunStatus.AWAITING_APPROVAL,
-            checkpoint=checkpoint,
-            lease_owner="",
-            lease_expires_at=None,
-        )
+    parked = Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
+        status=RunStatus.AWAITING_APPROVAL,
+        checkpoint=checkpoint,
+        lease_owner="",
+        lease_expires_at=None,
     )
+    if parked:
+        _append_messages(run_id, checkpoint["message_count"] - len(new_messages), list(new_messages))
+    return bool(parked)
 
 
 def execution_find(*, run_id: int, tool_call_id: str) -> ToolExecution | None:
