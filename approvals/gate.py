@@ -140,6 +140,9 @@ class ConfirmationGateHook(PreToolUseHook):
             status = await wait_for_verdict(
                 request.pk, window=opened.inline_wait_seconds, poll=settings.APPROVAL_POLL_SECONDS
             )
+        if status != ConfirmationStatus.PENDING:
+            request = await db(_reload, request_id=request.pk)
+            status = request.status
         if status == ConfirmationStatus.PENDING:
             request_id = request.pk
 
@@ -151,7 +154,6 @@ class ConfirmationGateHook(PreToolUseHook):
                 detail={"request_id": str(request_id), "expires_at": request.expires_at.isoformat()},
                 still_waiting=still_waiting,
             )
-        request = await db(_reload, request_id=request.pk)
         problem = None
         if request.status == ConfirmationStatus.EXPIRED:  # say why, if nobody could be reached
             problem = await db(_delivery_problem, request_id=request.pk)

@@ -43,8 +43,10 @@ def wake(request_id: uuid.UUID | str) -> None:
 
 
 async def wait_for_verdict(request_id: uuid.UUID, *, window: float, poll: float) -> str:
-    """Wait up to ``window`` seconds for the request to leave pending; return its status then.
+    """Wait up to ``window`` seconds for the request to leave pending.
 
+    Returns ``"pending"`` when the window passed, ``"woken"`` when a verdict message arrived (the
+    caller reads the row next, so it is not read twice), or the status the safety-net poll found.
     Subscribes first, then reads the status, so a decision that lands in between is not missed.
     """
     from approvals.selectors import request_status
@@ -70,7 +72,8 @@ async def wait_for_verdict(request_id: uuid.UUID, *, window: float, poll: float)
                 async with asyncio.timeout(wait):
                     await layer.receive(channel)
             except TimeoutError:
-                pass  # the safety-net poll: read the row again
+                continue  # the safety-net poll: read the row again
+            return "woken"
     finally:
         if channel is not None:
             await layer.group_discard(group, channel)
