@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import uuid
+from typing import Any
 
 from channels.layers import get_channel_layer
 
@@ -21,6 +23,19 @@ def approval_group(request_id: uuid.UUID | str) -> str:
     return f"approval.{uuid.UUID(str(request_id)).hex}"
 
 
+# Inline waiters of this process: a decision taken in the same process (the embedded server, a
+# worker's expiry sweep) wakes them directly, without a round trip through the channel layer.
+_local_waiters: dict[str, set[tuple[asyncio.AbstractEventLoop, asyncio.Event]]] = {}
+_local_lock = threading.Lock()
+
+
+def _wake_local(request_id: str) -> None:
+    with _local_lock:
+        waiters = list(_local_waiters.get(request_id, ()))
+    for loop, event in waiters:
+        loop.call_soon_threadsafe(event.set)
+
+
 def wake(request_id: uuid.UUID | str) -> None:
     """Tell any inline waiter that ``request_id`` left pending. Call after the verdict committed.
 
@@ -29,6 +44,7 @@ def wake(request_id: uuid.UUID | str) -> None:
     the Redis layer keeps its connections per loop, so a fresh loop per wake-up would reconnect
     every time. Fire and forget: the waiter's safety-net poll covers a lost message.
     """
+    _wake_local(str(uuid.UUID(str(request_id))))
     layer = get_channel_layer()
     if layer is None:
         return
@@ -54,26 +70,40 @@ async def wait_for_verdict(request_id: uuid.UUID, *, window: float, poll: float)
     layer = get_channel_layer()
     loop = asyncio.get_running_loop()
     deadline = loop.time() + window
+    key = str(request_id)
+    woken = asyncio.Event()
+    with _local_lock:
+        _local_waiters.setdefault(key, set()).add((loop, woken))
     channel = await layer.new_channel() if layer is not None else None
     group = approval_group(request_id)
     if channel is not None:
         await layer.group_add(group, channel)
+    listener = asyncio.ensure_future(_listen(layer, channel, woken)) if channel is not None else None
     try:
         while True:
             status = await db(request_status, request_id=request_id)
             remaining = deadline - loop.time()
             if status != "pending" or remaining <= 0:
                 return status
-            wait = min(remaining, poll)
-            if channel is None:
-                await asyncio.sleep(wait)
-                continue
             try:
-                async with asyncio.timeout(wait):
-                    await layer.receive(channel)
+                async with asyncio.timeout(min(remaining, poll)):
+                    await woken.wait()
             except TimeoutError:
                 continue  # the safety-net poll: read the row again
             return "woken"
     finally:
+        with _local_lock:
+            waiters = _local_waiters.get(key, set())
+            waiters.discard((loop, woken))
+            if not waiters:
+                _local_waiters.pop(key, None)
+        if listener is not None:
+            listener.cancel()
         if channel is not None:
             await layer.group_discard(group, channel)
+
+
+async def _listen(layer: Any, channel: str, woken: asyncio.Event) -> None:
+    """Turn the verdict message from another process into the local wake-up event."""
+    await layer.receive(channel)
+    woken.set()

@@ -14,7 +14,7 @@ from agents.services import run_start
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
 from tests.agents.engine_kit import Harness, event_types
-from tests.approvals.kit import PAY_ARGS, pay_tool, paying_agent, set_policy
+from tests.approvals.kit import PAY_ARGS, pay_tool, paying_agent, set_policy, suspended_run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -53,7 +53,7 @@ def test_a_decision_within_the_inline_window_wakes_the_waiting_run_at_once(
     assert run.status == RunStatus.COMPLETED
     assert tool.calls == [PAY_ARGS]
     assert ev.RUN_SUSPENDED not in event_types(run), "decided inside the window: never suspended"
-    assert woke_after < 5, f"woken by the channel layer, not the {settings.APPROVAL_POLL_SECONDS} s poll"
+    assert woke_after < 5, f"woken at once, not by the {settings.APPROVAL_POLL_SECONDS} s poll"
 
 
 def test_a_parked_run_resumes_on_a_fresh_executor_after_everything_in_memory_is_gone(
@@ -89,3 +89,29 @@ def test_a_parked_run_resumes_on_a_fresh_executor_after_everything_in_memory_is_
     [execution] = ToolExecution.objects.filter(run=run)
     assert execution.status == ToolExecution.Status.SUCCEEDED and execution.result["value"] == 2501.0
     assert Run.objects.get(pk=run.pk).output == 'Outcome: {"expression": "1250.5 * 2", "value": 2501.0}'
+
+
+def test_a_verdict_message_from_another_process_wakes_the_waiter_through_the_channel_layer(
+    personas, resumes, settings
+) -> None:
+    """No in-process wake-up here: only the channel-layer message (as another server sends it)."""
+    import asyncio
+
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from approvals.waking import approval_group, wait_for_verdict
+
+    settings.APPROVAL_POLL_SECONDS = 30
+    set_policy(personas, inline_wait_seconds=0)
+    _, request = suspended_run(personas, Harness(pay_tool()))
+
+    async def scenario() -> tuple[str, float]:
+        waiter = asyncio.ensure_future(wait_for_verdict(request.pk, window=20, poll=30))
+        await asyncio.sleep(0.3)  # subscribed and waiting
+        started = time.monotonic()
+        await get_channel_layer().group_send(approval_group(request.pk), {"type": "approval.verdict"})
+        return await waiter, time.monotonic() - started
+
+    status, took = async_to_sync(scenario)()
+    assert status == "woken" and took < 5
