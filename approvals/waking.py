@@ -7,6 +7,7 @@ that group and wakes within milliseconds. A slow database poll is only the safet
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import uuid
@@ -97,13 +98,37 @@ async def wait_for_verdict(request_id: uuid.UUID, *, window: float, poll: float)
             waiters.discard((loop, woken))
             if not waiters:
                 _local_waiters.pop(key, None)
-        if listener is not None:
-            listener.cancel()
         if channel is not None:
-            await layer.group_discard(group, channel)
+            # Unsubscribing costs a round trip the verdict need not wait for.
+            _background(_unsubscribe(layer, group, channel, listener))
+
+
+_tasks: set[asyncio.Task[Any]] = set()
+
+
+def _background(coro: Any) -> None:
+    task = asyncio.ensure_future(coro)
+    _tasks.add(task)  # keep a reference until it is done
+    task.add_done_callback(_tasks.discard)
+
+
+async def _unsubscribe(layer: Any, group: str, channel: str, listener: asyncio.Future[Any] | None) -> None:
+    if listener is not None:
+        listener.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await listener
+    try:
+        await layer.group_discard(group, channel)
+    except Exception:  # the group entry expires on its own
+        log.debug("could not leave %s", group, exc_info=True)
 
 
 async def _listen(layer: Any, channel: str, woken: asyncio.Event) -> None:
-    """Turn the verdict message from another process into the local wake-up event."""
-    await layer.receive(channel)
+    """Turn the verdict message from another process into the local wake-up event. A layer
+    failure only costs the wake-up: the waiter's poll still reads the row."""
+    try:
+        await layer.receive(channel)
+    except Exception:
+        log.debug("listening for a verdict on %s failed", channel, exc_info=True)
+        return
     woken.set()
