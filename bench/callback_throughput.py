@@ -43,7 +43,9 @@ def load(url: str, bodies: list[tuple[str, bytes, dict[str, str]]], concurrency:
     def post(item: tuple[str, bytes, dict[str, str]]) -> tuple[str, int, float]:
         import threading
 
-        client = clients.setdefault(threading.get_ident(), httpx.Client(timeout=30))
+        client = clients.get(threading.get_ident())
+        if client is None:  # one client (and connection) per load thread
+            client = clients[threading.get_ident()] = httpx.Client(timeout=30)
         kind, body, headers = item
         started = time.perf_counter()
         response = client.post(url, content=body, headers={**headers, "Content-Type": "application/json"})

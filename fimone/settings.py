@@ -117,6 +117,14 @@ if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     DATABASES["default"].setdefault("TEST", {})["NAME"] = str(
         Path(tempfile.gettempdir()) / f"fimone-test-{os.getpid()}.sqlite3"
     )
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # A pool per process: under ASGI every request runs in a thread of its own, so per-thread
+    # persistent connections cannot be reused and a new connection would cost every request.
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": env_int("DATABASE_POOL_MIN", 1, minimum=0),
+        "max_size": env_int("DATABASE_POOL_MAX", 20, minimum=1),
+        "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1),
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_redis_url("REDIS_URL")

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from channels_im import replay
 from channels_im.base import CallbackResult, Channel, DeliveryError
 from channels_im.cards import card_facts
 from channels_im.feishu import crypto
@@ -524,7 +524,7 @@ class FeishuChannel(Channel):
         self._verified_click = True
         # Remembered for twice the window: a timestamp may be up to the window in the future.
         try:
-            first_time = cache.add(_event_key(app_id, event_id), 1, timeout=2 * CALLBACK_WINDOW_SECONDS)
+            first = replay.first_time(_event_key(app_id, event_id), 2 * CALLBACK_WINDOW_SECONDS)
         except Exception:  # the replay check is part of verification: fail closed without it
             log.exception("the replay check of a Feishu click failed")
             return _refusal(
@@ -534,7 +534,7 @@ class FeishuChannel(Channel):
                 open_id=open_id,
                 message="FIM One could not record this click. Please try again in a moment.",
             )
-        if not first_time:
+        if not first:
             return _refusal(
                 "replayed callback: this event_id was already handled",
                 200,

@@ -27,12 +27,12 @@ from typing import Any
 from urllib.error import URLError
 from urllib.parse import parse_qs, urlsplit
 
-from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
+from channels_im import replay
 from channels_im.base import CallbackResult, Channel, DeliveryError
 from channels_im.cards import card_facts
 from channels_im.providers import register_provider
@@ -326,7 +326,7 @@ class SlackChannel(Channel):
             )
 
         try:
-            first = cache.add(key, 1, SIGNATURE_WINDOW_SECONDS)
+            first = replay.first_time(key, SIGNATURE_WINDOW_SECONDS)
         except Exception:  # a cache outage must not let replays through: fail closed
             log.exception("could not record a Slack click for replay protection")
             return refused("FIM One could not record this click; please try again.")
