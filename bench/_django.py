@@ -95,3 +95,55 @@ def celery_worker() -> Iterator[object]:
     finally:
         worker.terminate()
         worker.wait(15)
+
+
+def parked_runs(count: int, *, channel_config: object | None = None) -> tuple[object, object, list[object]]:
+    """``count`` runs parked on pending approval requests, created in bulk (call inside
+    bench_database). Returns ``(organization, approver, requests)``; the approver may decide all."""
+    import datetime as dt
+    import uuid
+
+    from django.contrib.auth import get_user_model
+    from django.utils import timezone
+
+    from agents.models import Agent, Conversation, Membership, Organization, Role, Run, RunStatus
+    from approvals.models import ConfirmationRequest
+
+    User = get_user_model()
+    user, approver = User.objects.create_user("requester"), User.objects.create_user("approver")
+    org = (
+        channel_config.organization
+        if channel_config is not None
+        else Organization.objects.create(name="Bench")
+    )
+    Membership.objects.create(organization=org, user=approver, role=Role.APPROVER)
+    agent = Agent.objects.create(organization=org, owner=approver, name="bench")
+    conversation = Conversation.objects.create(organization=org, agent=agent, user=user)
+    runs = Run.objects.bulk_create(
+        Run(
+            conversation=conversation, agent=agent, user=user, input="pay", status=RunStatus.AWAITING_APPROVAL
+        )
+        for _ in range(count)
+    )
+    expires = timezone.now() + dt.timedelta(hours=1)
+    requests = ConfirmationRequest.objects.bulk_create(
+        ConfirmationRequest(
+            id=uuid.uuid4(),
+            organization=org,
+            agent=agent,
+            requested_by=user,
+            run=run,
+            tool_call_id="call_1",
+            tool_name="oa__purchase_pay",
+            tool_args={"purchase_id": f"PO-{run.pk}", "amount": 10},
+            args_sha256="0" * 64,
+            channel=getattr(channel_config, "kind", "web"),
+            channel_config=channel_config,
+            external_message_id=f"om_{run.pk}" if channel_config is not None else "",
+            expires_at=expires,
+        )
+        for run in runs
+    )
+    through = ConfirmationRequest.approvers.through
+    through.objects.bulk_create(through(confirmationrequest_id=r.pk, user_id=approver.pk) for r in requests)
+    return org, approver, requests

@@ -10,7 +10,6 @@ latency. Targets: >= 300 verified callbacks/s, p99 <= 100 ms, zero 5xx, zero dou
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import multiprocessing
 import os
@@ -19,9 +18,8 @@ import socket
 import subprocess
 import sys
 import time
-import uuid
 
-from _django import ROOT, bench_database, percentile, test_database_url
+from _django import ROOT, bench_database, parked_runs, percentile, test_database_url
 
 OPEN_ID = "ou_bench_approver"
 
@@ -64,19 +62,12 @@ def main() -> None:
     opts = parser.parse_args()
 
     with bench_database(need_redis=True):
-        from django.contrib.auth import get_user_model
-        from django.utils import timezone
-
-        from agents.models import Agent, Conversation, Membership, Organization, Role, Run, RunStatus
-        from approvals.models import ConfirmationEvent, ConfirmationRequest
+        from agents.models import Organization
+        from approvals.models import ConfirmationEvent
         from channels_im.models import ChannelConfig, ImIdentity
         from tests.channels_im.feishu_fake import AppKeys, FakeFeishu, click_event, signed_body
 
-        User = get_user_model()
-        user, approver = User.objects.create_user("requester"), User.objects.create_user("approver")
         org = Organization.objects.create(name="Bench")
-        Membership.objects.create(organization=org, user=approver, role=Role.APPROVER)
-        ImIdentity.objects.create(user=approver, provider="feishu", external_id=OPEN_ID)
         fake = FakeFeishu().start()  # card updates land here
         keys: AppKeys = fake.keys
         config = ChannelConfig.objects.create(
@@ -92,41 +83,8 @@ def main() -> None:
             },
             settings_json={"chat_id": "oc_bench", "domain": fake.url},
         )
-        agent = Agent.objects.create(organization=org, owner=approver, name="bench")
-        conversation = Conversation.objects.create(organization=org, agent=agent, user=user)
-        runs = Run.objects.bulk_create(
-            Run(
-                conversation=conversation,
-                agent=agent,
-                user=user,
-                input="pay",
-                status=RunStatus.AWAITING_APPROVAL,
-            )
-            for _ in range(opts.requests)
-        )
-        expires = timezone.now() + dt.timedelta(hours=1)
-        requests = ConfirmationRequest.objects.bulk_create(
-            ConfirmationRequest(
-                id=uuid.uuid4(),
-                organization=org,
-                agent=agent,
-                requested_by=user,
-                run=run,
-                tool_call_id="call_1",
-                tool_name="oa__purchase_pay",
-                tool_args={"purchase_id": f"PO-{run.pk}"},
-                args_sha256="0" * 64,
-                channel="feishu",
-                channel_config=config,
-                external_message_id=f"om_{run.pk}",
-                expires_at=expires,
-            )
-            for run in runs
-        )
-        Through = ConfirmationRequest.approvers.through
-        Through.objects.bulk_create(
-            Through(confirmationrequest_id=r.pk, user_id=approver.pk) for r in requests
-        )
+        _, approver, requests = parked_runs(opts.requests, channel_config=config)
+        ImIdentity.objects.create(user=approver, provider="feishu", external_id=OPEN_ID)
 
         valid = []
         for index, request in enumerate(requests):

@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
 import gc
 import threading
 import time
-import uuid
 
-from _django import bench_database
+from _django import bench_database, parked_runs
 
 
 def rss_mib() -> float:
@@ -38,47 +36,14 @@ def main() -> None:
 
     with bench_database():
         from django.conf import settings
-        from django.contrib.auth import get_user_model
         from django.db import connection
-        from django.utils import timezone
 
         from agents.executors import embedded
-        from agents.models import Agent, Conversation, Membership, Organization, Role, Run, RunStatus
+        from agents.models import Run, RunStatus
         from approvals.models import ConfirmationRequest
         from approvals.sweeper import sweep_forever
 
-        User = get_user_model()
-        user, approver = User.objects.create_user("requester"), User.objects.create_user("approver")
-        org = Organization.objects.create(name="Bench")
-        Membership.objects.create(organization=org, user=approver, role=Role.APPROVER)
-        agent = Agent.objects.create(organization=org, owner=approver, name="bench")
-        conversation = Conversation.objects.create(organization=org, agent=agent, user=user)
-        runs = Run.objects.bulk_create(
-            Run(
-                conversation=conversation,
-                agent=agent,
-                user=user,
-                input="pay",
-                status=RunStatus.AWAITING_APPROVAL,
-            )
-            for _ in range(opts.pending)
-        )
-        expires = timezone.now() + dt.timedelta(hours=1)
-        ConfirmationRequest.objects.bulk_create(
-            ConfirmationRequest(
-                id=uuid.uuid4(),
-                organization=org,
-                agent=agent,
-                requested_by=user,
-                run=run,
-                tool_call_id="call_1",
-                tool_name="oa__purchase_pay",
-                tool_args={"purchase_id": f"PO-{run.pk}", "amount": 10},
-                args_sha256="0" * 64,
-                expires_at=expires,
-            )
-            for run in runs
-        )
+        parked_runs(opts.pending)
         gc.collect()
         print(
             f"{opts.pending} runs parked on pending requests; "
