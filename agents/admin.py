@@ -27,6 +27,7 @@ from agents.models import (
     Conversation,
     Membership,
     Organization,
+    Role,
     Run,
     RunEvent,
     ToolExecution,
@@ -130,6 +131,24 @@ class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     # Anyone may be added to an organisation, so users are picked by id rather than restricted
     # to the organisation's current members.
     unscoped_relations = ("user",)
+
+    # Roles decide who may approve and who may configure: only an organisation admin (or a
+    # superuser) grants them, so an operator cannot promote themselves.
+    def _may_grant(self, request: HttpRequest, obj: Organization | None) -> bool:
+        if request.user.is_superuser:
+            return True
+        if obj is None:
+            return False
+        return Membership.objects.filter(user=request.user, organization=obj, role=Role.ADMIN).exists()
+
+    def has_add_permission(self, request: HttpRequest, obj: Organization | None = None) -> bool:
+        return self._may_grant(request, obj) and super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Organization | None = None) -> bool:
+        return self._may_grant(request, obj) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Organization | None = None) -> bool:
+        return self._may_grant(request, obj) and super().has_delete_permission(request, obj)
 
 
 @admin.register(Organization)

@@ -19,6 +19,7 @@ from agents.models import (
     Connector,
     ConnectorAction,
     Conversation,
+    Membership,
     Organization,
     Run,
     RunEvent,
@@ -375,3 +376,41 @@ def test_the_cancel_action_needs_the_change_run_permission(personas, world) -> N
 
 def test_connector_actions_are_only_edited_inline(world) -> None:
     assert ConnectorAction not in admin.site._registry
+
+
+# --- roles ------------------------------------------------------------------------------------------
+
+
+def _membership_inline(client: Client, org: Organization) -> Any:
+    response = client.get(url(Organization, "change", org.pk))
+    assert response.status_code == 200
+    [formset] = [f for f in response.context["inline_admin_formsets"] if f.opts.model is Membership]
+    return formset
+
+
+def test_an_operator_cannot_grant_roles_in_their_organisation(personas) -> None:
+    grant(
+        personas.operator,
+        "view_organization",
+        "change_organization",
+        "view_membership",
+        "add_membership",
+        "change_membership",
+        "delete_membership",
+    )
+    formset = _membership_inline(logged_in(personas.operator), personas.org)
+    assert not formset.has_add_permission and not formset.has_change_permission
+    assert not formset.has_delete_permission
+
+
+def test_an_organisation_admin_grants_roles(personas) -> None:
+    grant(
+        personas.admin,
+        "view_organization",
+        "change_organization",
+        "view_membership",
+        "add_membership",
+        "change_membership",
+    )
+    formset = _membership_inline(logged_in(personas.admin), personas.org)
+    assert formset.has_add_permission and formset.has_change_permission
