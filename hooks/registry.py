@@ -171,14 +171,13 @@ def _begin_execute(hook: Hook, ctx: HookContext) -> HookResult | _Pending:
     return _Pending(hook, ctx, coro=coro, step=step)
 
 
-def _begin(hook: Hook, ctx: HookContext) -> HookResult | _Pending | None:
-    """Start one hook call without arming any timer.
+def _begin(hook: Hook, ctx: HookContext, triggered: Any) -> HookResult | _Pending | None:
+    """Start one hook call, given what its ``should_trigger`` answered, without arming any timer.
 
     Returns ``None`` when the hook does not trigger, its checked ``HookResult`` when it finished
     without suspending, or a :class:`_Pending` to ``await .finish()`` (under the hook's timeout).
     Raises whatever the hook raised, or :class:`BadHookResult`.
     """
-    triggered = hook.should_trigger(ctx)
     if triggered is not True:
         if triggered is False:
             return None
@@ -264,7 +263,12 @@ class HookRegistry:
         effects: list[SideEffect] = []
         for hook in self._pre:
             try:
-                result = _begin(hook, ctx)
+                # should_trigger is called here, not in _begin: most hooks do not trigger, and
+                # this path then costs one call instead of two.
+                triggered = hook.should_trigger(ctx)
+                if triggered is False:
+                    continue
+                result = _begin(hook, ctx, triggered)
                 if type(result) is _Pending:
                     result = await result.finish()
             except SuspendRun as suspension:
@@ -310,7 +314,12 @@ class HookRegistry:
         failed: list[str] = []
         for hook in self._post:
             try:
-                result = _begin(hook, ctx)
+                # should_trigger is called here, not in _begin: most hooks do not trigger, and
+                # this path then costs one call instead of two.
+                triggered = hook.should_trigger(ctx)
+                if triggered is False:
+                    continue
+                result = _begin(hook, ctx, triggered)
                 if type(result) is _Pending:
                     result = await result.finish()
             except Exception as exc:  # SuspendRun included: it has no meaning here
@@ -340,7 +349,12 @@ class HookRegistry:
         pieces: list[str] = []
         for hook in self._start:
             try:
-                result = _begin(hook, ctx)
+                # should_trigger is called here, not in _begin: most hooks do not trigger, and
+                # this path then costs one call instead of two.
+                triggered = hook.should_trigger(ctx)
+                if triggered is False:
+                    continue
+                result = _begin(hook, ctx, triggered)
                 if type(result) is _Pending:
                     result = await result.finish()
             except Exception as exc:
