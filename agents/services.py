@@ -12,8 +12,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from agents import events as ev
+from agents import executors
 from agents.consumers import run_group
-from agents.executors import dispatch_execute, dispatch_resume
+from agents.executors import dispatch_execute
 from agents.models import Agent, Conversation, ExecutionPath, Membership, Role, Run, RunEvent, RunStatus
 
 log = logging.getLogger(__name__)
@@ -127,7 +128,7 @@ def run_cancel(*, run: Run, user: Any) -> Run:
 def run_resume_soon(*, run_id: int, reason: str) -> None:
     """Ask the executor to continue a suspended run once the current transaction commits.
     Safe to call any number of times: only one resume wins the claim."""
-    transaction.on_commit(lambda: dispatch_resume(run_id, reason=reason))
+    transaction.on_commit(lambda: executors.dispatch_resume(run_id, reason=reason))
 
 
 def runs_reclaim_expired() -> int:
@@ -138,5 +139,5 @@ def runs_reclaim_expired() -> int:
         )
     )
     for run_id in ids:
-        dispatch_resume(run_id, reason="the previous worker stopped")
+        executors.dispatch_resume(run_id, reason="the previous worker stopped")
     return len(ids)

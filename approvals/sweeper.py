@@ -20,11 +20,9 @@ def sweep_once() -> dict[str, int]:
     from agents.services import runs_reclaim_expired
     from approvals.services import confirmation_expire_due, runs_resume_orphaned
 
-    return {
-        "expired": confirmation_expire_due(),
-        "resumed": runs_resume_orphaned(),
-        "reclaimed": runs_reclaim_expired(),
-    }
+    # Orphans first: a request this very sweep expires resumes its run itself.
+    resumed = runs_resume_orphaned()
+    return {"expired": confirmation_expire_due(), "resumed": resumed, "reclaimed": runs_reclaim_expired()}
 
 
 async def sweep_forever(interval: float) -> None:
