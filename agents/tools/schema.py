@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -23,11 +25,17 @@ def check_parameters_schema(schema: Any) -> None:
         raise ValidationError({"parameters_schema": f"not a valid JSON schema: {exc.message}"}) from None
 
 
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Draft202012Validator:
+    return Draft202012Validator(json.loads(schema_json))
+
+
 def argument_errors(schema: dict[str, Any], args: Any) -> list[str]:
     """Human-readable problems with ``args`` against ``schema`` (empty when valid)."""
     if not isinstance(args, dict):
         return ["arguments must be a JSON object"]
-    validator = Draft202012Validator(schema or EMPTY_OBJECT_SCHEMA)
+    # Validators are built once per distinct schema: this runs on every tool call.
+    validator = _validator(json.dumps(schema or EMPTY_OBJECT_SCHEMA, sort_keys=True))
     problems = []
     for error in sorted(validator.iter_errors(args), key=lambda e: list(e.absolute_path)):
         where = ".".join(str(p) for p in error.absolute_path)
