@@ -160,7 +160,8 @@ CHANNEL_DELIVERY = env_choice(
 # Approvals: the safety-net poll of an inline waiter, and the expiry sweep's period.
 APPROVAL_POLL_SECONDS = env_float("APPROVAL_POLL_SECONDS", 5.0, minimum=0.05)
 APPROVAL_SWEEP_SECONDS = env_int("APPROVAL_SWEEP_SECONDS", 15, minimum=1)
-HOOK_DEFAULT_TIMEOUT = env_float("HOOK_DEFAULT_TIMEOUT", 5.0, minimum=0.001)
+# Modules whose hook classes (``@register_hook``) agents may declare, beside the built-ins.
+HOOK_MODULES = env_list("HOOK_MODULES", [])
 
 # --- security -------------------------------------------------------------------------------------
 # Secrets stored in the database (connector credentials, channel secrets) are encrypted with this
