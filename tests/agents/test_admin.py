@@ -3,15 +3,12 @@ users see only the organisations they operate."""
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Permission
 from django.test import Client
-from django.urls import reverse
 
 from agents import events as ev
 from agents.models import (
@@ -27,6 +24,8 @@ from agents.models import (
     ToolExecution,
 )
 from agents.services import run_start
+from tests import admin_kit
+from tests.admin_kit import logged_in, page_text, url
 from tests.personas import make_action, make_agent, make_http_connector, scripted
 
 SECRET = "s3cr3t-bearer-VALUE-42"
@@ -73,24 +72,8 @@ def world(personas) -> dict[str, Any]:
     }
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def url(model: type, view: str, *args: Any) -> str:
-    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
-
-
 def grant(user: Any, *codenames: str) -> None:
-    user.user_permissions.add(
-        *Permission.objects.filter(content_type__app_label="agents", codename__in=codenames)
-    )
-
-
-def page_text(response: Any) -> str:
-    return html.unescape(response.content.decode())
+    admin_kit.grant(user, *codenames, app_label="agents")
 
 
 # --- every page renders ---------------------------------------------------------------------------

@@ -3,18 +3,17 @@ organisations only, and "Send a test card" reports what the platform answered.""
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib import admin
-from django.contrib.auth.models import Permission
 from django.test import Client
-from django.urls import reverse
 
 from channels_im.models import ChannelConfig, ImIdentity
+from tests import admin_kit
+from tests.admin_kit import logged_in, page_text, url
 from tests.channels_im.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, FakeSlack
 
 SECRETS = {"bot_token": BOT_TOKEN, "signing_secret": SIGNING_SECRET}
@@ -41,24 +40,8 @@ def configs(personas, slack: FakeSlack) -> dict[str, ChannelConfig]:
     }
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def url(model: type, view: str, *args: Any) -> str:
-    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
-
-
 def grant(user: Any, *codenames: str) -> None:
-    user.user_permissions.add(
-        *Permission.objects.filter(content_type__app_label="channels_im", codename__in=codenames)
-    )
-
-
-def page_text(response: Any) -> str:
-    return html.unescape(response.content.decode())
+    admin_kit.grant(user, *codenames, app_label="channels_im")
 
 
 def config_form(config: ChannelConfig, secrets: str, **changes: Any) -> dict[str, Any]:

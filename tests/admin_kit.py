@@ -1,0 +1,31 @@
+"""Helpers shared by the admin tests of every app."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
+
+
+def logged_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def url(model: type, view: str, *args: Any) -> str:
+    """The admin URL of ``view`` (changelist, add, change, …) for ``model``."""
+    return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
+
+
+def grant(user: Any, *codenames: str, app_label: str) -> None:
+    user.user_permissions.add(
+        *Permission.objects.filter(content_type__app_label=app_label, codename__in=codenames)
+    )
+
+
+def page_text(response: Any) -> str:
+    return html.unescape(response.content.decode())
