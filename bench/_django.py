@@ -32,7 +32,7 @@ def bench_database(*, need_postgres: bool = True, need_redis: bool = False) -> I
         sys.exit("this benchmark runs on PostgreSQL: set DATABASE_URL=postgres://…")
     if need_redis and settings.REDIS_URL is None:
         sys.exit("this benchmark needs Redis: set REDIS_URL=redis://…")
-    setup_test_environment()
+    setup_test_environment(debug=False)  # measured as deployed: no query log
     # A name of its own, so a benchmark never collides with a test run on the same server.
     connection.settings_dict.setdefault("TEST", {})["NAME"] = (
         f"bench_{os.getpid()}" if connection.vendor == "postgresql" else None

@@ -16,6 +16,7 @@ ToolExecution(finished) → PostToolUse; a row left ``started`` by a crash is re
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import json
 import logging
 import time
@@ -24,6 +25,7 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 from django.db import IntegrityError
+from django.utils import timezone
 
 from agents import events as ev
 from agents.checks import hooks_declaration
@@ -32,7 +34,7 @@ from agents.engine import store
 from agents.engine.db import db
 from agents.llm.base import LLMError, LLMProvider, LLMResponse
 from agents.llm.factory import provider_for
-from agents.models import RunEvent, RunStatus, ToolExecution
+from agents.models import RunStatus, ToolExecution
 from agents.tools.base import Tool, ToolError
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
@@ -111,7 +113,7 @@ class ReactEngine:
         self.owner = owner
         self.provider_factory = provider_factory
         self.tools_factory = tools_factory
-        self._buffer: list[RunEvent] = []
+        self._buffer: list[store.QueuedEvent] = []
         self._pushed: list[dict[str, Any]] = []
         self._write_lock = asyncio.Lock()
         self._seq = 0
@@ -127,7 +129,7 @@ class ReactEngine:
     def emit(self, type_: str, payload: dict[str, Any]) -> None:
         """Queue an event; it is stored and pushed by the next :meth:`commit`."""
         self._seq += 1
-        self._buffer.append(RunEvent(run_id=self.run_id, seq=self._seq, type=type_, payload=payload))
+        self._buffer.append(store.QueuedEvent(self._seq, type_, payload))
 
     def emit_side_effects(self, effects: list[SideEffect], *, point: str, tool_call_id: str | None) -> None:
         for effect in effects:
@@ -142,9 +144,15 @@ class ReactEngine:
                 },
             )
 
-    async def commit(self, op: Callable[[], Any] | None = None, *, check_lease: bool = False) -> Any:
-        """Store queued events, the checkpoint if it changed, and ``op`` in one transaction, then
-        push the events, in seq order.
+    async def commit(
+        self,
+        op: Callable[[], Any] | None = None,
+        *,
+        check_lease: bool = False,
+        writes: tuple[store.Write, ...] = (),
+    ) -> Any:
+        """Store queued events, the checkpoint if it changed, ``writes`` and ``op`` in one
+        transaction, then push the events, in seq order.
 
         The checkpoint rides along with the next write instead of costing a transaction of its
         own; the write that precedes a tool's execution always carries it (and its lease check).
@@ -152,29 +160,30 @@ class ReactEngine:
         async with self._write_lock:
             batch, self._buffer = self._buffer, []
             snapshot = self._checkpoint_snapshot() if self._checkpoint_dirty else None
-            if not batch and op is None and snapshot is None:
+            if not batch and op is None and snapshot is None and not writes:
                 return None
             self._checkpoint_dirty = False
-
-            def work() -> Any:
-                if snapshot is not None:  # also verifies the lease
-                    state, new_messages = snapshot
-                    store.checkpoint_save(
-                        run_id=self.run_id, owner=self.owner, checkpoint=state, new_messages=new_messages
-                    )
-                elif check_lease:
-                    store.lease_check(run_id=self.run_id, owner=self.owner)
-                return op() if op is not None else None
-
+            guard = None
+            parts: list[store.Write] = []
+            if snapshot is not None:  # also verifies the lease
+                state, new_messages = snapshot
+                guard = store.Guard(self.run_id, self.owner, state)
+                first = state["message_count"] - len(new_messages)
+                parts.append(store.message_rows(run_id=self.run_id, first=first, messages=new_messages))
+            elif check_lease:
+                guard = store.Guard(self.run_id, self.owner)
+            parts.extend(writes)
+            stamp = timezone.now()
+            parts.append(store.event_rows(run_id=self.run_id, events=batch, stamp=stamp))
             try:
-                result = await db(store.commit, events=batch, op=work)
+                result = await db(store.write, guard=guard, writes=parts, op=op)
             except store.LeaseLost:
                 # Keep the events: if the run was cancelled they are stored with its ending.
                 self._buffer[:0] = batch
                 raise
             if snapshot is not None:
                 self._stored_messages = snapshot[0]["message_count"]
-            await self._push(batch)
+            await self._push(batch, stamp)
             return result
 
     def _checkpoint_snapshot(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -195,17 +204,18 @@ class ReactEngine:
         )
         return state, messages[self._stored_messages :]
 
-    async def _push(self, batch: list[RunEvent]) -> None:
+    async def _push(self, batch: list[store.QueuedEvent], stamp: dt.datetime) -> None:
         if self.layer is None:
             return
         group = run_group(self.run_id)
+        created_at = stamp.isoformat()
         for event in batch:
             message = {
                 "run_id": self.run_id,
                 "seq": event.seq,
                 "type": event.type,
                 "payload": event.payload,
-                "created_at": event.created_at.isoformat() if event.created_at else None,
+                "created_at": created_at,
             }
             try:
                 await self.layer.group_send(group, {"type": "run.event", "event": message})
@@ -451,8 +461,10 @@ class ReactEngine:
         try:
             # Never start a tool on a run that was cancelled or taken over meanwhile.
             await self.commit(
-                lambda: store.execution_begin(
-                    run_id=self.run_id, tool_call_id=call_id, tool_name=name, args=final_args
+                writes=(
+                    store.execution_begin(
+                        run_id=self.run_id, tool_call_id=call_id, tool_name=name, args=final_args
+                    ),
                 ),
                 check_lease=True,
             )
@@ -478,7 +490,7 @@ class ReactEngine:
             stored,
             status,
             duration,
-            record=lambda: store.execution_finish(
+            record=store.execution_finish(
                 run_id=self.run_id, tool_call_id=call_id, status=status, result=stored, duration_ms=duration
             ),
         )
@@ -505,7 +517,7 @@ class ReactEngine:
         result: Any,
         status: str,
         ms: float,
-        record: Callable[[], Any] | None = None,
+        record: store.Write | None = None,
     ) -> str:
         post_ctx = HookContext(
             tool_name=ctx.tool_name,
@@ -528,7 +540,7 @@ class ReactEngine:
                 "duration_ms": round(ms, 3),
             },
         )
-        await self.commit(record)
+        await self.commit(writes=(record,) if record is not None else ())
         return observation
 
     async def _observation_of_previous(self, call: dict[str, Any], previous: ToolExecution) -> str:

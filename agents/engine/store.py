@@ -11,6 +11,7 @@ import datetime as dt
 import hashlib
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -81,74 +82,226 @@ def previous_messages(*, run: Run) -> list[dict[str, Any]]:
 
 
 # --- the hot path ---------------------------------------------------------------------------------
-# Events and messages are written on every step of every run. These inserts are plain SQL: on a
-# small CPU, building them through the ORM cost several times what the database takes to run them.
+# Events, messages and tool executions are written on every step of every run. They are built as
+# plain SQL: on a small CPU, building them through the ORM cost several times what the database
+# takes to run them. On PostgreSQL a step's writes travel as ONE statement (data-modifying CTEs,
+# rows passed as one JSON document): one round trip, and in autocommit one transaction, instead
+# of a BEGIN, a statement per table and a COMMIT.
+
+
+@dataclass(frozen=True, slots=True)
+class Rows:
+    """Rows to insert into one table. Values of ``json_columns`` are JSON values (not text)."""
+
+    table: str
+    columns: tuple[str, ...]
+    values: list[tuple[Any, ...]]
+    json_columns: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """``UPDATE table SET <assignments> WHERE <where>``; ``params`` fill both, in that order.
+    ``{json}`` in ``assignments`` stands for a JSON-typed placeholder."""
+
+    table: str
+    assignments: str
+    where: str
+    params: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Guard:
+    """The condition a batch is written under: the run is still ``running``, held by ``owner``
+    and not cancelled. With a ``checkpoint``, the same statement stores it."""
+
+    run_id: int
+    owner: str
+    checkpoint: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedEvent:
+    """An event numbered by the engine, stored by its next write and pushed after it."""
+
+    seq: int
+    type: str
+    payload: dict[str, Any]
+
+
+Write = Rows | Change
+_RUN_HELD = "id = %s AND lease_owner = %s AND status = %s AND NOT cancel_requested"
+
+
+def _postgres() -> bool:
+    return connection.vendor == "postgresql"
 
 
 def _json_placeholder() -> str:
-    return "%s::jsonb" if connection.vendor == "postgresql" else "%s"
+    return "%s::jsonb" if _postgres() else "%s"
 
 
-def _insert(
-    table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]], json_columns: set[str]
-) -> None:
-    quote = connection.ops.quote_name
-    marks = ", ".join(_json_placeholder() if column in json_columns else "%s" for column in columns)
-    values = ", ".join(f"({marks})" for _ in rows)
-    names = ", ".join(quote(column) for column in columns)
-    sql = f"INSERT INTO {quote(table)} ({names}) VALUES {values}"  # noqa: S608 - names are ours
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [value for row in rows for value in row])
+def _table(model: type) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
 
 
-def _append_messages(run_id: int, first: int, messages: list[dict[str, Any]]) -> None:
-    if messages:
-        _insert(
-            RunMessage._meta.db_table,
-            ("run_id", "index", "message"),
-            [(run_id, first + offset, json.dumps(message)) for offset, message in enumerate(messages)],
-            {"message"},
-        )
+def _guard_params(guard: Guard) -> list[Any]:
+    return [guard.run_id, guard.owner, RunStatus.RUNNING.value]
 
 
-def _insert_events(events: list[RunEvent]) -> None:
-    now = timezone.now()
-    stamp = connection.ops.adapt_datetimefield_value(now)
-    for event in events:
-        event.created_at = now
-    _insert(
+def event_rows(*, run_id: int, events: list[QueuedEvent], stamp: dt.datetime) -> Rows:
+    return Rows(
         RunEvent._meta.db_table,
         ("run_id", "seq", "type", "payload", "created_at"),
-        [(e.run_id, e.seq, e.type, json.dumps(e.payload), stamp) for e in events],
-        {"payload"},
+        [(run_id, e.seq, e.type, e.payload, stamp) for e in events],
+        frozenset({"payload"}),
     )
 
 
-def commit(*, events: list[RunEvent], op: Callable[[], T] | None = None) -> T | None:
-    """Run ``op`` and store ``events`` in one transaction. Precondition: the caller holds the lease."""
-    with transaction.atomic():
-        result = op() if op is not None else None
-        if events:
-            _insert_events(events)
-    return result
-
-
-def checkpoint_save(
-    *, run_id: int, owner: str, checkpoint: dict[str, Any], new_messages: list[dict[str, Any]] = ()
-) -> None:
-    """Save the checkpoint; raise :class:`LeaseLost` if the run is no longer ours or a
-    cancellation was requested. The lease is renewed by the heartbeat, not here: leaving the
-    indexed lease column alone keeps this frequent update cheap."""
-    sql = (
-        f"UPDATE {connection.ops.quote_name(Run._meta.db_table)} SET checkpoint = {_json_placeholder()} "  # noqa: S608
-        "WHERE id = %s AND lease_owner = %s AND status = %s AND NOT cancel_requested"
+def message_rows(*, run_id: int, first: int, messages: list[dict[str, Any]]) -> Rows:
+    return Rows(
+        RunMessage._meta.db_table,
+        ("run_id", "index", "message"),
+        [(run_id, first + offset, message) for offset, message in enumerate(messages)],
+        frozenset({"message"}),
     )
+
+
+def execution_begin(*, run_id: int, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> Rows:
+    """The record that a tool is about to run. Written under a :class:`Guard`; if a row already
+    exists (someone started this call before and it must not run again) the whole write fails with
+    ``IntegrityError``. No savepoint: the caller's whole transaction is void then."""
+    return Rows(
+        ToolExecution._meta.db_table,
+        ("run_id", "tool_call_id", "tool_name", "args", "args_sha256", "status", "started_at"),
+        [(run_id, tool_call_id, tool_name, args, args_sha256(args), "started", timezone.now())],
+        frozenset({"args"}),
+    )
+
+
+def execution_finish(
+    *, run_id: int, tool_call_id: str, status: str, result: Any, duration_ms: float
+) -> Change:
+    return Change(
+        ToolExecution._meta.db_table,
+        "status = %s, result = {json}, duration_ms = %s, finished_at = %s",
+        "run_id = %s AND tool_call_id = %s AND status = %s",
+        [status, json.dumps(result), duration_ms, timezone.now(), run_id, tool_call_id, "started"],
+    )
+
+
+def _insert_plain(rows: Rows) -> None:
+    quote = connection.ops.quote_name
+    adapt = connection.ops.adapt_datetimefield_value
+    marks = ", ".join(_json_placeholder() if c in rows.json_columns else "%s" for c in rows.columns)
+    json_at = [c in rows.json_columns for c in rows.columns]
+    params = [
+        json.dumps(v) if is_json else adapt(v) if isinstance(v, dt.datetime) else v
+        for row in rows.values
+        for v, is_json in zip(row, json_at, strict=True)
+    ]
+    names = ", ".join(quote(c) for c in rows.columns)
+    values = ", ".join(f"({marks})" for _ in rows.values)
+    sql = f"INSERT INTO {quote(rows.table)} ({names}) VALUES {values}"  # noqa: S608 - names are ours
     with connection.cursor() as cursor:
-        cursor.execute(sql, [json.dumps(checkpoint), run_id, owner, RunStatus.RUNNING.value])
-        updated = cursor.rowcount
-    if not updated:
-        raise LeaseLost(f"run {run_id} is no longer held by {owner}")
-    _append_messages(run_id, checkpoint["message_count"] - len(new_messages), list(new_messages))
+        cursor.execute(sql, params)
+
+
+def _update_plain(change: Change) -> None:
+    assignments = change.assignments.format(json=_json_placeholder())
+    sql = f"UPDATE {connection.ops.quote_name(change.table)} SET {assignments} WHERE {change.where}"  # noqa: S608
+    adapt = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [adapt(p) if isinstance(p, dt.datetime) else p for p in change.params])
+
+
+def _guard_plain(guard: Guard) -> None:
+    with connection.cursor() as cursor:
+        if guard.checkpoint is not None:
+            cursor.execute(
+                f"UPDATE {_table(Run)} SET checkpoint = {_json_placeholder()} WHERE {_RUN_HELD}",  # noqa: S608
+                [json.dumps(guard.checkpoint), *_guard_params(guard)],
+            )
+            held = cursor.rowcount
+        else:
+            cursor.execute(f"SELECT 1 FROM {_table(Run)} WHERE {_RUN_HELD}", _guard_params(guard))  # noqa: S608
+            held = cursor.fetchone() is not None
+    if not held:
+        raise LeaseLost(f"run {guard.run_id} is no longer held by {guard.owner} or was cancelled")
+
+
+def _jsonable(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, dt.datetime) else value
+
+
+def _write_postgres(guard: Guard | None, writes: list[Write]) -> None:
+    """All of ``writes`` as one statement. Under a guard every part is conditioned on the guard's
+    row (``EXISTS (SELECT 1 FROM held)``): it writes everything or nothing. Rows travel as one
+    JSON array per table, typed by ``jsonb_populate_recordset`` against the table's row type."""
+    parts: list[str] = []
+    params: list[Any] = []
+    condition = ""
+    if guard is not None:
+        if guard.checkpoint is not None:
+            parts.append(
+                f"held AS (UPDATE {_table(Run)} SET checkpoint = %s::jsonb WHERE {_RUN_HELD} RETURNING id)"  # noqa: S608
+            )
+            params.append(json.dumps(guard.checkpoint))
+        else:
+            parts.append(f"held AS (SELECT id FROM {_table(Run)} WHERE {_RUN_HELD})")  # noqa: S608
+        params.extend(_guard_params(guard))
+    quote = connection.ops.quote_name
+    for number, write in enumerate(writes):
+        table = quote(write.table)
+        if isinstance(write, Rows):
+            if guard is not None:
+                condition = " WHERE EXISTS (SELECT 1 FROM held)"
+            names = ", ".join(quote(c) for c in write.columns)
+            parts.append(
+                f"w{number} AS (INSERT INTO {table} ({names}) SELECT {names} "  # noqa: S608
+                f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb){condition})"
+            )
+            rows = [
+                {c: _jsonable(v) for c, v in zip(write.columns, row, strict=True)} for row in write.values
+            ]
+            params.append(json.dumps(rows))
+        else:
+            if guard is not None:
+                condition = " AND EXISTS (SELECT 1 FROM held)"
+            assignments = write.assignments.format(json="%s::jsonb")
+            parts.append(f"w{number} AS (UPDATE {table} SET {assignments} WHERE {write.where}{condition})")  # noqa: S608
+            params.extend(write.params)
+    if not parts:
+        return
+    tail = "SELECT count(*) FROM held" if guard is not None else "SELECT 1"
+    with connection.cursor() as cursor:
+        cursor.execute(f"WITH {', '.join(parts)} {tail}", params)
+        held = cursor.fetchone()[0]
+    if guard is not None and not held:
+        raise LeaseLost(f"run {guard.run_id} is no longer held by {guard.owner} or was cancelled")
+
+
+def write(*, guard: Guard | None, writes: list[Write], op: Callable[[], T] | None = None) -> T | None:
+    """Apply ``writes`` (and ``op``, an ORM callable for the rare writes) in one transaction.
+
+    With a ``guard`` nothing is written unless the run is still ours, and :class:`LeaseLost` is
+    raised. Precondition: the caller numbered the events it writes while holding the lease.
+    """
+    if op is None and _postgres():
+        # One statement is one transaction in autocommit, and atomic inside a caller's block.
+        _write_postgres(guard, [w for w in writes if not (isinstance(w, Rows) and not w.values)])
+        return None
+    with transaction.atomic():
+        if guard is not None:
+            _guard_plain(guard)
+        result = op() if op is not None else None
+        for item in writes:
+            if isinstance(item, Rows):
+                if item.values:
+                    _insert_plain(item)
+            else:
+                _update_plain(item)
+    return result
 
 
 def cancel_requested(*, run_id: int) -> bool:
@@ -182,46 +335,14 @@ def run_park(
         lease_owner="",
         lease_expires_at=None,
     )
-    if parked:
-        _append_messages(run_id, checkpoint["message_count"] - len(new_messages), list(new_messages))
+    if parked and new_messages:
+        first = checkpoint["message_count"] - len(new_messages)
+        _insert_plain(message_rows(run_id=run_id, first=first, messages=list(new_messages)))
     return bool(parked)
 
 
 def execution_find(*, run_id: int, tool_call_id: str) -> ToolExecution | None:
     return ToolExecution.objects.filter(run_id=run_id, tool_call_id=tool_call_id).first()
-
-
-def lease_check(*, run_id: int, owner: str) -> None:
-    """Raise :class:`LeaseLost` unless the run is still ours, running and not cancelled."""
-    if not Run.objects.filter(
-        pk=run_id, lease_owner=owner, status=RunStatus.RUNNING, cancel_requested=False
-    ).exists():
-        raise LeaseLost(f"run {run_id} is no longer held by {owner} or was cancelled")
-
-
-def execution_begin(*, run_id: int, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> None:
-    """Record that the tool is about to run. Precondition: the same transaction verified the
-    lease (:func:`lease_check` or :func:`checkpoint_save`). Raises ``IntegrityError`` if a row
-    already exists: someone started this call before and it must not run again. No savepoint:
-    the caller's whole transaction is void then."""
-    stamp = connection.ops.adapt_datetimefield_value(timezone.now())
-    _insert(
-        ToolExecution._meta.db_table,
-        ("run_id", "tool_call_id", "tool_name", "args", "args_sha256", "status", "started_at"),
-        [(run_id, tool_call_id, tool_name, json.dumps(args), args_sha256(args), "started", stamp)],
-        {"args"},
-    )
-
-
-def execution_finish(*, run_id: int, tool_call_id: str, status: str, result: Any, duration_ms: float) -> None:
-    quote = connection.ops.quote_name
-    sql = (
-        f"UPDATE {quote(ToolExecution._meta.db_table)} SET status = %s, result = {_json_placeholder()}, "  # noqa: S608
-        "duration_ms = %s, finished_at = %s WHERE run_id = %s AND tool_call_id = %s AND status = %s"
-    )
-    stamp = connection.ops.adapt_datetimefield_value(timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [status, json.dumps(result), duration_ms, stamp, run_id, tool_call_id, "started"])
 
 
 def execution_mark_unknown(*, run_id: int, tool_call_id: str) -> None:
