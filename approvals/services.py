@@ -65,12 +65,20 @@ def log_event(
 
 def _after_verdict(request: ConfirmationRequest) -> None:
     """Wake the waiter, resume the run if it is parked, update the card. Call on commit."""
-    from agents.executors import dispatch_resume
+    from django.conf import settings
+
+    from agents import executors
     from approvals.waking import wake
     from channels_im.delivery import enqueue_card_update
 
     wake(request.pk)
-    dispatch_resume(request.run_id, reason=f"approval request {request.status}")
+    all_celery = settings.RUN_EXECUTOR == "celery" and settings.CHANNEL_DELIVERY == "celery"
+    if all_celery and request.channel != "web":
+        from approvals.tasks import confirmation_settled_task
+
+        confirmation_settled_task.delay(str(request.pk), request.run_id, request.channel, str(request.status))
+        return
+    executors.dispatch_resume(request.run_id, reason=f"approval request {request.status}")
     enqueue_card_update(request.pk, channel=request.channel)
 
 
@@ -141,6 +149,15 @@ def check_decider(*, request: ConfirmationRequest, user: Any, via_channel_id: in
     return describe_refusal(request=request, user=user)
 
 
+def request_for_decision(*, request_id: uuid.UUID) -> ConfirmationRequest | None:
+    """The request with the related rows every decider shows next (cards, pages)."""
+    return (
+        ConfirmationRequest.objects.select_related("agent", "requested_by", "responded_by")
+        .filter(pk=request_id)
+        .first()
+    )
+
+
 @transaction.atomic
 def confirmation_decide(
     *,
@@ -150,17 +167,16 @@ def confirmation_decide(
     reason: str = "",
     via_channel_id: int | None = None,
     external_id: str = "",
+    loaded: ConfirmationRequest | None = None,
 ) -> DecisionOutcome:
     """Record ``user``'s verdict if they may give it and nobody gave one before.
 
     Refusals and late clicks change nothing but are logged (``click_refused``) on the request.
+    ``loaded``: the request as :func:`request_for_decision` returned it, if the caller has it
+    already; the verdict is still taken by the conditional update, never from this copy.
     """
-    # The related rows are what every caller shows next (cards, pages): load them now.
-    request = (
-        ConfirmationRequest.objects.select_related("agent", "requested_by", "responded_by")
-        .filter(pk=request_id)
-        .first()
-    )
+    request = loaded if loaded is not None and loaded.pk == request_id else None
+    request = request or request_for_decision(request_id=request_id)
     if request is None:
         return DecisionOutcome(False, "not_found", "No such approval request.")
     verdict = ConfirmationStatus.APPROVED if approve else ConfirmationStatus.REJECTED
@@ -192,9 +208,9 @@ def confirmation_decide(
         for field, value in written.items():  # what we wrote is what the row holds now
             setattr(request, field, value)
     else:
-        request = ConfirmationRequest.objects.select_related("agent", "requested_by", "responded_by").get(
-            pk=request.pk
-        )
+        request = request_for_decision(request_id=request.pk)
+        if request is None:  # deleted with its run meanwhile
+            return DecisionOutcome(False, "not_found", "No such approval request.")
         late = "expired" if request.is_pending else str(request.status)
         log_event(
             request_id=request.pk,

@@ -1,4 +1,5 @@
-"""Celery beat: the expiry sweep (schedule created by migration ``0003_beat_schedule``)."""
+"""Celery tasks of approvals: a verdict's follow-ups, and the expiry sweep (beat; schedule created
+by migration ``0003_beat_schedule``)."""
 
 from __future__ import annotations
 
@@ -10,3 +11,15 @@ def confirmations_sweep_task() -> dict[str, int]:
     from approvals.sweeper import sweep_once
 
     return sweep_once()
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def confirmation_settled_task(request_id: str, run_id: int, channel: str, status: str) -> None:
+    """A verdict's follow-ups, sent by the deciding process as ONE message (publishing costs the
+    web process more than deciding does): the run's resume and the card update are dispatched
+    from here. Both are idempotent, so a redelivered message does no harm."""
+    from agents import executors
+    from channels_im.delivery import enqueue_card_update
+
+    executors.dispatch_resume(run_id, reason=f"approval request {status}")
+    enqueue_card_update(request_id, channel=channel)

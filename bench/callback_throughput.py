@@ -24,10 +24,14 @@ from _django import ROOT, bench_database, parked_runs, percentile, test_database
 OPEN_ID = "ou_bench_approver"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _drop_queue(name: str) -> None:
+    """Delete the Celery queue the servers sent to (kombu keeps it as Redis lists named after it)."""
+    import redis
+    from django.conf import settings
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    for key in client.scan_iter(match=f"{name}*"):
+        client.delete(key)
 
 
 def load(url: str, bodies: list[tuple[str, bytes, dict[str, str]]], concurrency: int, out: object) -> None:
@@ -59,6 +63,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument(
+        "--servers",
+        type=int,
+        default=1,
+        help="Daphne processes sharing one listening socket (--fd), as a multi-process deployment runs",
+    )
     opts = parser.parse_args()
 
     with bench_database(need_redis=True):
@@ -114,17 +124,32 @@ def main() -> None:
                 seen.add(item[1])
         ordered += held
 
-        port = free_port()
+        # The listening socket is opened here and shared by every server process (Daphne --fd).
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(512)
+        listener.set_inheritable(True)
+        port = listener.getsockname()[1]
         env = {
             **os.environ,
             "DATABASE_URL": test_database_url(),
             "DEBUG": "false",
             "LOG_LEVEL": "WARNING",
+            # Its own Celery queue: the follow-ups it sends have no worker and are dropped at the end.
+            "CELERY_QUEUE": f"bench-callbacks-{os.getpid()}",
         }
-        server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "fimone.asgi:application"],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        servers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "daphne", "--fd", str(listener.fileno()), "fimone.asgi:application"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=[listener.fileno()],
+            )
+            for _ in range(opts.servers)
+        ]
         try:
             import httpx
 
@@ -145,9 +170,13 @@ def main() -> None:
             results, elapsed = queue.get(timeout=600)
             loader.join()
         finally:
-            server.terminate()
-            server.wait(15)
+            for server in servers:
+                server.terminate()
+            for server in servers:
+                server.wait(15)
+            listener.close()
             fake.stop()
+            _drop_queue(env["CELERY_QUEUE"])
 
         latencies = [ms for _, _, ms in results]
         by_kind: dict[str, dict[int, int]] = {}
@@ -162,7 +191,8 @@ def main() -> None:
         p99 = percentile(latencies, 99)
         print(
             f"{len(results)} callbacks ({len(valid)} valid, {len(replays)} replays, {len(forged)} forged), "
-            f"{opts.concurrency} at a time, from a separate process, to one Daphne"
+            f"{opts.concurrency} at a time, from a separate process, to "
+            + ("one Daphne" if opts.servers == 1 else f"{opts.servers} Daphne processes on one socket")
         )
         print(f"answers by kind: {json.dumps(by_kind)}")
         print(

@@ -16,7 +16,7 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from approvals.models import ConfirmationEvent, ConfirmationRequest
-from approvals.services import confirmation_decide, log_event
+from approvals.services import confirmation_decide, log_event, request_for_decision
 from channels_im.base import CallbackResult
 from channels_im.delivery import channel_for
 from channels_im.models import ChannelConfig, ImIdentity
@@ -25,11 +25,14 @@ log = logging.getLogger(__name__)
 
 
 def _request_of_channel(result: CallbackResult, config: ChannelConfig) -> ConfirmationRequest | None:
+    """The clicked request, if it belongs to the channel's organisation (loaded once, with what
+    the decision and the answer's card need)."""
     try:
         request_id = uuid.UUID(str(result.request_id))
     except ValueError:
         return None
-    return ConfirmationRequest.objects.filter(pk=request_id, organization_id=config.organization_id).first()
+    request = request_for_decision(request_id=request_id)
+    return request if request is not None and request.organization_id == config.organization_id else None
 
 
 def _storable(external_id: str) -> bool:
@@ -92,5 +95,6 @@ def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
         reason=result.reason,
         via_channel_id=config.pk,
         external_id=result.external_user_id,
+        loaded=request,
     )
     return channel.callback_response(result, outcome)

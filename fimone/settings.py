@@ -69,14 +69,16 @@ INSTALLED_APPS = [
     "demo_payments",
 ]
 
+# Django's stock middleware, run in place on the event loop when they have no I/O to do
+# (fimone/middleware.py).
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "fimone.middleware.SecurityMiddleware",
+    "fimone.middleware.SessionMiddleware",
+    "fimone.middleware.CommonMiddleware",
+    "fimone.middleware.CsrfViewMiddleware",
+    "fimone.middleware.AuthenticationMiddleware",
+    "fimone.middleware.MessageMiddleware",
+    "fimone.middleware.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "fimone.urls"
@@ -141,6 +143,8 @@ else:
 
 # --- Celery ---------------------------------------------------------------------------------------
 CELERY_BROKER_URL = REDIS_URL or "memory://"
+# Deployments (or a benchmark) sharing one Redis keep their tasks apart by queue name.
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery") or "celery"
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_ALWAYS_EAGER = EMBEDDED
 CELERY_TASK_EAGER_PROPAGATES = True
