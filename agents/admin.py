@@ -9,6 +9,7 @@ secrets are write-only.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django import forms
@@ -19,7 +20,7 @@ from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import HttpRequest
 
 from agents import selectors, services
-from agents.checks import hooks_declaration
+from agents.checks import API_KEY_MISPLACED, hooks_declaration
 from agents.models import (
     Agent,
     Connector,
@@ -33,7 +34,7 @@ from agents.models import (
     ToolExecution,
 )
 from agents.services import ServiceError
-from fimone.forms import WriteOnlySecretsForm
+from fimone.forms import WriteOnlySecretsForm, secrets_state
 from hooks.catalog import HookDeclarationError, parse_declaration
 
 User = get_user_model()
@@ -179,10 +180,53 @@ class OrganizationAdmin(OrganizationScopedAdmin):
 # --- agents ---------------------------------------------------------------------------------------
 
 
+class AgentAdminForm(WriteOnlySecretsForm):
+    """A provider key typed into the model config is refused, and taken out of the text the page
+    shows back (the config field re-renders what was typed)."""
+
+    secrets_example = '{"api_key": "sk-…"}'
+
+    class Meta:
+        model = Agent
+        fields = "__all__"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.key_in_config = False
+        if self.is_bound:
+            self.data = self.data.copy()
+            field = self.add_prefix("model_config_json")
+            for name in (field, f"initial-{field}"):
+                redacted = _without_api_key(self.data.get(name))
+                if redacted is not None:
+                    self.data[name] = redacted
+                    self.key_in_config = self.key_in_config or name == field
+
+    def clean_model_config_json(self) -> Any:
+        if self.key_in_config:
+            raise forms.ValidationError(API_KEY_MISPLACED)
+        return self.cleaned_data.get("model_config_json")
+
+
+def _without_api_key(text: Any) -> str | None:
+    """``text`` (a JSON object) without its ``api_key``, or ``None`` if it has none."""
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    if not isinstance(value, dict) or "api_key" not in value:
+        return None
+    value.pop("api_key")
+    return json.dumps(value)
+
+
 @admin.register(Agent)
 class AgentAdmin(OrganizationScopedAdmin):
-    """The form validates ``model_config_json`` (provider, script, hooks) and ``builtin_tools``
-    through ``Agent.clean()`` → ``check_agent_config``, so an agent that could not run is refused."""
+    """The form validates ``model_config_json`` (provider, script, hooks), ``secrets`` and
+    ``builtin_tools`` through ``Agent.clean()`` → ``check_agent_config``, so an agent that could
+    not run is refused. The provider's API key lives in the write-only, encrypted ``secrets``."""
+
+    form = AgentAdminForm
 
     list_display = ("name", "organization", "owner", "engine", "provider", "declared_hooks", "created_at")
     list_select_related = ("organization", "owner")
@@ -191,9 +235,24 @@ class AgentAdmin(OrganizationScopedAdmin):
     filter_horizontal = ("actions",)
     fieldsets = (
         (None, {"fields": ("organization", "owner", "name", "instructions", "engine")}),
-        ("Model and hooks", {"fields": ("model_config_json", "max_iterations")}),
+        ("Model and hooks", {"fields": ("model_config_json", "secrets_state", "secrets", "max_iterations")}),
         ("Tools", {"fields": ("actions", "builtin_tools", "require_confirmation_for_all")}),
     )
+    readonly_fields = ("secrets_state",)
+
+    def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        if obj is None or self.has_change_permission(request, obj):
+            return fieldsets
+        # A view-only page renders every field as text: leave the secrets out.
+        return [
+            (name, {**options, "fields": tuple(f for f in options["fields"] if f != "secrets")})
+            for name, options in fieldsets
+        ]
+
+    @admin.display(description="stored secrets")
+    def secrets_state(self, obj: Agent) -> str:
+        return secrets_state(obj.secrets) if obj.pk is not None else "—"
 
     @admin.display(description="provider")
     def provider(self, obj: Agent) -> str:
@@ -287,9 +346,7 @@ class ConnectorAdmin(OrganizationScopedAdmin):
 
     @admin.display(description="stored secrets")
     def secrets_state(self, obj: Connector) -> str:
-        if obj.pk is None:
-            return "—"
-        return "set (encrypted)" if obj.secrets else "none"
+        return secrets_state(obj.secrets) if obj.pk is not None else "—"
 
 
 # --- conversations and runs -----------------------------------------------------------------------

@@ -18,9 +18,23 @@ def hooks_declaration(config: Any) -> Any:
     return hooks.get("class_hooks", [])
 
 
+API_KEY_MISPLACED = (
+    '"api_key" does not belong here (it would be stored in clear): '
+    'put it in the agent\'s secrets as {"api_key": "…"}, which are encrypted'
+)
+
+
 def check_agent_config(agent: Any) -> None:
     """Raise ``ValidationError`` naming the field when the agent could not run."""
     errors: dict[str, list[str]] = {}
+    if isinstance(agent.model_config_json, dict) and "api_key" in agent.model_config_json:
+        # Stored in clear and shown to whoever may view the agent: refused, without echoing it.
+        errors.setdefault("model_config_json", []).append(API_KEY_MISPLACED)
+    secrets = agent.secrets
+    if secrets is not None and not (
+        isinstance(secrets, dict) and all(isinstance(v, str) for v in secrets.values())
+    ):
+        errors.setdefault("secrets", []).append('must be a JSON object of strings, e.g. {"api_key": "sk-…"}')
     try:
         check_model_config(agent.model_config_json)
     except LLMConfigError as exc:

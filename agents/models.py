@@ -154,6 +154,11 @@ class Agent(models.Model):
         help_text='{"provider": "scripted"|"openai", "model": …, "params": {…}, '
         '"hooks": {"class_hooks": ["name", {"name": …, "params": {…}}]}}',
     )
+    secrets = EncryptedJSONField(
+        null=True,
+        blank=True,
+        help_text='Encrypted at rest, never shown again: {"api_key": "sk-…"} for the openai provider.',
+    )
     require_confirmation_for_all = models.BooleanField(default=False)
     actions = models.ManyToManyField(ConnectorAction, blank=True, related_name="agents")
     builtin_tools = models.JSONField(
@@ -169,6 +174,15 @@ class Agent(models.Model):
         from agents.checks import check_agent_config
 
         check_agent_config(self)
+
+    def provider_config(self) -> dict[str, Any]:
+        """The model configuration a provider is built from: ``model_config_json`` with the
+        decrypted ``api_key`` from :attr:`secrets`. In memory only; never stored or shown."""
+        config = dict(self.model_config_json) if isinstance(self.model_config_json, dict) else {}
+        api_key = (self.secrets or {}).get("api_key") if isinstance(self.secrets, dict) else None
+        if api_key:
+            config["api_key"] = api_key
+        return config
 
 
 class Conversation(models.Model):

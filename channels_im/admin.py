@@ -21,7 +21,7 @@ from agents.models import Membership
 from channels_im.base import DeliveryError
 from channels_im.delivery import channel_for
 from channels_im.models import ChannelConfig, ImIdentity
-from fimone.forms import WriteOnlySecretsForm
+from fimone.forms import WriteOnlySecretsForm, secrets_state
 
 
 def _managed_organization_ids(request: HttpRequest) -> QuerySet[Membership]:
@@ -73,11 +73,7 @@ class ChannelConfigAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
 
     @admin.display(description="stored secrets")
     def secrets_state(self, obj: ChannelConfig) -> str:
-        if not obj.pk or not obj.secrets:
-            return "none"
-        # Key names say what is configured without saying what it is.
-        keys = ", ".join(sorted(obj.secrets)) if isinstance(obj.secrets, dict) else "?"
-        return f"set (encrypted): {keys}"
+        return secrets_state(obj.secrets) if obj.pk else "none"
 
     @admin.action(description="Send a test card", permissions=["change"])
     def send_test_card(self, request: HttpRequest, queryset: QuerySet[ChannelConfig]) -> None:

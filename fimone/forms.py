@@ -53,3 +53,11 @@ class WriteOnlySecretsForm(forms.ModelForm):
         if not isinstance(value, dict):
             raise forms.ValidationError("must be a JSON object of named secrets")
         return value or None
+
+
+def secrets_state(secrets: Any) -> str:
+    """What an admin page says of stored secrets: their key names, never their values."""
+    if not secrets:
+        return "none"
+    keys = ", ".join(sorted(secrets)) if isinstance(secrets, dict) else "?"
+    return f"set (encrypted): {keys}"

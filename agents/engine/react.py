@@ -296,7 +296,7 @@ class ReactEngine:
             raise RunFailed(f"the agent's hooks cannot be built: {exc}", "hooks") from None
         self.registry = registry
         try:
-            provider = self.provider_factory(agent.model_config_json)
+            provider = self.provider_factory(agent.provider_config())
         except LLMError as exc:
             raise RunFailed(f"the agent's model is misconfigured: {exc}", "llm") from None
         factory = self.tools_factory or tools_for_agent

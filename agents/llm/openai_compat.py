@@ -1,9 +1,10 @@
 """A provider for any server that speaks OpenAI's streamed chat-completions API.
 
-Configured from an agent's ``model_config_json``::
+Configured from an agent's ``model_config_json`` (and its encrypted ``secrets``, whose
+``api_key`` the engine adds in memory: ``Agent.provider_config()``)::
 
     {"provider": "openai", "model": "gpt-4o-mini",
-     "base_url": "https://…/v1", "api_key": "sk-…",      # both optional: see below
+     "base_url": "https://…/v1",                           # optional: see below
      "params": {"temperature": 0.2, "max_tokens": 800},    # sent verbatim in the request body
      "max_retries": 3, "timeout": 60,                      # retries after the first attempt; seconds
      "retry_base_delay": 0.5, "retry_max_delay": 30}       # back-off, in seconds

@@ -177,6 +177,45 @@ def test_the_agent_admin_saves_a_valid_agent(superuser, personas) -> None:
     assert Agent.objects.get(name="Invoice clerk").builtin_tools == ["calculator"]
 
 
+API_KEY = "sk-typed-AGENT-key-77"
+
+
+def test_the_agent_admin_stores_the_api_key_encrypted_and_never_shows_it(superuser, personas) -> None:
+    openai = {"provider": "openai", "model": "gpt-test"}
+    data = agent_form(personas, openai, secrets=json.dumps({"api_key": API_KEY}))
+
+    assert logged_in(superuser).post(url(Agent, "add"), data).status_code == 302
+
+    agent = Agent.objects.get(name="Invoice clerk")
+    assert agent.secrets == {"api_key": API_KEY} and "api_key" not in agent.model_config_json
+    page = page_text(logged_in(superuser).get(url(Agent, "change", agent.pk)))
+    assert API_KEY not in page and "set (encrypted): api_key" in page
+
+
+def test_the_agent_admin_refuses_an_api_key_in_the_model_config_without_echoing_it(
+    superuser, personas
+) -> None:
+    config = {"provider": "openai", "model": "gpt-test", "api_key": API_KEY}
+
+    response = logged_in(superuser).post(url(Agent, "add"), agent_form(personas, config))
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors["model_config_json"]
+    assert any("put it in the agent's secrets" in error for error in errors)
+    assert API_KEY not in response.content.decode()
+    assert not Agent.objects.filter(name="Invoice clerk").exists()
+
+
+def test_a_view_only_staff_user_does_not_see_the_agents_key(personas) -> None:
+    agent = make_agent(personas.org, personas.operator, secrets={"api_key": API_KEY})
+    grant(personas.operator, "view_agent")
+
+    response = logged_in(personas.operator).get(url(Agent, "change", agent.pk))
+
+    assert response.status_code == 200
+    assert API_KEY not in page_text(response) and "set (encrypted): api_key" in page_text(response)
+
+
 # --- connector secrets ----------------------------------------------------------------------------
 
 

@@ -467,3 +467,30 @@ def test_it_rejects_unusable_settings(overrides: dict[str, Any], message: str) -
 
     with pytest.raises(LLMConfigError, match=message):
         OpenAICompatibleProvider.from_config(config)
+
+
+# --- the agent's encrypted key ------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_run_authenticates_with_the_agents_encrypted_key(server: FakeChatServer, personas) -> None:
+    from asgiref.sync import async_to_sync
+    from django.db import connection
+
+    from agents.engine.runner import run_execute
+    from agents.models import RunStatus
+    from agents.services import run_start
+    from tests.personas import make_agent
+
+    config = {"provider": "openai", "model": "gpt-test", "base_url": server.base_url, "max_retries": 0}
+    secrets = {"api_key": API_KEY}
+    agent = make_agent(personas.org, personas.operator, model_config_json=config, secrets=secrets)
+    server.script(text_reply("Hello from the model."))
+    run = run_start(agent=agent, user=personas.member, input="hi")
+
+    assert async_to_sync(run_execute)(run.pk) == RunStatus.COMPLETED
+    assert server.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT model_config_json, secrets FROM agents_agent WHERE id = %s", [agent.pk])
+        stored = " ".join(str(column) for column in cursor.fetchone())
+    assert API_KEY not in stored  # neither in the config nor in clear in the secrets column
