@@ -16,11 +16,14 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 
 class DeliveryError(Exception):
-    """A send or update failed. ``retryable`` says whether trying again may help."""
+    """A send or update failed. ``retryable`` says whether trying again may help; ``maybe_sent``
+    that the platform may have taken the message even so (the answer was lost: a timeout, a
+    dropped connection)."""
 
-    def __init__(self, message: str, *, retryable: bool = True) -> None:
+    def __init__(self, message: str, *, retryable: bool = True, maybe_sent: bool = False) -> None:
         super().__init__(message)
         self.retryable = retryable
+        self.maybe_sent = maybe_sent
 
 
 @dataclass(frozen=True)
@@ -71,11 +74,13 @@ class Channel(abc.ABC):
         self.config = config
 
     @abc.abstractmethod
-    def send_interactive_card(self, request: Any) -> str:
+    def send_interactive_card(self, request: Any, *, maybe_posted: bool = False) -> str:
         """Post the card for ``request``; return the platform's message reference.
 
         Raises :class:`DeliveryError`. Must be safe to call again for the same request (the
         platform de-duplicates by the request id, or the caller checks the stored reference).
+        ``maybe_posted``: an earlier attempt may have posted the card though its answer was lost;
+        a platform without idempotent sends looks for that card before posting another.
         """
 
     @abc.abstractmethod

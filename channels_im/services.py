@@ -31,16 +31,25 @@ def card_deliver_attempt(*, request_id: str, attempt: int, final: bool) -> float
     if request is None or not request.is_pending:
         return None
     channel = channel_for(request.channel_config)
+    # Only after a lost answer may the card exist already (one query, on retries only).
+    maybe_posted = (
+        attempt > 1
+        and request.events.filter(
+            kind=ConfirmationEvent.Kind.DELIVERY_FAILED, details__maybe_sent=True
+        ).exists()
+    )
     try:
-        ref = channel.send_interactive_card(request)
+        ref = channel.send_interactive_card(request, maybe_posted=maybe_posted)
     except DeliveryError as exc:
         will_retry = exc.retryable and not final
+        details = {"maybe_sent": True} if exc.maybe_sent else {}
         log_event(
             request_id=request.pk,
             kind=ConfirmationEvent.Kind.DELIVERY_FAILED,
             attempt=attempt,
             error=str(exc)[:500],
             will_retry=will_retry,
+            **details,
         )
         return backoff_seconds(attempt) if will_retry else None
     with transaction.atomic():

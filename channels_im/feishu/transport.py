@@ -380,11 +380,12 @@ class FeishuChannel(Channel):
             raise DeliveryError(f"Feishu accepted the {operation} but returned no message id", retryable=True)
         return message_id
 
-    def send_interactive_card(self, request: Any) -> str:
+    def send_interactive_card(self, request: Any, *, maybe_posted: bool = False) -> str:
         """Post the request's card to the chat; return Feishu's ``message_id`` (``om_…``).
 
         The request id is the message ``uuid``, so a retry after a lost answer returns the same
-        message instead of posting a second card. Raises :class:`DeliveryError`.
+        message instead of posting a second card (``maybe_posted`` needs nothing more here).
+        Raises :class:`DeliveryError`.
         """
         conf = self._settings()
         card = request_card(card_facts(request))

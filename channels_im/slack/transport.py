@@ -47,6 +47,8 @@ MAX_TIMEOUT = 30.0
 SIGNATURE_WINDOW_SECONDS = 300
 """Slack's own replay window: a request signed longer ago (or later) than this is refused."""
 REPLAY_CACHE_PREFIX = "channels_im:slack:click:"
+CARD_METADATA_TYPE = "fimone_approval_card"
+"""Message metadata event type of an approval card (its payload holds the request id)."""
 
 RETRYABLE_API_ERRORS = frozenset(
     {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
@@ -170,10 +172,16 @@ class SlackChannel(Channel):
         except (OSError, http.client.HTTPException) as exc:
             if _is_timeout(exc):
                 raise DeliveryError(
-                    f"Slack did not answer {method} within {options.timeout:g} s", retryable=True
+                    f"Slack did not answer {method} within {options.timeout:g} s",
+                    retryable=True,
+                    maybe_sent=True,
                 ) from None
             reason = exc.reason if isinstance(exc, URLError) else exc
-            raise DeliveryError(f"could not reach Slack for {method}: {reason}", retryable=True) from None
+            # Refused or unresolvable: nothing was sent. Dropped mid-answer: it may have been.
+            maybe_sent = not isinstance(exc, URLError)
+            raise DeliveryError(
+                f"could not reach Slack for {method}: {reason}", retryable=True, maybe_sent=maybe_sent
+            ) from None
         except SlackClientError as exc:
             raise DeliveryError(f"Slack {method} could not be sent: {exc}", retryable=False) from None
 
@@ -185,26 +193,62 @@ class SlackChannel(Channel):
             raise DeliveryError(f"Slack {method} answered ok without a channel id and ts", retryable=False)
         return ref
 
-    def send_interactive_card(self, request: Any) -> str:
+    def send_interactive_card(self, request: Any, *, maybe_posted: bool = False) -> str:
         """Post the approval card; returns ``"<channel id>:<ts>"``.
 
         A request whose card was already posted (its reference is stored) is not posted again.
+        Slack has no idempotency key: the card carries the request id in its message metadata,
+        and after a lost answer (``maybe_posted``) the channel's history is searched for it first.
         """
         if parse_message_ref(request.external_message_id) is not None:
             return str(request.external_message_id)
-        facts = card_facts(request)
         channel = slack_settings(self.config).channel
+        if maybe_posted:
+            found = self._posted_card(request, channel)
+            if found is not None:
+                return found
+        facts = card_facts(request)
         response = self._call(
             "chat.postMessage",
             lambda client: client.chat_postMessage(
                 channel=channel,
                 text=fallback_text(facts),
                 blocks=approval_blocks(facts),
+                metadata={"event_type": CARD_METADATA_TYPE, "event_payload": {"request_id": str(request.pk)}},
                 unfurl_links=False,
                 unfurl_media=False,
             ),
         )
         return self._message_ref("chat.postMessage", response)
+
+    def _posted_card(self, request: Any, channel: str) -> str | None:
+        """The reference of the request's card if an earlier attempt posted it, from the channel's
+        history since the request was opened (needs the ``channels:history`` scope, or
+        ``groups:history`` for a private channel). ``None`` when it is not there or the history
+        cannot be read: the card is then posted (a possible duplicate beats no card at all)."""
+        oldest = f"{request.created_at.timestamp() - 60:.6f}"
+        try:
+            response = self._call(
+                "conversations.history",
+                lambda client: client.conversations_history(
+                    channel=channel, oldest=oldest, include_all_metadata=True, limit=200
+                ),
+            )
+        except DeliveryError as exc:
+            log.warning("could not look for the posted card of request %s: %s", request.pk, exc)
+            return None
+        wanted = str(request.pk)
+        for message in response.get("messages") or []:
+            metadata = message.get("metadata") if isinstance(message, dict) else None
+            if not isinstance(metadata, dict) or metadata.get("event_type") != CARD_METADATA_TYPE:
+                continue
+            payload = metadata.get("event_payload")
+            if isinstance(payload, dict) and payload.get("request_id") == wanted:
+                ref = f"{channel}:{message.get('ts')}"
+                if parse_message_ref(ref) is not None:
+                    log.info("request %s: found its card posted by an attempt whose answer was lost", wanted)
+                    return ref
+        return None
 
     def update_card(self, request: Any) -> None:
         """Replace the card's buttons with the outcome line (who decided, when)."""

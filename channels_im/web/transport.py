@@ -11,7 +11,7 @@ from channels_im.base import Channel
 class WebChannel(Channel):
     kind = "web"
 
-    def send_interactive_card(self, request: Any) -> str:
+    def send_interactive_card(self, request: Any, *, maybe_posted: bool = False) -> str:
         return f"inbox:{request.pk}"
 
     def update_card(self, request: Any) -> None:

@@ -1,9 +1,10 @@
 """A fake Slack for tests: the Web API on 127.0.0.1, and clicks signed the way Slack signs them.
 
 :class:`FakeSlack` serves ``chat.postMessage`` and ``chat.update`` (JSON or form bodies, as
-``slack_sdk`` sends them), keeps the posted messages, records every request, and can be told to
-fail the next calls: HTTP 500, a hang past the client's timeout, an ``ok: false`` error, or
-``ratelimited`` (HTTP 429 with ``Retry-After``). Like Slack it checks the bot token, the channel
+``slack_sdk`` sends them) and ``conversations.history`` (a GET), keeps the posted messages with
+their metadata, records every request, and can be told to fail the next posts and updates: HTTP
+500, a hang past the client's timeout, a post taken but whose answer is lost, an ``ok: false``
+error, or ``ratelimited`` (HTTP 429 with ``Retry-After``). Like Slack it checks the bot token, the channel
 and Block Kit's size limits. :func:`click_body` and :func:`signed_headers` build an interactivity
 request; the signature comes from ``slack_sdk``'s own ``SignatureVerifier``.
 """
@@ -30,6 +31,10 @@ CHANNEL = "C0APPROVALS"
 
 HTTP_500 = "http_500"
 HANG = "hang"
+LOST = "lost"
+"""The call is carried out (a post is stored), then the answer never comes: a lost answer."""
+FAILING_METHODS = ("chat.postMessage", "chat.update")
+"""The calls :meth:`FakeSlack.fail_next` applies to, unless told otherwise."""
 
 
 def api_error(code: str) -> tuple[str, str]:
@@ -84,10 +89,10 @@ class FakeSlack:
     def api_url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}/api/"
 
-    def fail_next(self, *failures: Any) -> None:
-        """Answer the next calls with these failures, in order (then normally again)."""
+    def fail_next(self, *failures: Any, methods: tuple[str, ...] = FAILING_METHODS) -> None:
+        """Answer the next calls of ``methods`` with these failures, in order (then normally)."""
         with self._lock:
-            self._failures.extend(failures)
+            self._failures.extend((failure, methods) for failure in failures)
 
     def channel_config(self, organization: Any, **fields: Any) -> ChannelConfig:
         """A Slack :class:`ChannelConfig` of ``organization`` pointing at this fake (timeout 0.5 s)."""
@@ -116,9 +121,11 @@ class FakeSlack:
             self.requests.append(recorded)
         return recorded
 
-    def _next_failure(self) -> Any:
+    def _next_failure(self, method: str) -> Any:
         with self._lock:
-            return self._failures.popleft() if self._failures else None
+            if not self._failures or method not in self._failures[0][1]:
+                return None
+            return self._failures.popleft()[0]
 
     def _answer(self, call: Recorded) -> dict[str, Any]:
         authorization = call.headers.get("Authorization", "")
@@ -130,6 +137,8 @@ class FakeSlack:
             return self._post_message(call.body)
         if call.method == "chat.update":
             return self._update(call.body)
+        if call.method == "conversations.history":
+            return self._history(call.body)
         return {"ok": False, "error": "unknown_method"}
 
     def _post_message(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -141,8 +150,11 @@ class FakeSlack:
             return {"ok": False, "error": problem}
         with self._lock:
             n = len(self.messages) + 1
-            ts = f"{1_700_000_000 + n}.{n:06d}"
+            ts = f"{int(time.time())}.{n:06d}"  # like Slack: seconds now, unique per message
             message = {"text": body.get("text", ""), "blocks": body.get("blocks", []), "ts": ts}
+            metadata = body.get("metadata")
+            if metadata:
+                message["metadata"] = json.loads(metadata) if isinstance(metadata, str) else metadata
             self.messages[(channel, ts)] = message
         return {"ok": True, "channel": channel, "ts": ts, "message": message}
 
@@ -157,6 +169,22 @@ class FakeSlack:
             message = self.messages[key]
             message.update(text=body.get("text", ""), blocks=body.get("blocks", []))
         return {"ok": True, "channel": key[0], "ts": key[1], "text": message["text"], "message": message}
+
+    def _history(self, query: dict[str, Any]) -> dict[str, Any]:
+        """Newest first, after ``oldest``; metadata only with ``include_all_metadata``."""
+        channel = query.get("channel")
+        if channel not in self.channels:
+            return {"ok": False, "error": "channel_not_found"}
+        oldest = float(query.get("oldest") or 0)
+        with_metadata = str(query.get("include_all_metadata")).lower() in ("1", "true")
+        with self._lock:
+            found = [
+                {k: v for k, v in message.items() if with_metadata or k != "metadata"}
+                for (where, ts), message in self.messages.items()
+                if where == channel and float(ts) > oldest
+            ]
+        found.sort(key=lambda message: float(message["ts"]), reverse=True)
+        return {"ok": True, "messages": found[: int(query.get("limit") or 100)], "has_more": False}
 
 
 def _message_problem(body: dict[str, Any]) -> str | None:
@@ -182,11 +210,25 @@ def _message_problem(body: dict[str, Any]) -> str | None:
 
 def _handler_for(fake: FakeSlack) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path, _, query = self.path.partition("?")
+            call = fake._record(path.removeprefix("/api/"), dict(self.headers.items()), b"")
+            call.body.update({key: values[-1] for key, values in parse_qs(query).items()})
+            failure = fake._next_failure(call.method)
+            if isinstance(failure, tuple) and failure[0] == "error":
+                self._send(200, json.dumps({"ok": False, "error": failure[1]}).encode(), "application/json")
+            else:
+                self._send(200, json.dumps(fake._answer(call)).encode(), "application/json")
+
         def do_POST(self) -> None:
             raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
             method = self.path.split("?")[0].removeprefix("/api/")
             call = fake._record(method, dict(self.headers.items()), raw)
-            failure = fake._next_failure()
+            failure = fake._next_failure(method)
+            if failure == LOST:
+                fake._answer(call)
+                fake._release.wait(fake.hang_seconds)
+                return
             if failure == HANG:
                 # Answer nothing until the client has long given up (or the fake stops).
                 fake._release.wait(fake.hang_seconds)

@@ -25,6 +25,7 @@ from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
 from tests.channels_im.slack_fake import (
     HANG,
     HTTP_500,
+    LOST,
     FakeSlack,
     api_error,
     click_body,
@@ -213,6 +214,48 @@ def test_a_rate_limited_card_is_delivered_on_the_next_attempt(personas, resumes,
     failed, delivered = flow.request.events.filter(kind__in=[Kind.DELIVERY_FAILED, Kind.DELIVERED])
     assert "ratelimited, retry after 3 s" in failed.details["error"] and failed.details["will_retry"]
     assert delivered.details["attempt"] == 2 and flow.refresh().external_message_id
+
+
+def test_a_card_whose_answer_was_lost_is_found_in_the_channel_and_not_posted_twice(
+    personas, resumes, slack
+) -> None:
+    slack.fail_next(LOST)  # Slack stores the card, then the answer never arrives
+
+    flow = park(personas, slack)
+
+    [(channel, ts)] = slack.messages  # one card in the channel, not two
+    assert len(slack.calls("chat.postMessage")) == 1 and len(slack.calls("conversations.history")) == 1
+    assert flow.kinds() == [Kind.CREATED, Kind.DELIVERY_FAILED, Kind.DELIVERED]
+    failed, delivered = flow.request.events.filter(kind__in=[Kind.DELIVERY_FAILED, Kind.DELIVERED])
+    assert failed.details["maybe_sent"] is True and failed.details["will_retry"] is True
+    assert delivered.details == {"attempt": 2, "message_id": f"{channel}:{ts}"}
+
+    flow.post(*flow.click())  # the one card is the one that gets updated
+
+    [update] = slack.calls("chat.update")
+    assert (update.body["channel"], update.body["ts"]) == (channel, ts)
+
+
+def test_without_the_history_scope_a_lost_card_is_posted_again_rather_than_not_at_all(
+    personas, resumes, slack, caplog
+) -> None:
+    slack.fail_next(LOST)
+    slack.fail_next(api_error("missing_scope"), methods=("conversations.history",))
+
+    flow = park(personas, slack)
+
+    assert len(slack.messages) == 2 and len(slack.calls("chat.postMessage")) == 2
+    second = sorted(ts for _, ts in slack.messages)[-1]
+    assert flow.refresh().external_message_id.endswith(second)
+    assert "could not look for the posted card" in caplog.text and "missing_scope" in caplog.text
+
+
+def test_a_card_refused_outright_is_not_looked_for_before_the_retry(personas, resumes, slack) -> None:
+    slack.fail_next(HTTP_500)
+
+    park(personas, slack)
+
+    assert slack.calls("conversations.history") == [] and len(slack.messages) == 1
 
 
 def test_a_card_update_slack_keeps_failing_does_not_spoil_the_answer_to_the_click(

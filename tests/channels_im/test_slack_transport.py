@@ -99,6 +99,11 @@ def test_the_card_is_posted_with_the_facts_and_buttons_carrying_the_request_id(
         ("approve", "primary", str(request_.pk)),
         ("reject", "danger", str(request_.pk)),
     ]
+    # How a retry after a lost answer recognises the card in the channel's history.
+    assert call.body["metadata"] == {
+        "event_type": "fimone_approval_card",
+        "event_payload": {"request_id": str(request_.pk)},
+    }
     ((channel, ts),) = slack.messages
     assert ref == f"{channel}:{ts}" and channel == CHANNEL
 
