@@ -63,8 +63,10 @@ UUID_MAX_CHARS = 50
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 DECISIONS = {"approve": True, "reject": False}
 
-#: Feishu answers these when a retry may help: internal errors and rate limits.
-RETRYABLE_CODES = frozenset({1500, 1503, 99991400, 230020})
+#: Feishu answers these when a retry may help: internal errors (1500, 1503), the rate limit of its
+#: frequency-control guide (99991400, with HTTP 429 — or HTTP 400 from older APIs), its rate
+#: limit under system pressure (11232) and the per-chat send limit (230020).
+RETRYABLE_CODES = frozenset({1500, 1503, 11232, 99991400, 230020})
 #: The tenant token was refused (invalid / expired): forget it so the next attempt fetches a new one.
 INVALID_TOKEN_CODES = frozenset({99991663, 99991677})
 

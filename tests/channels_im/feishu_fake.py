@@ -33,11 +33,14 @@ TOKEN_PATH = "/open-apis/auth/v3/tenant_access_token/internal"
 MESSAGES_PATH = "/open-apis/im/v1/messages"
 CARD_MAX_BYTES = 30 * 1024
 
+RATE_LIMITED = b'{"code": 99991400, "msg": "request trigger frequency limit"}'
 #: Fault modes for :meth:`FakeFeishu.fail_next` / :attr:`FakeFeishu.always`.
 FAULTS = {
     "500": (500, "text/html", b"<html><body>500 Internal Server Error</body></html>"),
     "503-json": (503, "application/json", b'{"code": 1500, "msg": "internal error"}'),
-    "429": (429, "application/json", b'{"code": 99991400, "msg": "request trigger frequency limit"}'),
+    "429": (429, "application/json", RATE_LIMITED),
+    "400-rate-limited": (400, "application/json", RATE_LIMITED),  # older APIs answer 400
+    "busy": (400, "application/json", b'{"code": 11232, "msg": "system busy, frequency limited"}'),
     "bot-not-in-chat": (400, "application/json", b'{"code": 230002, "msg": "Bot is not in the chat"}'),
     "no-permission": (400, "application/json", b'{"code": 99991672, "msg": "Access denied"}'),
 }

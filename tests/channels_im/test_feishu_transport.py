@@ -338,6 +338,8 @@ def test_an_expired_card_says_nobody_decided_in_time(
         ("500", True, "not JSON"),
         ("503-json", True, "code 1500"),
         ("429", True, "code 99991400"),
+        ("400-rate-limited", True, "code 99991400"),
+        ("busy", True, "code 11232"),
         ("hang", True, "did not answer the card delivery within 0.5 s"),
         ("bot-not-in-chat", False, "code 230002"),
         ("no-permission", False, "code 99991672"),
