@@ -38,5 +38,10 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         return await run_visible_to(run_id=self.run_id, user=user)
 
     async def run_event(self, message: dict[str, Any]) -> None:
-        """A persisted RunEvent, pushed after its transaction committed."""
+        """A persisted RunEvent (or a streamed delta), pushed after its transaction committed."""
         await self.send_json(message["event"])
+
+    async def run_events(self, message: dict[str, Any]) -> None:
+        """The events one transaction committed, in seq order: sent to the socket one by one."""
+        for event in message["events"]:
+            await self.send_json(event)

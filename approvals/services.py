@@ -150,9 +150,11 @@ def check_decider(*, request: ConfirmationRequest, user: Any, via_channel_id: in
 
 
 def request_for_decision(*, request_id: uuid.UUID) -> ConfirmationRequest | None:
-    """The request with the related rows every decider shows next (cards, pages)."""
+    """The request with the related rows every decider shows next (cards, pages). The agent's
+    configuration and secrets are not loaded: a click needs its name, and no secret of it."""
     return (
         ConfirmationRequest.objects.select_related("agent", "requested_by", "responded_by")
+        .defer("agent__model_config_json", "agent__secrets", "agent__instructions", "agent__builtin_tools")
         .filter(pk=request_id)
         .first()
     )

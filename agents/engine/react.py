@@ -20,6 +20,7 @@ import datetime as dt
 import json
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -123,6 +124,8 @@ class ReactEngine:
         self._proposed_here: set[str] = set()
         self._checkpoint_dirty = False
         self._stored_messages = 0
+        self._outbox: deque[dict[str, Any]] = deque()
+        self._sender: asyncio.Task[None] | None = None
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -207,20 +210,21 @@ class ReactEngine:
     async def _push(self, batch: list[store.QueuedEvent], stamp: dt.datetime) -> None:
         if self.layer is None:
             return
-        group = run_group(self.run_id)
+        if not batch:
+            return
         created_at = stamp.isoformat()
-        for event in batch:
-            message = {
+        events = [
+            {
                 "run_id": self.run_id,
                 "seq": event.seq,
                 "type": event.type,
                 "payload": event.payload,
                 "created_at": created_at,
             }
-            try:
-                await self.layer.group_send(group, {"type": "run.event", "event": message})
-            except Exception:  # the stream is best effort; the stored events are the record
-                log.warning("could not push event %s of run %s", event.seq, self.run_id, exc_info=True)
+            for event in batch
+        ]
+        # One channel-layer message per commit, not per event: each send is several Redis calls.
+        self._send_soon({"type": "run.events", "events": events})
 
     async def on_delta(self, text: str) -> None:
         if self.layer is None:
@@ -228,10 +232,34 @@ class ReactEngine:
         message = {"run_id": self.run_id, "seq": self._seq, "type": ev.LLM_DELTA}
         message["payload"] = {"text": text, "index": self._delta_index}
         self._delta_index += 1
-        try:
-            await self.layer.group_send(run_group(self.run_id), {"type": "run.event", "event": message})
-        except Exception:
-            log.warning("could not push a delta of run %s", self.run_id, exc_info=True)
+        self._send_soon({"type": "run.event", "event": message})
+
+    def _send_soon(self, message: dict[str, Any]) -> None:
+        """Queue a message for the run's stream. One sender task sends them in order, so the run
+        goes on while the channel layer talks to Redis; :meth:`_flush_stream` waits for it."""
+        self._outbox.append(message)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send_outbox())
+
+    async def _send_outbox(self) -> None:
+        group = run_group(self.run_id)
+        while self._outbox:
+            message = self._outbox.popleft()
+            if message["type"] == "run.events":
+                # Batches queued while the previous send was on its way go out as one message:
+                # a busy run costs fewer sends, an idle one sends each batch at once.
+                events = list(message["events"])
+                while self._outbox and self._outbox[0]["type"] == "run.events":
+                    events += self._outbox.popleft()["events"]
+                message = {"type": "run.events", "events": events}
+            try:
+                await self.layer.group_send(group, message)
+            except Exception:  # the stream is best effort; the stored events are the record
+                log.warning("could not push to the stream of run %s", self.run_id, exc_info=True)
+
+    async def _flush_stream(self) -> None:
+        if self._sender is not None:
+            await asyncio.shield(self._sender)
 
     # --- the run --------------------------------------------------------------------------------
 
@@ -278,6 +306,7 @@ class ReactEngine:
             )
         finally:
             heartbeat.cancel()
+            await self._flush_stream()  # the run's last events reach the stream before it returns
 
     async def _heartbeat(self) -> None:
         from django.conf import settings

@@ -59,6 +59,45 @@ def test_the_owner_receives_events_pushed_to_the_run_group(personas, monkeypatch
     async_to_sync(scenario)()
 
 
+def test_the_owner_watches_a_whole_run_event_by_event_in_seq_order(personas, monkeypatch) -> None:
+    from agents.engine.runner import run_execute
+    from tests.personas import scripted
+
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
+    config = scripted(
+        {"tool_calls": [{"name": "calculator", "arguments": {"expression": "6 * 7"}}]},
+        {"content": "The answer is {last}"},
+    )
+    agent = make_agent(
+        personas.org, personas.operator, builtin_tools=["calculator"], model_config_json=config
+    )
+    run = run_start(agent=agent, user=personas.member, input="what is 6 * 7?")
+    cookie = session_cookie(personas.member)
+
+    async def scenario() -> list[dict]:
+        ws = communicator(run, cookie=cookie)
+        assert (await ws.connect())[0]
+        await run_execute(run.pk)  # returns once its last events went to the stream
+        received = []
+        while not received or received[-1]["type"] != "run.completed":
+            received.append(await ws.receive_json_from(timeout=5))
+        await ws.disconnect()
+        return received
+
+    received = async_to_sync(scenario)()
+
+    stored = [e for e in received if e["type"] != "llm.delta"]
+    assert [e["seq"] for e in stored] == list(run.events.values_list("seq", flat=True))
+    assert [e["type"] for e in stored][:5] == [
+        "run.started",
+        "llm.message",
+        "tool.proposed",
+        "tool.started",
+        "tool.finished",
+    ]
+    assert all(e["run_id"] == run.pk and e["created_at"] for e in stored)
+
+
 def test_an_anonymous_socket_is_refused(personas, monkeypatch) -> None:
     run = make_run(personas, monkeypatch)
 
