@@ -5,6 +5,8 @@ The time the scripted model and the tool themselves take is measured and subtrac
 is the platform's cost. Target: <= 3 ms per tool call.
 
     DATABASE_URL=postgres://… python bench/run_overhead.py [--calls 50] [--runs 5]
+
+With REDIS_URL set too, events are also streamed through the Redis channel layer, as in production.
 """
 
 from __future__ import annotations
@@ -86,7 +88,13 @@ def main() -> None:
         per_call = per_call[1:]
         events = RunEvent.objects.filter(run=run).count()
         median = statistics.median(per_call) * 1000
-        print(f"{opts.runs} runs x {opts.calls} tool calls on PostgreSQL ({events} events per run)")
+        from django.conf import settings
+
+        layer = settings.CHANNEL_LAYERS["default"]["BACKEND"].rsplit(".", 1)[-1]
+        print(
+            f"{opts.runs} runs x {opts.calls} tool calls on PostgreSQL ({events} events per run, "
+            f"streamed through {layer})"
+        )
         print(
             f"platform overhead per tool call: median {median:.2f} ms, "
             f"min {min(per_call) * 1000:.2f} ms, max {max(per_call) * 1000:.2f} ms (target <= 3 ms) "
