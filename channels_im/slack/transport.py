@@ -49,6 +49,8 @@ SIGNATURE_WINDOW_SECONDS = 300
 REPLAY_CACHE_PREFIX = "channels_im:slack:click:"
 CARD_METADATA_TYPE = "fimone_approval_card"
 """Message metadata event type of an approval card (its payload holds the request id)."""
+HISTORY_LOOKUP_PAGES = 5
+"""Pages of 200 messages read when looking for a card whose answer was lost."""
 
 RETRYABLE_API_ERRORS = frozenset(
     {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
@@ -146,6 +148,16 @@ def _is_timeout(exc: BaseException) -> bool:
     )
 
 
+def _card_of(message: Any) -> str | None:
+    """The request id an approval card's metadata names (``None`` for any other message)."""
+    metadata = message.get("metadata") if isinstance(message, dict) else None
+    if not isinstance(metadata, dict) or metadata.get("event_type") != CARD_METADATA_TYPE:
+        return None
+    payload = metadata.get("event_payload")
+    request_id = payload.get("request_id") if isinstance(payload, dict) else None
+    return request_id if isinstance(request_id, str) else None
+
+
 @register_provider
 class SlackChannel(Channel):
     """A Slack channel that approval cards are posted to by a bot, and whose buttons call back."""
@@ -224,19 +236,34 @@ class SlackChannel(Channel):
     def _posted_card(self, request: Any, channel: str) -> str | None:
         """The reference of the request's card if an earlier attempt posted it, from the channel's
         history since the request was opened (needs the ``channels:history`` scope, or
-        ``groups:history`` for a private channel). ``None`` when it is not there or the history
-        cannot be read: the card is then posted (a possible duplicate beats no card at all)."""
+        ``groups:history`` for a private channel), read page by page up to
+        :data:`HISTORY_LOOKUP_PAGES`. ``None`` when it is not there or the history cannot be read:
+        the card is then posted (a possible duplicate beats no card at all)."""
         oldest = f"{request.created_at.timestamp() - 60:.6f}"
-        try:
-            response = self._call(
-                "conversations.history",
-                lambda client: client.conversations_history(
-                    channel=channel, oldest=oldest, include_all_metadata=True, limit=200
-                ),
-            )
-        except DeliveryError as exc:
-            log.warning("could not look for the posted card of request %s: %s", request.pk, exc)
-            return None
+        wanted = str(request.pk)
+        cursor: str | None = None
+        for _page in range(HISTORY_LOOKUP_PAGES):
+            try:
+                response = self._call(
+                    "conversations.history",
+                    lambda client, cursor=cursor: client.conversations_history(
+                        channel=channel, oldest=oldest, include_all_metadata=True, limit=200, cursor=cursor
+                    ),
+                )
+            except DeliveryError as exc:
+                log.warning("could not look for the posted card of request %s: %s", request.pk, exc)
+                return None
+            for message in response.get("messages") or []:
+                if _card_of(message) == wanted:
+                    ref = f"{channel}:{message.get('ts')}"
+                    if parse_message_ref(ref) is not None:
+                        log.info("request %s: found the card a lost answer had posted", wanted)
+                        return ref
+            cursor = (response.get("response_metadata") or {}).get("next_cursor")
+            if not response.get("has_more") or not cursor:
+                return None
+        log.warning("request %s: its card was not found in the channel's recent history", wanted)
+        return None
         wanted = str(request.pk)
         for message in response.get("messages") or []:
             metadata = message.get("metadata") if isinstance(message, dict) else None

@@ -184,7 +184,12 @@ class FakeSlack:
                 if where == channel and float(ts) > oldest
             ]
         found.sort(key=lambda message: float(message["ts"]), reverse=True)
-        return {"ok": True, "messages": found[: int(query.get("limit") or 100)], "has_more": False}
+        start, limit = int(query.get("cursor") or 0), int(query.get("limit") or 100)
+        page, more = found[start : start + limit], len(found) > start + limit
+        answer: dict[str, Any] = {"ok": True, "messages": page, "has_more": more}
+        if more:  # Slack's cursors are opaque; the fake's is the next offset
+            answer["response_metadata"] = {"next_cursor": str(start + limit)}
+        return answer
 
 
 def _message_problem(body: dict[str, Any]) -> str | None:

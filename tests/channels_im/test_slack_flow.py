@@ -8,6 +8,7 @@ resumed by the engine itself.
 from __future__ import annotations
 
 import datetime as dt
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ from channels_im.models import ChannelConfig, ImIdentity
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
 from tests.channels_im.slack_fake import (
+    CHANNEL,
     HANG,
     HTTP_500,
     LOST,
@@ -234,6 +236,31 @@ def test_a_card_whose_answer_was_lost_is_found_in_the_channel_and_not_posted_twi
 
     [update] = slack.calls("chat.update")
     assert (update.body["channel"], update.body["ts"]) == (channel, ts)
+
+
+def test_a_lost_card_is_found_past_the_first_page_of_a_busy_channels_history(
+    personas, resumes, slack, monkeypatch
+) -> None:
+    slack.fail_next(LOST)
+    post_and_store = slack._answer
+
+    def then_the_channel_moves_on(call: Any) -> dict[str, Any]:
+        answer = post_and_store(call)
+        if call.method == "chat.postMessage":  # 450 messages arrive while the answer is lost
+            later = int(time.time()) + 1
+            for n in range(450):
+                ts = f"{later}.{n:06d}"
+                slack.messages[(CHANNEL, ts)] = {"text": f"chatter {n}", "blocks": [], "ts": ts}
+        return answer
+
+    monkeypatch.setattr(slack, "_answer", then_the_channel_moves_on)
+
+    flow = park(personas, slack)
+
+    cards = [message for message in slack.messages.values() if message.get("metadata")]
+    assert len(cards) == 1 and len(slack.calls("chat.postMessage")) == 1
+    assert len(slack.calls("conversations.history")) == 3  # 200 + 200 + the page holding the card
+    assert flow.refresh().external_message_id == f"{CHANNEL}:{cards[0]['ts']}"
 
 
 def test_without_the_history_scope_a_lost_card_is_posted_again_rather_than_not_at_all(
