@@ -51,6 +51,9 @@ RULES = (
     "taken effect: do not repeat it."
 )
 
+STREAM_FLUSH_SECONDS = 5.0
+"""How long a run, once it ends, waits for its stream's last messages to leave."""
+
 UNKNOWN_OUTCOME = (
     "Outcome unknown: this tool call started but the process running it stopped before its result "
     "was recorded. It was not run again. Check the target system before doing anything else."
@@ -258,8 +261,13 @@ class ReactEngine:
                 log.warning("could not push to the stream of run %s", self.run_id, exc_info=True)
 
     async def _flush_stream(self) -> None:
-        if self._sender is not None:
-            await asyncio.shield(self._sender)
+        """Wait (a bounded time: the stream is best effort) for queued messages to be sent."""
+        if self._sender is None or self._sender.done():
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(self._sender), STREAM_FLUSH_SECONDS)
+        except TimeoutError:
+            log.warning("run %s: the stream did not take its last events in time", self.run_id)
 
     # --- the run --------------------------------------------------------------------------------
 

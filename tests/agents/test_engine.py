@@ -69,6 +69,38 @@ def test_a_tool_call_runs_and_its_observation_reaches_the_llm(personas, no_dispa
     assert tool_message["role"] == "tool" and "paid" in tool_message["content"]
 
 
+def test_a_stream_that_hangs_or_fails_does_not_hold_or_break_the_run(
+    personas, no_dispatch, monkeypatch
+) -> None:
+    import asyncio
+    import time
+
+    class StuckLayer:
+        """A channel layer whose first send never returns and whose next ones fail."""
+
+        def __init__(self) -> None:
+            self.sends = 0
+
+        async def group_send(self, group: str, message: dict) -> None:
+            self.sends += 1
+            if self.sends == 1:
+                await asyncio.sleep(3600)
+            raise ConnectionError("the stream is down")
+
+    layer = StuckLayer()
+    monkeypatch.setattr("agents.engine.react.get_channel_layer", lambda: layer)
+    monkeypatch.setattr("agents.engine.react.STREAM_FLUSH_SECONDS", 0.2)
+    pay = RecordingTool("oa__purchase_pay", result={"status": "paid"}, parameters=PAY_SCHEMA)
+    run = start(personas, pay_agent(personas))
+
+    started = time.monotonic()
+    assert Harness(pay).execute(run) == RunStatus.COMPLETED
+
+    assert time.monotonic() - started < 5, "the run does not wait on a stuck stream"
+    assert pay.calls == [{"purchase_id": "PO-1", "amount": 5000}]
+    assert event_types(run)[-1] == ev.RUN_COMPLETED  # the stored events are the record
+
+
 def test_a_blocking_hook_stops_the_call_and_the_llm_reads_its_error(personas, no_dispatch) -> None:
     pay = RecordingTool("oa__purchase_pay", parameters=PAY_SCHEMA)
     hooks = [{"name": "deny_tools", "params": {"tools": ["oa__*_pay"], "message": "Payments are frozen."}}]
