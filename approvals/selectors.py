@@ -25,6 +25,17 @@ def request_for_call(*, run_id: int, tool_call_id: str) -> ConfirmationRequest |
     )
 
 
+def request_for_decision(*, request_id: uuid.UUID) -> ConfirmationRequest | None:
+    """The request with the related rows every decider shows next (cards, pages). The agent's
+    configuration and secrets are not loaded: a click needs its name, and no secret of it."""
+    return (
+        ConfirmationRequest.objects.select_related("agent", "requested_by", "responded_by")
+        .defer("agent__model_config_json", "agent__secrets", "agent__instructions", "agent__builtin_tools")
+        .filter(pk=request_id)
+        .first()
+    )
+
+
 def inbox_for(*, user: Any) -> QuerySet[ConfirmationRequest]:
     """Pending, unexpired requests ``user`` may decide, soonest deadline first."""
     return (

@@ -20,6 +20,7 @@ from django.utils import timezone
 from agents.models import Run, RunStatus
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.policy import approver_ids, describe_refusal, policy_for
+from approvals.selectors import request_for_decision
 
 log = logging.getLogger(__name__)
 
@@ -147,17 +148,6 @@ def check_decider(*, request: ConfirmationRequest, user: Any, via_channel_id: in
     if via_channel_id is not None and via_channel_id != request.channel_config_id:
         return "this request was not sent to this channel"
     return describe_refusal(request=request, user=user)
-
-
-def request_for_decision(*, request_id: uuid.UUID) -> ConfirmationRequest | None:
-    """The request with the related rows every decider shows next (cards, pages). The agent's
-    configuration and secrets are not loaded: a click needs its name, and no secret of it."""
-    return (
-        ConfirmationRequest.objects.select_related("agent", "requested_by", "responded_by")
-        .defer("agent__model_config_json", "agent__secrets", "agent__instructions", "agent__builtin_tools")
-        .filter(pk=request_id)
-        .first()
-    )
 
 
 @transaction.atomic

@@ -16,7 +16,8 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from approvals.models import ConfirmationEvent, ConfirmationRequest
-from approvals.services import confirmation_decide, log_event, request_for_decision
+from approvals.selectors import request_for_decision
+from approvals.services import confirmation_decide, log_event
 from channels_im.base import CallbackResult
 from channels_im.delivery import channel_for
 from channels_im.models import ChannelConfig, ImIdentity
