@@ -179,7 +179,7 @@ class Agent(models.Model):
         """The model configuration a provider is built from: ``model_config_json`` with the
         decrypted ``api_key`` from :attr:`secrets`. In memory only; never stored or shown."""
         config = dict(self.model_config_json) if isinstance(self.model_config_json, dict) else {}
-        api_key = (self.secrets or {}).get("api_key") if isinstance(self.secrets, dict) else None
+        api_key = self.secrets.get("api_key") if isinstance(self.secrets, dict) else None
         if api_key:
             config["api_key"] = api_key
         return config
