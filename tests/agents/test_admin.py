@@ -479,3 +479,18 @@ def test_an_organisation_admin_grants_roles(personas) -> None:
     )
     formset = _membership_inline(logged_in(personas.admin), personas.org)
     assert formset.has_add_permission and formset.has_change_permission
+
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("field", ["model_config_json", "builtin_tools", "secrets"])
+def test_the_agent_admin_refuses_deeply_nested_json_as_a_field_error(superuser, personas, field: str) -> None:
+    data = agent_form(personas, scripted({"content": "x"}), **{field: DEEP_JSON})
+
+    response = logged_in(superuser).post(url(Agent, "add"), data)
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors[field]
+    assert any("nested more than 100 levels deep" in error for error in errors)
+    assert not Agent.objects.filter(name="Invoice clerk").exists()
