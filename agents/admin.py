@@ -15,7 +15,7 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Field, ForeignKey, ManyToManyField, Model, QuerySet, URLField
+from django.db.models import Count, Field, ForeignKey, JSONField, ManyToManyField, Model, QuerySet, URLField
 from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import HttpRequest
 
@@ -34,7 +34,8 @@ from agents.models import (
     ToolExecution,
 )
 from agents.services import ServiceError
-from fimone.forms import WriteOnlySecretsForm, secrets_state
+from fimone.forms import JSONFormField, WriteOnlySecretsForm, secrets_state
+from fimone.parsers import loads as json_loads
 from hooks.catalog import HookDeclarationError, parse_declaration
 
 User = get_user_model()
@@ -87,6 +88,11 @@ class OrganizationScopedFieldsMixin:
         if queryset is None:
             queryset = related._default_manager.all()
         kwargs["queryset"] = scope_to_managed_organizations(queryset, request)
+
+    def formfield_for_dbfield(self, db_field: Field, request: HttpRequest, **kwargs: Any) -> Any:
+        if isinstance(db_field, JSONField):
+            kwargs.setdefault("form_class", JSONFormField)  # nested too deep: a field error, not a 500
+        return super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
 
     def formfield_for_foreignkey(
         self, db_field: ForeignKey, request: HttpRequest, **kwargs: Any
@@ -211,8 +217,8 @@ class AgentAdminForm(WriteOnlySecretsForm):
 def _without_api_key(text: Any) -> str | None:
     """``text`` (a JSON object) without its ``api_key``, or ``None`` if it has none."""
     try:
-        value = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
+        value = json_loads(text) if isinstance(text, str) else None
+    except ValueError:  # InvalidJSON, nested too deep included: the field itself reports it
         return None
     if not isinstance(value, dict) or "api_key" not in value:
         return None

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from agents.llm.base import LLMConfigError
-from agents.llm.factory import check_model_config
+from agents.llm.factory import check_credentials, check_model_config
 from hooks.catalog import HookDeclarationError, build_hooks
 
 
@@ -39,6 +39,14 @@ def check_agent_config(agent: Any) -> None:
         check_model_config(agent.model_config_json)
     except LLMConfigError as exc:
         errors.setdefault("model_config_json", []).append(str(exc))
+    else:
+        if "secrets" not in errors:
+            try:
+                # The key the agent brings decides where it may send requests: refused here, at
+                # save time, and again when a run builds its provider.
+                check_credentials(agent.provider_config())
+            except LLMConfigError as exc:
+                errors.setdefault("secrets", []).append(str(exc))
     try:
         build_hooks(hooks_declaration(agent.model_config_json))
     except HookDeclarationError as exc:

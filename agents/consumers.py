@@ -32,6 +32,13 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """The stream is one-way: what a client sends is ignored, never parsed. (The JSON base
+        class would decode every frame, and a frame nested 100,000 levels deep would end the
+        connection with a ``RecursionError``.)"""
+
     async def _may_watch(self, user: Any) -> bool:
         from agents.selectors import run_visible_to
 

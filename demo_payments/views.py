@@ -14,7 +14,6 @@ Errors are ``{"error": "<code>", "detail": "<sentence>"}`` (plus ``"expected"`` 
 from __future__ import annotations
 
 import hmac
-import json
 from decimal import Decimal
 from typing import Any
 
@@ -26,6 +25,8 @@ from django.views.decorators.http import require_GET, require_POST
 
 from demo_payments import selectors, services
 from demo_payments.models import Purchase
+from fimone.parsers import InvalidJSON
+from fimone.parsers import loads as json_loads
 
 TOKEN_HEADER = "X-Demo-Token"  # noqa: S105 - a header name, not a secret
 
@@ -86,9 +87,9 @@ def purchase_pay_api(request: HttpRequest, purchase_id: str) -> JsonResponse:
         return refused
     try:
         # Decimal, not float: the amount is compared with the stored amount to the cent.
-        body = json.loads(request.body or b"null", parse_float=Decimal)
-    except ValueError:
-        return _error(400, "bad_request", "the body must be JSON")
+        body = json_loads(request.body or b"null", parse_float=Decimal)
+    except InvalidJSON as exc:
+        return _error(400, "bad_request", f"the body must be JSON: {exc}")
     if not isinstance(body, dict):
         return _error(400, "bad_request", 'the body must be a JSON object like {"amount": 12.5}')
     amount = body.get("amount")

@@ -2,10 +2,36 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django import forms
+
+from fimone.parsers import InvalidJSON
+from fimone.parsers import loads as json_loads
+
+
+class JSONFormField(forms.JSONField):
+    """Django's form ``JSONField``, through the bounded reader (:mod:`fimone.parsers`): text nested
+    too deep is a validation error on the field, not a ``RecursionError`` and a 500. Admins use it
+    for every model ``JSONField`` (``formfield_for_dbfield``)."""
+
+    def to_python(self, value: Any) -> Any:
+        if self.disabled or not isinstance(value, str) or value in self.empty_values:
+            return super().to_python(value)
+        try:
+            json_loads(value, cls=self.decoder)  # the bounded check; Django then parses it as usual
+        except InvalidJSON as exc:
+            raise forms.ValidationError(f"Enter a valid JSON: {exc}.", code="invalid") from None
+        return super().to_python(value)
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        # Re-displaying a refused value parses it again: it is shown back as the text typed.
+        if isinstance(data, str) and not self.disabled:
+            try:
+                json_loads(data, cls=self.decoder)
+            except InvalidJSON:
+                return forms.fields.InvalidJSONInput(data)
+        return super().bound_data(data, initial)
 
 
 class WriteOnlyTextarea(forms.Textarea):
@@ -44,12 +70,10 @@ class WriteOnlySecretsForm(forms.ModelForm):
         if not text:
             return self.instance.secrets if self.instance.pk else None
         try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            # Name the position only: the text typed is a secret and must not come back.
-            raise forms.ValidationError(
-                f"not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
-            ) from None
+            value = json_loads(text)
+        except InvalidJSON as exc:
+            # Its message names the position only: the text typed is a secret and must not come back.
+            raise forms.ValidationError(str(exc)) from None
         if not isinstance(value, dict):
             raise forms.ValidationError("must be a JSON object of named secrets")
         return value or None

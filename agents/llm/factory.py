@@ -26,6 +26,16 @@ def check_model_config(config: Any) -> None:
         raise LLMConfigError("params must be an object")
 
 
+def check_credentials(config: Any) -> None:
+    """Raise :class:`LLMConfigError` unless the credentials in ``config`` (the model config with the
+    agent's secret ``api_key`` merged in, as ``Agent.provider_config()`` builds it) may be used:
+    an openai agent with its own ``base_url`` must bring its own key."""
+    if isinstance(config, dict) and config.get("provider", "scripted") == "openai":
+        from agents.llm.openai_compat import check_credentials as check_openai_credentials
+
+        check_openai_credentials(config)
+
+
 def provider_for(config: dict[str, Any]) -> LLMProvider:
     check_model_config(config)
     if config.get("provider", "scripted") == "scripted":

@@ -9,9 +9,13 @@ Configured from an agent's ``model_config_json`` (and its encrypted ``secrets``,
      "max_retries": 3, "timeout": 60,                      # retries after the first attempt; seconds
      "retry_base_delay": 0.5, "retry_max_delay": 30}       # back-off, in seconds
 
-``base_url`` and ``api_key`` fall back to the ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``
-environment variables (and the base URL then to OpenAI's own). The key never appears in an
-error message or in ``repr()``.
+Where the key goes: the platform's ``OPENAI_API_KEY`` is sent only to the platform's endpoint,
+``OPENAI_BASE_URL`` (or the SDK's default, OpenAI's own, when that is unset). An agent that names
+its own ``base_url`` must bring its own ``api_key``; without one it is refused
+(:func:`check_credentials`, run when the agent is saved and again when its provider is built), so
+the platform's key can never be sent to an address an operator typed. Nothing else the SDK reads
+from the environment (``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID``, ``OPENAI_CUSTOM_HEADERS``) goes to
+an agent's own base URL either. The key never appears in an error message or in ``repr()``.
 
 Retries are ours, not the SDK's (it is built with ``max_retries=0``): only this module knows
 whether part of an answer was already streamed to the user, which makes a retry unsafe.
@@ -47,6 +51,12 @@ RESERVED_PARAMS = frozenset({"model", "messages", "stream", "tools"})
 """Request fields the provider sets itself; ``params`` may not override them."""
 
 _REASON_LIMIT = 200
+
+
+OWN_BASE_URL_NEEDS_OWN_KEY = (
+    'an agent with its own "base_url" needs its own API key in its secrets ({"api_key": "…"}): '
+    "the platform's OPENAI_API_KEY is only sent to the platform's OPENAI_BASE_URL"
+)
 
 
 class _RetryableFailure(Exception):
@@ -152,11 +162,14 @@ class OpenAICompatibleProvider(LLMProvider):
         timeout: float = DEFAULT_TIMEOUT,
         retry_base_delay: float = DEFAULT_RETRY_BASE_DELAY,
         retry_max_delay: float = DEFAULT_RETRY_MAX_DELAY,
+        environment_endpoint: bool = False,
     ) -> None:
         """Keep the settings; raises :class:`LLMConfigError` if ``api_key`` is empty.
 
         ``timeout`` bounds connecting and each wait for data, not the whole stream, so a long
-        answer that keeps flowing is never cut off.
+        answer that keeps flowing is never cut off. ``environment_endpoint`` says that
+        ``base_url`` is the platform's own (``OPENAI_BASE_URL``); any other explicit ``base_url``
+        gets ``api_key`` and nothing else the SDK would read from the environment.
         """
         if not api_key:
             raise LLMConfigError("the openai provider needs an API key")
@@ -168,6 +181,7 @@ class OpenAICompatibleProvider(LLMProvider):
         self.retry_base_delay = retry_base_delay
         self.retry_max_delay = retry_max_delay
         self._api_key = api_key
+        self._isolated = base_url is not None and not environment_endpoint
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> OpenAICompatibleProvider:
@@ -175,10 +189,13 @@ class OpenAICompatibleProvider(LLMProvider):
         model = config.get("model")
         if not isinstance(model, str) or not model:
             raise LLMConfigError('the openai provider needs "model"')
+        check_credentials(config)
+        own_base_url = _optional_str(config, "base_url") or None
         return cls(
             model=model,
             api_key=_api_key(config),
-            base_url=_optional_str(config, "base_url") or os.environ.get("OPENAI_BASE_URL") or None,
+            base_url=own_base_url or os.environ.get("OPENAI_BASE_URL") or None,
+            environment_endpoint=own_base_url is None,
             params=_params(config),
             max_retries=_count(config, "max_retries", DEFAULT_MAX_RETRIES),
             timeout=_seconds(config, "timeout", DEFAULT_TIMEOUT, allow_zero=False),
@@ -222,10 +239,25 @@ class OpenAICompatibleProvider(LLMProvider):
         raise AssertionError("unreachable: the loop returns or raises")
 
     def _client(self) -> openai.AsyncOpenAI:
+        # The key we were given is the one sent: an explicit Authorization header wins over one the
+        # SDK would take from OPENAI_CUSTOM_HEADERS.
+        headers: dict[str, Any] = {"Authorization": f"Bearer {self._api_key}"}
+        if self._isolated:
+            # Someone else's endpoint: none of the other headers the SDK reads from the
+            # environment (OPENAI_CUSTOM_HEADERS, OPENAI_ORG_ID, OPENAI_PROJECT_ID) goes there.
+            headers.update((name, openai.Omit()) for name in _environment_header_names())
         # max_retries=0: the SDK cannot know whether text already reached the user (see complete).
-        return openai.AsyncOpenAI(
-            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout, max_retries=0
+        client = openai.AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,
+            default_headers=headers,
         )
+        if self._isolated:
+            client.organization = None
+            client.project = None
+        return client
 
     async def _attempt(
         self,
@@ -369,7 +401,27 @@ def _server_message(exc: openai.APIError) -> str:
     return body.strip() if isinstance(body, str) else ""
 
 
+def check_credentials(config: Mapping[str, Any]) -> None:
+    """Raise :class:`LLMConfigError` when ``config`` names its own ``base_url`` without its own
+    ``api_key`` (``config`` as :meth:`Agent.provider_config` builds it, the secret key merged in).
+
+    The platform's key would otherwise be the one sent there: whoever may edit an agent could
+    point it at a server of theirs and read the key from the ``Authorization`` header.
+    """
+    if _optional_str(config, "base_url") and not _optional_str(config, "api_key"):
+        raise LLMConfigError(OWN_BASE_URL_NEEDS_OWN_KEY)
+
+
+def _environment_header_names() -> list[str]:
+    """The header names the SDK would add from ``OPENAI_CUSTOM_HEADERS`` (one ``Name: value`` a
+    line), Authorization excepted: the caller sets that one itself."""
+    lines = os.environ.get("OPENAI_CUSTOM_HEADERS", "").split("\n")
+    names = (line.split(":", 1)[0].strip() for line in lines if ":" in line)
+    return [name for name in names if name and name.lower() != "authorization"]
+
+
 def _api_key(config: Mapping[str, Any]) -> str:
+    # check_credentials ran first: the environment's key is only ever taken for its own endpoint.
     key = _optional_str(config, "api_key") or os.environ.get("OPENAI_API_KEY", "")
     if not key:
         raise LLMConfigError(

@@ -5,6 +5,11 @@ Contract of :meth:`HttpActionTool.run`:
 * ``{name}`` placeholders of the action's ``path_template`` are filled from the arguments of the
   same name, URL-quoted (a ``/`` in a value cannot reach another path); a placeholder without an
   argument is a :class:`ToolError` and no request is sent.
+* The request never leaves the connector's base URL (its scheme, host, port and path): a value
+  that is or hides a dot segment (``..``, ``.``, ``%2e%2e``, ``.%2E``, ``..%2Fx``, …), a value that
+  leaves a path segment empty, and a final URL (as it will be sent, dot segments resolved) outside
+  the base are refused with a :class:`ToolError` before anything is sent: servers and proxies
+  resolve ``/base/items/..`` to ``/base``, and the connector's credentials go with the request.
 * The remaining arguments (``None`` values dropped) go to the query string for GET and DELETE and
   to a JSON object body for POST, PUT and PATCH.
 * The connector's decrypted ``secrets["headers"]`` are sent with every request.
@@ -20,8 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import unicodedata
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import httpx
 
@@ -36,6 +42,12 @@ MAX_RESPONSE_BYTES = 1_000_000
 MAX_TEXT_CHARS = 20_000
 """Characters of a non-JSON answer handed to the model (a whole web page would drown it)."""
 ERROR_EXCERPT_CHARS = 300
+DOT_SEGMENTS = frozenset({".", ".."})
+_SEPARATORS_RE = re.compile(r"[/\\]")
+"""What servers may split a decoded value on: ``/``, and ``\\`` on Windows-minded ones."""
+_DECODE_ROUNDS = 4
+"""Percent-decoding rounds when looking for hidden dot segments (``%252e`` is ``%2e`` once decoded)."""
+_DEFAULT_PORTS = {"http": 80, "https": 443}
 
 
 class HttpActionTool(Tool):
@@ -68,6 +80,7 @@ class HttpActionTool(Tool):
     async def run(self, args: dict[str, Any]) -> Any:
         path, rest = self._fill_path(args)
         url = _join_url(self.base_url, path)
+        _check_under_base(url, self.base_url, where=f"{self.method} {path or '/'}")
         rest = {key: value for key, value in rest.items() if value is not None}
         request_kwargs: dict[str, Any] = (
             {"json": rest} if self.method in BODY_METHODS else {"params": _query_params(rest)}
@@ -91,17 +104,47 @@ class HttpActionTool(Tool):
         return _parse_body(status, content_type, body)
 
     def _fill_path(self, args: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        """The path with its placeholders filled, and the arguments that were not used for it."""
+        """The path with its placeholders filled, and the arguments that were not used for it.
+
+        Raises :class:`ToolError` for a missing argument, a value that is or hides a dot segment,
+        and a value that leaves a segment of the path empty (``/purchases/{id}`` with ``id=""``
+        would name the collection instead of one purchase).
+        """
         names = PLACEHOLDER_RE.findall(self.path_template)
         missing = [name for name in names if args.get(name) is None]
         if missing:
             raise ToolError(f"missing argument(s) for the path {self.path_template!r}: {', '.join(missing)}")
 
-        def fill(match: re.Match[str]) -> str:
-            # safe="" so that "a/b" or "x?y" stays one path segment instead of escaping it.
+        def fill_query(match: re.Match[str]) -> str:
             return quote(_as_text(args[match.group(1)]), safe="")
 
-        path = PLACEHOLDER_RE.sub(fill, self.path_template)
+        def fill(match: re.Match[str]) -> str:
+            name = match.group(1)
+            text = _as_text(args[name])
+            if _hides_dot_segment(text):
+                raise ToolError(
+                    f"refused: the argument {name!r} ({text[:40]!r}) is or contains a '.' or '..' path "
+                    f"segment, which would leave the path {self.path_template!r}; nothing was sent"
+                )
+            # safe="" so that "a/b" or "x?y" stays one path segment instead of escaping it.
+            return quote(text, safe="")
+
+        path_part, sep, query_part = self.path_template.partition("?")
+        segments = []
+        for segment in path_part.split("/"):
+            filled = PLACEHOLDER_RE.sub(fill, segment)
+            if PLACEHOLDER_RE.search(segment) and (filled == "" or _hides_dot_segment(filled)):
+                # Each value passed, but together with the template they empty the segment or
+                # make it a dot segment ("{a}." with a="" is ".").
+                named = ", ".join(repr(name) for name in PLACEHOLDER_RE.findall(segment))
+                raise ToolError(
+                    f"refused: the argument(s) {named} would make a segment of the path "
+                    f"{self.path_template!r} {'empty' if filled == '' else repr(filled)}, which "
+                    "reaches another resource; nothing was sent"
+                )
+            segments.append(filled)
+        # A template's own query (``items?id={id}``) is no path: a dot there reaches nothing.
+        path = "/".join(segments) + sep + PLACEHOLDER_RE.sub(fill_query, query_part)
         used = set(names)
         return path, {key: value for key, value in args.items() if key not in used}
 
@@ -130,6 +173,46 @@ def _secret_headers(secrets: Any) -> dict[str, str]:
     if not isinstance(headers, dict):
         return {}
     return {str(name): _as_text(value) for name, value in headers.items() if value is not None}
+
+
+def _hides_dot_segment(text: str) -> bool:
+    """Whether ``text``, decoded the way a server or a proxy in front of it might, is a dot
+    segment or holds one between slashes (``..``, ``%2e%2e``, ``.%2E``, ``..%2Fx``, fullwidth full stops)."""
+    for _ in range(_DECODE_ROUNDS):
+        decoded = unquote(text)
+        if decoded == text:
+            break
+        text = decoded
+    # NFKC folds look-alikes some servers normalise: the fullwidth full stop becomes ".".
+    pieces = _SEPARATORS_RE.split(unicodedata.normalize("NFKC", text))
+    return any(piece.strip() in DOT_SEGMENTS for piece in pieces)
+
+
+def _check_under_base(url: str, base_url: str, *, where: str) -> None:
+    """Raise :class:`ToolError` unless ``url``, as httpx will send it (dot segments resolved), has
+    the base URL's scheme, host and port and a path at or under the base URL's path."""
+    try:
+        sent, base = httpx.URL(url), httpx.URL(base_url)
+    except httpx.InvalidURL as exc:
+        raise ToolError(f"{where}: the connector's URL is not valid ({exc})") from None
+    sent_path, base_path = _raw_path(sent), _raw_path(base).rstrip("/")
+    same_origin = (sent.scheme, sent.host, _port(sent)) == (base.scheme, base.host, _port(base))
+    under = sent_path == base_path or sent_path.startswith(base_path + "/")
+    # Dot segments left in the path are percent-encoded ones: servers may still resolve them.
+    hidden = any(_hides_dot_segment(segment) for segment in sent_path.split("/") if segment)
+    if not same_origin or not under or hidden:
+        raise ToolError(
+            f"refused: {where} would reach {sent_path or '/'!r}, outside the connector's base URL "
+            f"(path {base_path or '/'!r}); nothing was sent"
+        )
+
+
+def _raw_path(url: httpx.URL) -> str:
+    return url.raw_path.decode("ascii", errors="replace").partition("?")[0]
+
+
+def _port(url: httpx.URL) -> int | None:
+    return url.port if url.port is not None else _DEFAULT_PORTS.get(url.scheme)
 
 
 def _join_url(base_url: str, path: str) -> str:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import threading
 import time
@@ -40,6 +39,7 @@ from channels_im.cards import card_facts
 from channels_im.feishu import crypto
 from channels_im.feishu.cards import card_json, connection_check_card, request_card
 from channels_im.providers import register_provider
+from fimone.parsers import loads as json_loads
 
 if TYPE_CHECKING:
     from lark_oapi import Client
@@ -266,8 +266,8 @@ def _timestamp_problem(timestamp: str) -> str | None:
 
 def _json_object(data: bytes) -> dict[str, Any]:
     try:
-        value = json.loads(data)
-    except (ValueError, RecursionError):
+        value = json_loads(data)
+    except ValueError:  # InvalidJSON: not JSON, or nested deeper than any callback is
         raise ValueError("not JSON") from None
     if not isinstance(value, dict):
         raise ValueError("not a JSON object")

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import http.client
-import json
 import logging
 import re
 import time
@@ -37,6 +36,7 @@ from channels_im.base import CallbackResult, Channel, DeliveryError
 from channels_im.cards import card_facts
 from channels_im.providers import register_provider
 from channels_im.slack.blocks import APPROVE, REJECT, approval_blocks, decided_blocks, escape, fallback_text
+from fimone.parsers import loads as json_loads
 
 log = logging.getLogger(__name__)
 
@@ -352,8 +352,8 @@ class SlackChannel(Channel):
         """A verified body → the click it carries, or a 400 refusal saying what is wrong."""
         try:
             form = parse_qs(body.decode("utf-8"), strict_parsing=True, max_num_fields=_MAX_FORM_FIELDS)
-            payload = json.loads(form["payload"][0])
-        except (UnicodeDecodeError, ValueError, KeyError):
+            payload = json_loads(form["payload"][0])
+        except (ValueError, KeyError):  # InvalidJSON and UnicodeDecodeError are ValueErrors
             return CallbackResult.refuse('expected a form field "payload" holding JSON')
         if not isinstance(payload, dict):
             return CallbackResult.refuse("payload must be a JSON object")

@@ -206,6 +206,49 @@ def test_the_agent_admin_refuses_an_api_key_in_the_model_config_without_echoing_
     assert not Agent.objects.filter(name="Invoice clerk").exists()
 
 
+def test_the_agent_admin_refuses_an_own_base_url_without_an_own_key(
+    superuser, personas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-platform-ENV-key")
+    config = {"provider": "openai", "model": "gpt-test", "base_url": "https://collector.example.test/v1"}
+
+    response = logged_in(superuser).post(url(Agent, "add"), agent_form(personas, config))
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors["secrets"]
+    assert any('own "base_url" needs its own API key' in error for error in errors)
+    assert "sk-platform-ENV-key" not in response.content.decode()
+    assert not Agent.objects.filter(name="Invoice clerk").exists()
+
+
+def test_the_agent_admin_refuses_to_drop_the_own_key_while_the_own_base_url_stays(
+    superuser, personas
+) -> None:
+    config = {"provider": "openai", "model": "gpt-test", "base_url": "https://llm.example.test/v1"}
+    agent = make_agent(
+        personas.org, personas.operator, name="Invoice clerk", model_config_json=config,
+        secrets={"api_key": API_KEY},
+    )  # fmt: skip
+    data = agent_form(personas, config, secrets=json.dumps({"other": "x"}))
+
+    response = logged_in(superuser).post(url(Agent, "change", agent.pk), data)
+
+    assert response.status_code == 200
+    assert "secrets" in response.context["adminform"].form.errors
+    assert Agent.objects.get(pk=agent.pk).secrets == {"api_key": API_KEY}
+
+
+def test_the_agent_admin_saves_an_own_base_url_with_an_own_key(superuser, personas) -> None:
+    config = {"provider": "openai", "model": "gpt-test", "base_url": "https://llm.example.test/v1"}
+    data = agent_form(personas, config, secrets=json.dumps({"api_key": API_KEY}))
+
+    assert logged_in(superuser).post(url(Agent, "add"), data).status_code == 302
+
+    agent = Agent.objects.get(name="Invoice clerk")
+    assert agent.model_config_json["base_url"] == "https://llm.example.test/v1"
+    assert agent.secrets == {"api_key": API_KEY}
+
+
 def test_a_view_only_staff_user_does_not_see_the_agents_key(personas) -> None:
     agent = make_agent(personas.org, personas.operator, secrets={"api_key": API_KEY})
     grant(personas.operator, "view_agent")
@@ -436,3 +479,18 @@ def test_an_organisation_admin_grants_roles(personas) -> None:
     )
     formset = _membership_inline(logged_in(personas.admin), personas.org)
     assert formset.has_add_permission and formset.has_change_permission
+
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("field", ["model_config_json", "builtin_tools", "secrets"])
+def test_the_agent_admin_refuses_deeply_nested_json_as_a_field_error(superuser, personas, field: str) -> None:
+    data = agent_form(personas, scripted({"content": "x"}), **{field: DEEP_JSON})
+
+    response = logged_in(superuser).post(url(Agent, "add"), data)
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors[field]
+    assert any("nested more than 100 levels deep" in error for error in errors)
+    assert not Agent.objects.filter(name="Invoice clerk").exists()

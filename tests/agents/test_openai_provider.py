@@ -168,10 +168,29 @@ def server() -> Iterator[FakeChatServer]:
     fake.stop()
 
 
+@pytest.fixture
+def platform_server() -> Iterator[FakeChatServer]:
+    """A second endpoint, standing for the platform's own (OPENAI_BASE_URL)."""
+    fake = FakeChatServer()
+    fake.start()
+    yield fake
+    fake.stop()
+
+
+OPENAI_ENV = (
+    "OPENAI_API_KEY",
+    "OPENAI_BASE_URL",
+    "OPENAI_ADMIN_KEY",
+    "OPENAI_ORG_ID",
+    "OPENAI_PROJECT_ID",
+    "OPENAI_CUSTOM_HEADERS",
+)
+
+
 @pytest.fixture(autouse=True)
 def _no_openai_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # The developer's own OPENAI_* settings must not leak into these tests.
-    for name in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+    for name in OPENAI_ENV:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -494,3 +513,103 @@ def test_a_run_authenticates_with_the_agents_encrypted_key(server: FakeChatServe
         cursor.execute("SELECT model_config_json, secrets FROM agents_agent WHERE id = %s", [agent.pk])
         stored = " ".join(str(column) for column in cursor.fetchone())
     assert API_KEY not in stored  # neither in the config nor in clear in the secrets column
+
+
+# --- where the platform's key goes --------------------------------------------------------------
+
+PLATFORM_KEY = "sk-platform-ENV-key-4242"
+
+
+@pytest.fixture
+def platform_env(platform_server: FakeChatServer, monkeypatch: pytest.MonkeyPatch) -> FakeChatServer:
+    """The platform's endpoint and key, with every other OPENAI_* setting the SDK reads."""
+    monkeypatch.setenv("OPENAI_API_KEY", PLATFORM_KEY)
+    monkeypatch.setenv("OPENAI_BASE_URL", platform_server.base_url)
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-platform")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-platform")
+    monkeypatch.setenv("OPENAI_CUSTOM_HEADERS", "X-Gateway-Token: gw-secret\nAuthorization: Bearer gw-auth")
+    return platform_server
+
+
+def everything_received(*servers: FakeChatServer) -> str:
+    return json.dumps([[r.path, r.headers, r.body] for server in servers for r in server.requests])
+
+
+def test_it_refuses_to_send_the_platforms_key_to_an_agents_own_base_url(
+    server: FakeChatServer, platform_env: FakeChatServer
+) -> None:
+    config = {"provider": "openai", "model": "gpt-test", "base_url": server.base_url}
+
+    with pytest.raises(LLMConfigError, match='own "base_url" needs its own API key'):
+        provider_for(config)
+
+    assert server.requests == [] and platform_env.requests == []
+
+
+async def test_it_still_sends_the_platforms_key_to_the_platforms_base_url(
+    server: FakeChatServer, platform_env: FakeChatServer
+) -> None:
+    platform_env.script(text_reply("ok"))
+
+    response = await provider_for({"provider": "openai", "model": "gpt-test"}).complete(
+        messages=MESSAGES, tools=[]
+    )
+
+    assert response.content == "ok"
+    (request,) = platform_env.requests
+    assert request.headers["authorization"] == f"Bearer {PLATFORM_KEY}"
+    assert request.headers["openai-organization"] == "org-platform"  # the platform's own settings
+    assert server.requests == []
+
+
+async def test_it_sends_an_agents_own_key_and_nothing_of_the_platforms_to_its_own_base_url(
+    server: FakeChatServer, platform_env: FakeChatServer
+) -> None:
+    server.script(text_reply("ok"))
+    config = {"provider": "openai", "model": "gpt-test", "base_url": server.base_url, "api_key": API_KEY}
+
+    response = await provider_for(config).complete(messages=MESSAGES, tools=[])
+
+    assert response.content == "ok"
+    (request,) = server.requests
+    assert request.headers["authorization"] == f"Bearer {API_KEY}"
+    received = everything_received(server)
+    for platform_value in (PLATFORM_KEY, "gw-secret", "gw-auth", "org-platform", "proj-platform"):
+        assert platform_value not in received
+    assert platform_env.requests == []
+
+
+async def test_an_agents_own_key_may_go_to_the_platforms_base_url(
+    server: FakeChatServer, platform_env: FakeChatServer
+) -> None:
+    platform_env.script(text_reply("ok"))
+
+    await provider_for({"provider": "openai", "model": "gpt-test", "api_key": API_KEY}).complete(
+        messages=MESSAGES, tools=[]
+    )
+
+    assert platform_env.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+
+
+@pytest.mark.django_db
+def test_a_run_of_an_agent_with_its_own_base_url_and_no_key_fails_before_calling_anyone(
+    server: FakeChatServer, platform_env: FakeChatServer, personas
+) -> None:
+    from asgiref.sync import async_to_sync
+
+    from agents.engine.runner import run_execute
+    from agents.models import Run, RunStatus
+    from agents.services import run_start
+    from tests.personas import make_agent
+
+    # Saved without validation, as an old row or a bulk import would be.
+    config = {"provider": "openai", "model": "gpt-test", "base_url": server.base_url, "max_retries": 0}
+    agent = make_agent(personas.org, personas.operator, model_config_json=config)
+    server.script(text_reply("I have your key now."))
+    run = run_start(agent=agent, user=personas.member, input="hi")
+
+    assert async_to_sync(run_execute)(run.pk) == RunStatus.FAILED
+    assert server.requests == [] and platform_env.requests == []
+    error = Run.objects.get(pk=run.pk).error
+    assert 'own "base_url" needs its own API key' in error
+    assert PLATFORM_KEY not in error

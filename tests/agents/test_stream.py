@@ -150,3 +150,22 @@ def test_stored_events_are_pushed_after_commit_by_the_cancel_service(personas, m
         await ws.disconnect()
 
     async_to_sync(scenario)()
+
+
+def test_a_deeply_nested_frame_from_the_client_is_ignored_and_the_stream_goes_on(
+    personas, monkeypatch
+) -> None:
+    run = make_run(personas, monkeypatch)
+    cookie = session_cookie(personas.member)
+
+    async def scenario():
+        ws = communicator(run, cookie=cookie)
+        assert (await ws.connect())[0]
+        await ws.send_to(text_data="[" * 100_000 + "]" * 100_000)
+        await ws.send_to(text_data='{"type": "run.cancel"}')  # nothing is read from the client
+        event = {"run_id": run.pk, "seq": 1, "type": "run.started", "payload": {}, "created_at": None}
+        await get_channel_layer().group_send(run_group(run.pk), {"type": "run.event", "event": event})
+        assert await ws.receive_json_from(timeout=5) == event
+        await ws.disconnect()
+
+    async_to_sync(scenario)()
