@@ -4,6 +4,7 @@ answer once an approver decided — in the inbox or on the chat page itself."""
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ from playwright.sync_api import Browser, Page, expect
 from agents import events as ev
 from agents.demo import DEMO_PASSWORD, demo_setup
 from agents.models import Agent, Conversation, Organization, Role, Run, RunEvent, RunStatus
-from approvals.models import ApproverPolicy
+from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus
 from tests.personas import PASSWORD, make_agent, make_user, scripted
 
 pytestmark = [pytest.mark.browser]
@@ -44,6 +45,23 @@ def demo(asgi_server) -> dict[str, Any]:
     org = Organization.objects.get(name=summary["organization"])
     ApproverPolicy.objects.update_or_create(organization=org, agent=None, defaults={"inline_wait_seconds": 0})
     return summary
+
+
+def assert_page_matches_stored_events(page: Page, base: str, run: Run) -> None:
+    """What the page rendered is what ``GET /api/runs/<id>/events/`` stores: every event applied
+    (the last seq), one step per proposed call, one card and one verdict per approval."""
+    answer = page.context.request.get(f"{base}/api/runs/{run.pk}/events/?limit=100").json()
+    assert not answer["has_more"]
+    stored = answer["events"]
+    types = [e["type"] for e in stored]
+    assert page.locator(f"#run-{run.pk}").get_attribute("data-last-seq") == str(stored[-1]["seq"])
+    assert page.locator(".step").count() == types.count("tool.proposed")
+    assert page.locator(".approval").count() == types.count("approval.pending") == 1
+    assert page.locator(".verdict").count() == types.count("approval.decided") == 1
+    assert page.locator(".bubble.assistant").count() == sum(
+        1 for e in stored if e["type"] == "llm.message" and e["payload"]["content"].strip()
+    )
+    assert page.locator(".notice", has_text="Resumed").count() == types.count("run.resumed")
 
 
 def start_paying(page: Page, base: str) -> None:
@@ -167,3 +185,72 @@ def test_model_text_with_markup_renders_as_text_and_safe_formatting(asgi_server,
     expect(page.locator(".bubble.user")).to_have_text("<b>hi</b> & bye")
     assert page.evaluate("window.__pwned") is None
     shoot(page, "markup-desktop")
+
+
+def test_the_requester_approves_on_the_chat_page_through_a_dropped_connection(
+    asgi_server, demo, browser: Browser
+) -> None:
+    """(b) a user who may decide does so on the chat page itself; (c) the socket drops mid-run and
+    comes back: what the page shows matches the stored events, nothing lost or doubled."""
+    org = Organization.objects.get(name=demo["organization"])
+    ApproverPolicy.objects.filter(organization=org, agent=None).update(
+        allow_initiator=True, allow_self_approval=True
+    )
+    base = asgi_server.url
+    alice = browser.new_context(viewport=DESKTOP).new_page()
+    start_paying(alice, base)
+    card = alice.locator(".step", has_text="oa__purchase_pay").locator(".approval")
+    expect(card.get_by_role("button", name="Approve")).to_be_visible(timeout=15_000)
+
+    alice.evaluate("window.__portalSocket.close()")  # the connection drops while the run waits
+    expect(alice.locator("#link-state")).to_contain_text("reconnecting")
+    expect(alice.locator("#link-state")).to_be_hidden(timeout=10_000)  # back by itself
+
+    card.get_by_label(re.compile("^Reason")).fill("my own small purchase")
+    card.get_by_role("button", name="Approve").click()
+    expect(card.locator(".verdict")).to_contain_text("Approved by alice", timeout=15_000)
+    expect(alice.locator(".bubble.assistant.final")).to_contain_text("Payment result", timeout=15_000)
+
+    run = Run.objects.get(user__username="alice")
+    assert_page_matches_stored_events(alice, base, run)
+    assert ConfirmationRequest.objects.get(run=run).status == ConfirmationStatus.APPROVED
+
+
+def test_events_of_a_run_that_goes_on_while_the_socket_is_down_are_shown_once(
+    asgi_server, demo, browser: Browser
+) -> None:
+    """(c) the socket drops, the run resumes and finishes meanwhile; the page reconnects with the
+    last seq it saw and shows what it missed, once."""
+    from approvals.services import confirmation_decide
+
+    base = asgi_server.url
+    alice = browser.new_context(viewport=DESKTOP).new_page()
+    start_paying(alice, base)
+    card = alice.locator(".step", has_text="oa__purchase_pay").locator(".approval")
+    expect(card).to_contain_text("Waiting for approval", timeout=15_000)
+    request = ConfirmationRequest.objects.get(run__user__username="alice")
+
+    # The network goes away: the socket drops and every reconnection attempt fails at once.
+    alice.evaluate(
+        """() => {
+        window.__realWebSocket = window.WebSocket;
+        window.WebSocket = function () {
+          const fake = { close() {} };
+          setTimeout(() => fake.onclose && fake.onclose({ code: 1006 }), 10);
+          return fake;
+        };
+        window.__portalSocket.close();
+      }"""
+    )
+    april = Organization.objects.get(name=demo["organization"]).memberships.get(role=Role.APPROVER).user
+    assert confirmation_decide(request_id=request.pk, user=april, approve=True, reason="fine").accepted
+    deadline = time.monotonic() + 15
+    while Run.objects.get(pk=request.run_id).status != RunStatus.COMPLETED:  # finishes while offline
+        assert time.monotonic() < deadline, "the run did not finish"
+        time.sleep(0.1)
+    expect(alice.locator(".bubble.assistant.final")).to_have_count(0)
+    alice.evaluate("() => { window.WebSocket = window.__realWebSocket; }")  # the network is back
+
+    expect(alice.locator(".bubble.assistant.final")).to_contain_text("Payment result", timeout=15_000)
+    expect(card.locator(".verdict")).to_contain_text("Approved by april")
+    assert_page_matches_stored_events(alice, base, Run.objects.get(pk=request.run_id))

@@ -165,6 +165,7 @@
     }
     if (event.seq <= this.lastSeq) return;
     this.lastSeq = event.seq;
+    this.el.dataset.lastSeq = String(event.seq);
     if (this.pendingNotice) { this.pendingNotice.remove(); this.pendingNotice = null; }
     var p = event.payload || {};
     var handler = this.handlers[event.type];
