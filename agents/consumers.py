@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from agents.events import LLM_DELTA
 
 
 def run_group(run_id: int) -> str:
@@ -13,7 +16,11 @@ def run_group(run_id: int) -> str:
 
 
 class RunStreamConsumer(AsyncJsonWebsocketConsumer):
-    """Streams one run's events to its owner (``ws/runs/<id>/``)."""
+    """Streams one run's events to its owner (``ws/runs/<id>/``).
+
+    ``?after=N`` resumes a stream: the stored events with ``seq > N`` come first, then live ones,
+    each exactly once (a reconnecting page passes the last seq it applied). Without it, only live
+    events are sent. A malformed ``after`` is refused (close code 4400)."""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -24,9 +31,31 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         if not await self._may_watch(user):
             await self.close(code=4404)
             return
+        after = _after_from(self.scope)
+        if after is _BAD_AFTER:
+            await self.close(code=4400)
+            return
+        # Subscribe first, then replay: an event committed meanwhile is either in the replay or
+        # queued on this channel (consumers handle one message at a time, so it waits until the
+        # replay is done) — and then dropped by seq if the replay already sent it. No gap, no double.
         self.group = run_group(self.run_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        if after is not None:
+            await self._replay(after)
+
+    async def _replay(self, after: int) -> None:
+        """Send the stored events with ``seq > after``, in seq order, page by page."""
+        from agents.selectors import run_event_page_after
+
+        self.last_sent = after
+        while True:
+            messages, has_more = await run_event_page_after(run_id=self.run_id, after=self.last_sent)
+            for message in messages:
+                await self.send_json(message)
+                self.last_sent = message["seq"]
+            if not has_more:
+                return
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
@@ -46,9 +75,37 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_event(self, message: dict[str, Any]) -> None:
         """A persisted RunEvent (or a streamed delta), pushed after its transaction committed."""
-        await self.send_json(message["event"])
+        await self._forward(message["event"])
 
     async def run_events(self, message: dict[str, Any]) -> None:
         """The events one transaction committed, in seq order: sent to the socket one by one."""
         for event in message["events"]:
-            await self.send_json(event)
+            await self._forward(event)
+
+    async def _forward(self, event: dict[str, Any]) -> None:
+        """Send a live event unless a replay already sent it. A delta carries the seq of the last
+        stored event before it, so it is stale only once a later stored event was sent."""
+        last_sent = getattr(self, "last_sent", None)
+        if last_sent is not None:
+            seq = event.get("seq", 0)
+            if seq < last_sent or (seq == last_sent and event.get("type") != LLM_DELTA):
+                return
+            if event.get("type") != LLM_DELTA:
+                self.last_sent = seq
+        await self.send_json(event)
+
+
+_BAD_AFTER: Any = object()
+MAX_SEQ = 2**31 - 1
+
+
+def _after_from(scope: dict[str, Any]) -> Any:
+    """The ``after`` of the query string: the last seq the client has seen (``None`` when absent:
+    live events only), or ``_BAD_AFTER`` if it is not a whole number in range."""
+    values = parse_qs(scope.get("query_string", b"").decode("latin-1")).get("after")
+    if not values:
+        return None
+    raw = values[-1].strip()
+    if not raw.isascii() or not raw.isdigit() or int(raw) > MAX_SEQ:
+        return _BAD_AFTER
+    return int(raw)

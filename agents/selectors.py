@@ -72,3 +72,11 @@ def run_event_page(*, run: Run, after: int = 0, limit: int = 100) -> EventPage:
     rows = list(RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[: limit + 1])
     events, has_more = rows[:limit], len(rows) > limit
     return EventPage(events=events, next_after=events[-1].seq if events else after, has_more=has_more)
+
+
+@database_sync_to_async
+def run_event_page_after(*, run_id: int, after: int, limit: int = 200) -> tuple[list[dict[str, Any]], bool]:
+    """The stored events of run ``run_id`` with ``seq > after`` as stream messages (at most
+    ``limit``, in seq order) and whether more follow: the replay of a resumed stream."""
+    rows = list(RunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[: limit + 1])
+    return [event.as_message() for event in rows[:limit]], len(rows) > limit

@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "approvals",
     "channels_im",
     "demo_payments",
+    "portal",
 ]
 
 # Django's stock middleware, run in place on the event loop when they have no I/O to do

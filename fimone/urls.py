@@ -17,4 +17,11 @@ urlpatterns = [
     path("api/", include("agents.urls")),
     path("im/", include("channels_im.urls")),
     path("demo/", include("demo_payments.urls")),
+    path("", include("portal.urls")),
 ]
+
+# Friendly error pages (never a debug page or a bare server message).
+handler400 = "portal.views.bad_request"
+handler403 = "portal.views.permission_denied"
+handler404 = "portal.views.page_not_found"
+handler500 = "portal.views.server_error"

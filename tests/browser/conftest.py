@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -60,3 +60,83 @@ def page(browser: Browser) -> Iterator[Page]:
         yield context.new_page()
     finally:
         context.close()
+
+
+class AsgiServer:
+    """The project's ASGI application (HTTP, static files and WebSockets) served by Daphne in a
+    thread of the test process, so it shares the test database (SQLite in memory included)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+@pytest.fixture(scope="session")
+def _daphne_thread() -> Iterator[str]:
+    """One Daphne for the session: Twisted's reactor cannot be started twice in a process."""
+    import asyncio
+    import socket
+    import threading
+    import time
+
+    from daphne.endpoints import build_endpoint_description_strings
+    from daphne.server import Server
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    from agents.executors import embedded
+    from fimone.asgi import application
+
+    # The router without fimone.asgi's loop binding: that would also start the embedded expiry
+    # sweep, which would then expire other tests' requests for the rest of the session.
+    router = ASGIStaticFilesHandler(application.app)
+
+    async def app(scope, receive, send):
+        if _serving.get("bind"):
+            embedded.bind_loop(asyncio.get_running_loop())  # runs execute on the server's loop
+        await router(scope, receive, send)
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = Server(
+        application=app,
+        endpoints=build_endpoint_description_strings(host="127.0.0.1", port=port),
+        signal_handlers=False,
+        verbosity=0,
+    )
+    thread = threading.Thread(target=server.run, name="test-daphne", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.05)
+    else:
+        pytest.fail("Daphne did not start")
+    yield f"http://127.0.0.1:{port}"
+    from twisted.internet import reactor
+
+    reactor.callFromThread(reactor.stop)
+    thread.join(5)
+
+
+_serving: dict[str, bool] = {}
+
+
+@pytest.fixture
+def asgi_server(_daphne_thread: str, transactional_db: None, settings: Any) -> Iterator[AsgiServer]:
+    """The Daphne of the session, for one test: runs execute on its loop (embedded executor) while
+    the test lasts; afterwards the executor forgets that loop again."""
+    from agents.executors import embedded
+
+    settings.RUN_EXECUTOR = "embedded"
+    settings.ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+    _serving["bind"] = True
+    try:
+        yield AsgiServer(_daphne_thread)
+    finally:
+        _serving["bind"] = False
+        try:
+            embedded.wait_idle(timeout=20)
+        finally:
+            embedded._loop = None

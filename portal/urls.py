@@ -1,0 +1,20 @@
+"""The portal, mounted at ``/``."""
+
+from __future__ import annotations
+
+from django.urls import URLPattern, path
+
+from portal import views
+
+app_name = "portal"
+
+urlpatterns: list[URLPattern] = [
+    path("", views.home, name="home"),
+    path("login/", views.login, name="login"),
+    path("logout/", views.logout, name="logout"),
+    path("agents/<int:agent_id>/", views.agent_chat, name="agent"),
+    path("conversations/<int:conversation_id>/", views.conversation, name="conversation"),
+    path("runs/<int:run_id>/events/<int:seq>/html/", views.event_html, name="event-html"),
+    path("requests/<uuid:request_id>/", views.request_state, name="request-state"),
+    path("requests/<uuid:request_id>/decide/", views.request_decide, name="request-decide"),
+]

@@ -1,0 +1,288 @@
+"""The portal's pages (mounted at ``/``): home, conversations, the chat page and its small JSON
+endpoints, sign-in, and the friendly error pages.
+
+Thin views: validate, one selector or service call, render. Another user's conversation, run or
+request answers 404 — the same page as an unknown id, so ids reveal nothing across organisations.
+Writes go through the services of the apps below (``agents.services.run_start``,
+``approvals.services.confirmation_decide``); no rule of theirs is re-implemented here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.template import loader
+from django.urls import reverse, reverse_lazy
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from agents.models import ExecutionPath
+from agents.services import ServiceError, run_start
+from approvals import selectors as approval_selectors
+from approvals.services import confirmation_decide
+from portal import selectors
+from portal.transcript import markdown_of, run_transcript
+
+LOGIN_URL = reverse_lazy("portal:login")
+MAX_MESSAGE_LENGTH = 8000
+MAX_REASON_LENGTH = 2000
+
+signed_in = login_required(login_url=LOGIN_URL)
+
+
+def _page(request: HttpRequest, template: str, context: dict[str, Any], *, status: int = 200) -> HttpResponse:
+    """Render with what the layout needs: the server's clock (countdowns count from it)."""
+    return render(request, template, {"server_now": timezone.now(), **context}, status=status)
+
+
+class MessageForm(forms.Form):
+    message = forms.CharField(max_length=MAX_MESSAGE_LENGTH, strip=True)
+
+
+class DecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    reason = forms.CharField(required=False, max_length=MAX_REASON_LENGTH, strip=True)
+
+
+def _form_problem(form: forms.Form) -> str:
+    field, errors = next(iter(form.errors.items()))
+    label = "your message" if field == "message" else field
+    return f"Check {label}: {errors[0]}"
+
+
+# --- home and conversations -------------------------------------------------------------------------
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    """Signed out: the sign-in page. Signed in: the agents this user may use, their conversations."""
+    if not request.user.is_authenticated:
+        return redirect(f"{reverse('portal:login')}?next=/")
+    return _page(
+        request,
+        "portal/home.html",
+        {
+            "agents": selectors.agents_for(user=request.user),
+            "conversations": selectors.conversation_list(user=request.user),
+            "nav": "chat",
+        },
+    )
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def agent_chat(request: HttpRequest, agent_id: int) -> HttpResponse:
+    """GET: a new conversation with the agent (and the user's earlier ones with it).
+    POST: start the conversation with a first message and open it."""
+    agent = selectors.agent_for_chat(agent_id=agent_id, user=request.user)
+    if agent is None:
+        raise Http404("No such agent.")
+    form = MessageForm(request.POST or None)
+    if request.method == "POST":
+        if form.is_valid():
+            try:
+                run = run_start(
+                    agent=agent,
+                    user=request.user,
+                    input=form.cleaned_data["message"],
+                    execution_path=ExecutionPath.PORTAL,
+                )
+            except ServiceError as error:
+                if error.code == "not_found":
+                    raise Http404("No such agent.") from None
+                messages.error(request, error.message)
+            else:
+                return redirect("portal:conversation", conversation_id=run.conversation_id)
+        else:
+            messages.error(request, _form_problem(form))
+    return _page(
+        request,
+        "portal/new_chat.html",
+        {
+            "agent": agent,
+            "form": form,
+            "conversations": selectors.conversation_list(user=request.user, agent=agent, limit=10),
+            "nav": "chat",
+        },
+        status=400 if request.method == "POST" else 200,
+    )
+
+
+@signed_in
+@require_http_methods(["GET", "POST"])
+def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """GET: the chat page (earlier turns from stored events, the current one live).
+    POST: continue the conversation: a new run, with the earlier turns as context."""
+    chat = selectors.conversation_for_chat(conversation_id=conversation_id, user=request.user)
+    if chat is None:
+        raise Http404("No such conversation.")
+    if request.method == "POST":
+        form = MessageForm(request.POST)
+        if not form.is_valid():
+            messages.error(request, _form_problem(form))
+        else:
+            try:
+                run_start(
+                    agent=chat.agent,
+                    user=request.user,
+                    input=form.cleaned_data["message"],
+                    conversation=chat,
+                    execution_path=ExecutionPath.PORTAL,
+                )
+            except ServiceError as error:
+                if error.code == "not_found":
+                    raise Http404("No such conversation.") from None
+                messages.error(request, f"Not sent: {error.message}.")
+        return redirect("portal:conversation", conversation_id=chat.pk)
+    turns = [
+        run_transcript(run=run, user=request.user) for run in selectors.conversation_runs(conversation=chat)
+    ]
+    busy = bool(turns) and not turns[-1]["terminal"]
+    return _page(
+        request,
+        "portal/chat.html",
+        {
+            "chat": chat,
+            "turns": turns,
+            "busy": busy,
+            "form": MessageForm(),
+            "nav": "chat",
+            "live": True,
+        },
+    )
+
+
+# --- small JSON endpoints of the chat page ------------------------------------------------------
+
+
+def _json_not_found(message: str) -> JsonResponse:
+    return JsonResponse({"error": message}, status=404)
+
+
+@signed_in
+@require_GET
+def event_html(request: HttpRequest, run_id: int, seq: int) -> JsonResponse:
+    """The sanitised HTML of the model text of event ``seq`` of run ``run_id`` (a message or the
+    final answer), for the page to show formatted once the event arrived live."""
+    run = selectors.run_for_reader(run_id=run_id, user=request.user)
+    if run is None:
+        return _json_not_found("No such run.")
+    event = run.events.filter(seq=seq).first()
+    rendered = markdown_of(event) if event is not None else None
+    if rendered is None:
+        return _json_not_found("No formatted text for this event.")
+    return JsonResponse({"seq": seq, "html": rendered})
+
+
+def _request_state(confirmation: Any, user: Any) -> dict[str, Any]:
+    return {
+        "request_id": str(confirmation.pk),
+        "status": str(confirmation.status),
+        "may_decide": approval_selectors.may_decide(request=confirmation, user=user),
+    }
+
+
+@signed_in
+@require_GET
+def request_state(request: HttpRequest, request_id: uuid.UUID) -> JsonResponse:
+    """Whether the signed-in user may decide the request now (the page then offers the buttons)."""
+    confirmation = approval_selectors.request_get(request_id=request_id, user=request.user)
+    if confirmation is None:
+        return _json_not_found("No such approval request.")
+    return JsonResponse(_request_state(confirmation, request.user))
+
+
+def _wants_json(request: HttpRequest) -> bool:
+    return "application/json" in request.headers.get("Accept", "")
+
+
+@signed_in
+@require_POST
+def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
+    """Approve or reject from the chat page: the inbox's service, with the same checks. Answers
+    JSON to the page's script, or redirects back (``next``) with a flash message without it."""
+    form = DecisionForm(request.POST)
+    if not form.is_valid():
+        message = _form_problem(form)
+        if _wants_json(request):
+            return JsonResponse({"accepted": False, "status": "invalid", "message": message}, status=400)
+        messages.error(request, message)
+        return _back(request)
+    approve = form.cleaned_data["decision"] == "approve"
+    # A request the user may not even read (another organisation's) is a 404, not a refusal.
+    visible = approval_selectors.request_get(request_id=request_id, user=request.user) is not None
+    outcome = (
+        confirmation_decide(
+            request_id=request_id, user=request.user, approve=approve, reason=form.cleaned_data["reason"]
+        )
+        if visible
+        else None
+    )
+    if outcome is None or outcome.status == "not_found":
+        if _wants_json(request):
+            return _json_not_found("No such approval request.")
+        raise Http404("No such approval request.")
+    if outcome.accepted:
+        message = ("Approved" if approve else "Rejected") + ": the run goes on with your decision."
+    else:
+        message = outcome.message
+    if _wants_json(request):
+        status = 200 if outcome.accepted else 403 if outcome.refused else 409
+        return JsonResponse(
+            {"accepted": outcome.accepted, "status": outcome.status, "message": message}, status=status
+        )
+    (messages.success if outcome.accepted else messages.error)(request, message)
+    return _back(request)
+
+
+def _back(request: HttpRequest) -> HttpResponse:
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = reverse("portal:home")
+    return redirect(target)
+
+
+# --- sign-in -------------------------------------------------------------------------------------
+
+login = auth_views.LoginView.as_view(
+    template_name="portal/login.html", redirect_authenticated_user=True, next_page=reverse_lazy("portal:home")
+)
+logout = auth_views.LogoutView.as_view(next_page=reverse_lazy("portal:login"))
+
+
+# --- error pages (fimone.urls handler400/403/404/500) --------------------------------------------
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _error(request, 400, "That request could not be understood", "Go back and try again.")
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _error(
+        request, 403, "You may not do that", "Your account does not allow this. Ask an administrator."
+    )
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return _error(request, 404, "Page not found", "This page does not exist, or it is not yours to see.")
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """The 500 page renders from a template that needs no database and no context processor:
+    whatever broke the request may break them too."""
+    template = loader.get_template("portal/500.html")
+    return HttpResponse(template.render({}), status=500)
+
+
+def _error(request: HttpRequest, status: int, title: str, detail: str) -> HttpResponse:
+    return render(
+        request, "portal/error.html", {"status": status, "title": title, "detail": detail}, status=status
+    )
