@@ -8,9 +8,11 @@ class AgentsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import pre_delete
 
+        from agents.history import refuse_deleting_connector_with_history
         from agents.models import Connector
-        from agents.receivers import protect_connector_history
 
         pre_delete.connect(
-            protect_connector_history, sender=Connector, dispatch_uid="agents.protect_connector_history"
+            refuse_deleting_connector_with_history,
+            sender=Connector,
+            dispatch_uid="agents.refuse_deleting_connector_with_history",
         )

@@ -65,7 +65,19 @@ class Membership(models.Model):
         return f"{self.user} — {self.role} of {self.organization}"
 
 
+class ConnectorQuerySet(models.QuerySet["Connector"]):
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Refused (``ProtectedError``) before anything is written if a connector has history."""
+        from agents.history import check_connector_deletable
+
+        check_connector_deletable(self)
+        return super().delete()
+
+
 class Connector(models.Model):
+    """A service agents call. One whose tools have history (``agents.history``) is never deleted:
+    archive it instead."""
+
     class Kind(models.TextChoices):
         HTTP = "http", "HTTP service"
         DATABASE = "database", "Database"
@@ -89,6 +101,8 @@ class Connector(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
 
+    objects = ConnectorQuerySet.as_manager()
+
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="connector_unique_slug")]
 
@@ -98,6 +112,13 @@ class Connector(models.Model):
     @property
     def is_archived(self) -> bool:
         return self.archived_at is not None
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """Refused (``ProtectedError``) before anything is written if the connector has history."""
+        from agents.history import check_connector_deletable
+
+        check_connector_deletable([self])
+        return super().delete(*args, **kwargs)
 
     @property
     def tool_prefix(self) -> str:

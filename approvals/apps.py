@@ -6,14 +6,10 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self) -> None:
-        from django.db.models.signals import pre_delete
-
-        from agents.models import Connector
+        from agents.history import register_connector_history
         from agents.signals import run_cancelled
-        from approvals.receivers import cancel_requests_of_run, protect_connector_requests
+        from approvals.receivers import cancel_requests_of_run, requests_for_tools_of
 
         run_cancelled.connect(cancel_requests_of_run, dispatch_uid="approvals.cancel_requests_of_run")
-        pre_delete.connect(
-            protect_connector_requests, sender=Connector, dispatch_uid="approvals.protect_connector_requests"
-        )
+        register_connector_history("approvals.requests", requests_for_tools_of)
         import approvals.gate  # noqa: F401 - registers the gate hooks in the catalog

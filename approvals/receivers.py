@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import ProtectedError
+from django.db.models import Model
 
+from agents.history import PROTECTED_SAMPLE
 from agents.models import Connector
-from agents.receivers import PROTECTED_SAMPLE
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from approvals.services import confirmation_cancel
 
@@ -22,16 +22,10 @@ def cancel_requests_of_run(sender: Any, *, run_id: int, reason: str | None = Non
         confirmation_cancel(request_id=request_id, reason=why)
 
 
-def protect_connector_requests(sender: Any, *, instance: Connector, **kwargs: Any) -> None:
-    """Refuse to delete a connector one of whose tools was put to an approver (DESIGN §1.9), even
-    if it never ran (rejected, expired): requests name their tool, not the connector."""
+def requests_for_tools_of(connector: Connector) -> list[Model]:
+    """Confirmation requests for the connector's tools (history even if the tool never ran:
+    rejected, expired), so the connector cannot be deleted (``agents.history``)."""
     requests = ConfirmationRequest.objects.filter(
-        organization_id=instance.organization_id, tool_name__startswith=instance.tool_prefix
+        organization_id=connector.organization_id, tool_name__startswith=connector.tool_prefix
     )
-    sample = list(requests.order_by("created_at", "pk")[:PROTECTED_SAMPLE])
-    if sample:
-        raise ProtectedError(
-            f"Cannot delete the connector {instance}: approvals were requested for its tools, and "
-            "that history is kept. Archive it instead.",
-            set(sample),
-        )
+    return list(requests.order_by("created_at", "pk")[:PROTECTED_SAMPLE])
