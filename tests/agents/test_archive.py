@@ -363,9 +363,7 @@ def test_the_admin_offers_no_way_to_delete_agents_connectors_or_organisations(
     assert model.objects.filter(pk=obj.pk).exists()
 
 
-def test_it_refuses_deleting_a_user_with_runs_in_the_admin_with_a_page(
-    superuser, personas, world
-) -> None:
+def test_it_refuses_deleting_a_user_with_runs_in_the_admin_with_a_page(superuser, personas, world) -> None:
     client = logged_in(superuser)
 
     page = client.get(url(User, "delete", personas.member.pk))
