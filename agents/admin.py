@@ -5,11 +5,16 @@ actions call services. Standard model permissions apply; on top of them a staff 
 superuser sees (and may pick in foreign keys) only objects of the organisations where they are an
 operator or an admin. Runs, their events and tool executions are read-only records; connector
 secrets are write-only.
+
+Nothing with history is deleted (DESIGN §1.9): organisations, agents and connectors have no delete
+button or action here, for anyone; they have "Archive" / "Unarchive" actions instead, which call
+the archiving services (and those check the staff user's role in the object's organisation).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django import forms
@@ -114,6 +119,59 @@ class OrganizationScopedAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
         return scope_to_managed_organizations(super().get_queryset(request), request)
 
 
+class ArchivableAdminMixin:
+    """Archive / Unarchive actions instead of deletion. ``archive_service`` and
+    ``unarchive_service`` are the services' names in ``agents.services``, called once per selected
+    object with the staff user; each refusal is reported by name, never as an error page."""
+
+    archive_service: str
+    unarchive_service: str
+    archive_fields = ("archived_at", "archived_by")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        return False
+
+    def has_archive_permission(self, request: HttpRequest) -> bool:
+        """Archiving changes the object: it needs the change permission (the service checks the role)."""
+        opts = self.opts  # type: ignore[attr-defined]
+        return request.user.has_perm(f"{opts.app_label}.change_{opts.model_name}")
+
+    @admin.display(description="archived", boolean=True, ordering="archived_at")
+    def is_archived(self, obj: Model) -> bool:
+        return obj.archived_at is not None  # type: ignore[attr-defined]
+
+    @admin.action(description="Archive selected (history is kept)", permissions=["archive"])
+    def archive_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        self._apply(request, queryset, getattr(services, self.archive_service), "archived")
+
+    @admin.action(description="Unarchive selected", permissions=["archive"])
+    def unarchive_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        self._apply(request, queryset, getattr(services, self.unarchive_service), "unarchived")
+
+    def _apply(
+        self, request: HttpRequest, queryset: QuerySet[Any], service: Callable[..., Any], done: str
+    ) -> None:
+        # The queryset is already limited to the staff user's organisations (get_queryset); the
+        # service checks the role again and records who did it.
+        changed: list[str] = []
+        refused: list[str] = []
+        for obj in queryset.order_by("pk"):
+            try:
+                service(**{self.opts.model_name: obj, "user": request.user})  # type: ignore[attr-defined]
+            except ServiceError as exc:
+                refused.append(f"{obj}: {exc.message}")
+            else:
+                changed.append(str(obj))
+        if changed:
+            self.message_user(  # type: ignore[attr-defined]
+                request, f"{len(changed)} {done}: " + ", ".join(changed), messages.SUCCESS
+            )
+        if refused:
+            self.message_user(  # type: ignore[attr-defined]
+                request, f"Not {done}: " + "; ".join(refused), messages.WARNING
+            )
+
+
 class ReadOnlyAdminMixin:
     """Records nobody edits by hand: no add, change or delete (viewing needs the view permission)."""
 
@@ -159,11 +217,17 @@ class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(OrganizationScopedAdmin):
-    list_display = ("name", "read_only", "member_count", "agent_count", "created_at")
-    list_filter = ("read_only",)
+class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
+    """Archiving an organisation (its admins, or a superuser) stops all its agents from running."""
+
+    list_display = ("name", "read_only", "is_archived", "member_count", "agent_count", "created_at")
+    list_filter = ("read_only", ("archived_at", admin.EmptyFieldListFilter))
     search_fields = ("name",)
+    fields = ("name", "read_only", "archived_at", "archived_by")
+    readonly_fields = ArchivableAdminMixin.archive_fields
     inlines = (MembershipInline,)
+    actions = ("archive_selected", "unarchive_selected")
+    archive_service, unarchive_service = "organization_archive", "organization_unarchive"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Organization]:
         return (
@@ -227,24 +291,41 @@ def _without_api_key(text: Any) -> str | None:
 
 
 @admin.register(Agent)
-class AgentAdmin(OrganizationScopedAdmin):
+class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
     """The form validates ``model_config_json`` (provider, script, hooks), ``secrets`` and
     ``builtin_tools`` through ``Agent.clean()`` → ``check_agent_config``, so an agent that could
-    not run is refused. The provider's API key lives in the write-only, encrypted ``secrets``."""
+    not run is refused. The provider's API key lives in the write-only, encrypted ``secrets``.
+    Archiving an agent (operators) stops it from running and ends its runs in flight."""
 
     form = AgentAdminForm
 
-    list_display = ("name", "organization", "owner", "engine", "provider", "declared_hooks", "created_at")
+    list_display = (
+        "name",
+        "organization",
+        "owner",
+        "engine",
+        "provider",
+        "declared_hooks",
+        "is_archived",
+        "created_at",
+    )
     list_select_related = ("organization", "owner")
-    list_filter = ("engine", ("organization", admin.RelatedOnlyFieldListFilter))
+    list_filter = (
+        "engine",
+        ("archived_at", admin.EmptyFieldListFilter),
+        ("organization", admin.RelatedOnlyFieldListFilter),
+    )
     search_fields = ("name", "organization__name", "owner__username")
     filter_horizontal = ("actions",)
     fieldsets = (
         (None, {"fields": ("organization", "owner", "name", "instructions", "engine")}),
         ("Model and hooks", {"fields": ("model_config_json", "secrets_state", "secrets", "max_iterations")}),
         ("Tools", {"fields": ("actions", "builtin_tools", "require_confirmation_for_all")}),
+        ("Archive", {"fields": ArchivableAdminMixin.archive_fields}),
     )
-    readonly_fields = ("secrets_state",)
+    readonly_fields = ("secrets_state", *ArchivableAdminMixin.archive_fields)
+    actions = ("archive_selected", "unarchive_selected")
+    archive_service, unarchive_service = "agent_archive", "agent_unarchive"
 
     def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)
@@ -317,15 +398,32 @@ class ConnectorActionInline(admin.TabularInline):
 
 
 @admin.register(Connector)
-class ConnectorAdmin(OrganizationScopedAdmin):
+class ConnectorAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
+    """Archiving a connector (operators) withdraws its tools from every agent."""
+
     form = ConnectorAdminForm
     formfield_overrides = {URLField: URL_FORMFIELD}
-    list_display = ("name", "slug", "organization", "kind", "base_url", "action_count", "created_at")
+    list_display = (
+        "name",
+        "slug",
+        "organization",
+        "kind",
+        "base_url",
+        "action_count",
+        "is_archived",
+        "created_at",
+    )
     list_select_related = ("organization",)
-    list_filter = ("kind", ("organization", admin.RelatedOnlyFieldListFilter))
+    list_filter = (
+        "kind",
+        ("archived_at", admin.EmptyFieldListFilter),
+        ("organization", admin.RelatedOnlyFieldListFilter),
+    )
     search_fields = ("name", "slug", "base_url", "organization__name")
-    readonly_fields = ("secrets_state",)
+    readonly_fields = ("secrets_state", *ArchivableAdminMixin.archive_fields)
     inlines = (ConnectorActionInline,)
+    actions = ("archive_selected", "unarchive_selected")
+    archive_service, unarchive_service = "connector_archive", "connector_unarchive"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Connector]:
         return super().get_queryset(request).annotate(_actions=Count("actions", distinct=True))
@@ -340,6 +438,7 @@ class ConnectorAdmin(OrganizationScopedAdmin):
             "secrets_state",
             "secrets",
             "timeout_seconds",
+            *self.archive_fields,
         ]
         if obj is not None and not self.has_change_permission(request, obj):
             # A view-only page renders every field as text: leave the secrets out.
@@ -368,6 +467,9 @@ class ConversationAdmin(OrganizationScopedAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         return super().get_queryset(request).annotate(_runs=Count("runs", distinct=True))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Conversation | None = None) -> bool:
+        return False  # a conversation is history (its runs hang from it)
 
     @admin.display(description="runs", ordering="_runs")
     def run_count(self, obj: Conversation) -> int:

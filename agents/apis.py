@@ -74,7 +74,7 @@ ERROR_RESPONSES: dict[int, OpenApiResponse] = {
 
 
 class AgentListApi(APIView):
-    """The agents of the caller's organisations."""
+    """The agents of the caller's organisations that can run (archived ones are left out)."""
 
     @extend_schema_serializer(component_name="Agent")
     class OutputSerializer(serializers.Serializer):
@@ -169,7 +169,10 @@ class RunStartApi(APIView):
         responses={
             201: OutputSerializer,
             **ERROR_RESPONSES,
-            409: OpenApiResponse(description="The conversation already has a run in progress."),
+            409: OpenApiResponse(
+                description="The agent (or its organisation) is archived, or the conversation already "
+                "has a run in progress."
+            ),
         },
     )
     def post(self, request: Request, agent_id: int) -> Response:

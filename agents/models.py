@@ -28,9 +28,19 @@ class Organization(models.Model):
         default=False, help_text="When set, agents of this organisation may not run write actions."
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="Archived organisations keep their history; their agents cannot run."
+    )
+    archived_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_archived(self) -> bool:
+        return self.archived_at is not None
 
 
 class Role(models.TextChoices):
@@ -55,7 +65,19 @@ class Membership(models.Model):
         return f"{self.user} — {self.role} of {self.organization}"
 
 
+class ConnectorQuerySet(models.QuerySet["Connector"]):
+    def delete(self) -> tuple[int, dict[str, int]]:
+        """Refused (``ProtectedError``) before anything is written if a connector has history."""
+        from agents.history import check_connector_deletable
+
+        check_connector_deletable(self)
+        return super().delete()
+
+
 class Connector(models.Model):
+    """A service agents call. One whose tools have history (``agents.history``) is never deleted:
+    archive it instead."""
+
     class Kind(models.TextChoices):
         HTTP = "http", "HTTP service"
         DATABASE = "database", "Database"
@@ -72,12 +94,36 @@ class Connector(models.Model):
     )
     timeout_seconds = models.FloatField(default=15.0)
     created_at = models.DateTimeField(auto_now_add=True)
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="Archived connectors keep their history; their tools are not offered"
+    )
+    archived_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+
+    objects = ConnectorQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="connector_unique_slug")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slug})"
+
+    @property
+    def is_archived(self) -> bool:
+        return self.archived_at is not None
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """Refused (``ProtectedError``) before anything is written if the connector has history."""
+        from agents.history import check_connector_deletable
+
+        check_connector_deletable([self])
+        return super().delete(*args, **kwargs)
+
+    @property
+    def tool_prefix(self) -> str:
+        """Every tool of this connector is named ``<slug>__…`` (slugs hold no double underscore)."""
+        return f"{self.slug}__"
 
     def clean(self) -> None:
         if self.secrets is not None and not isinstance(self.secrets, dict):
@@ -166,9 +212,27 @@ class Agent(models.Model):
     )
     max_iterations = models.PositiveIntegerField(default=12)
     created_at = models.DateTimeField(auto_now_add=True)
+    archived_at = models.DateTimeField(
+        null=True, blank=True, help_text="Archived agents cannot run; their history stays readable."
+    )
+    archived_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def is_archived(self) -> bool:
+        return self.archived_at is not None
+
+    def archived_reason(self) -> str | None:
+        """Why this agent may not run (it or its organisation is archived), else ``None``."""
+        if self.archived_at is not None:
+            return "this agent is archived and cannot run"
+        if self.organization.archived_at is not None:
+            return "this agent's organisation is archived; its agents cannot run"
+        return None
 
     def clean(self) -> None:
         from agents.checks import check_agent_config
@@ -186,9 +250,11 @@ class Agent(models.Model):
 
 
 class Conversation(models.Model):
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="conversations")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="conversations")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    # History (DESIGN §1.9): every relation is PROTECT, so deleting an organisation, an agent or a
+    # user that has conversations is refused; archive the agent or deactivate the user instead.
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="conversations")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -218,11 +284,12 @@ TERMINAL_RUN_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunSta
 
 
 class Run(models.Model):
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="runs")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs")
+    # History (DESIGN §1.9): nothing a run hangs from may be deleted while the run exists.
+    conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="runs")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
     parent_run = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
     execution_path = models.CharField(max_length=16, choices=ExecutionPath.choices, default=ExecutionPath.API)
     status = models.CharField(
@@ -256,7 +323,7 @@ class RunEvent(models.Model):
     """One entry of a run's trace; ``seq`` orders a run's events (types: ``agents.events``)."""
 
     # No index of its own: the (run, seq) unique index serves every lookup by run.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="events", db_index=False)
     seq = models.PositiveIntegerField()
     type = models.CharField(max_length=40)
     payload = models.JSONField(default=dict)
@@ -284,7 +351,7 @@ class RunMessage(models.Model):
     changed: a step stores only its new messages instead of rewriting the whole history."""
 
     # No index of its own: the (run, index) unique index serves every lookup by run.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="messages", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="messages", db_index=False)
     index = models.PositiveIntegerField()
     message = models.JSONField()
 
@@ -307,7 +374,7 @@ class ToolExecution(models.Model):
         UNKNOWN = "unknown"
 
     # No index of its own: the (run, tool_call_id) unique index serves every lookup by run.
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_executions", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="tool_executions", db_index=False)
     tool_call_id = models.CharField(max_length=100)
     tool_name = models.CharField(max_length=120)
     args = models.JSONField(default=dict)

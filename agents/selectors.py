@@ -33,18 +33,20 @@ def organizations_managed_by(*, user: Any) -> QuerySet[Organization]:
     return Organization.objects.filter(pk__in=organization_ids_of(user=user, roles=ORG_MANAGER_ROLES))
 
 
-def agent_list(*, user: Any) -> QuerySet[Agent]:
-    """The agents of the organisations ``user`` belongs to, by name."""
-    return (
-        Agent.objects.filter(organization_id__in=organization_ids_of(user=user))
-        .select_related("organization")
-        .order_by("name", "pk")
-    )
+def agent_list(*, user: Any, include_archived: bool = False) -> QuerySet[Agent]:
+    """The agents of the organisations ``user`` belongs to, by name: those that can run (neither
+    the agent nor its organisation archived) unless ``include_archived``."""
+    agents = Agent.objects.filter(organization_id__in=organization_ids_of(user=user))
+    if not include_archived:
+        agents = agents.filter(archived_at__isnull=True, organization__archived_at__isnull=True)
+    return agents.select_related("organization").order_by("name", "pk")
 
 
 def agent_get(*, agent_id: int, user: Any) -> Agent | None:
-    """Agent ``agent_id`` if it belongs to one of ``user``'s organisations, else ``None``."""
-    return agent_list(user=user).filter(pk=agent_id).first()
+    """Agent ``agent_id`` if it belongs to one of ``user``'s organisations, else ``None``.
+    Archived agents are returned too: their history stays readable, and starting a run on one is
+    refused by the service with a message rather than a bare "not found"."""
+    return agent_list(user=user, include_archived=True).filter(pk=agent_id).first()
 
 
 def conversation_get(*, conversation_id: int, user: Any) -> Conversation | None:

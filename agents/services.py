@@ -15,7 +15,18 @@ from agents import events as ev
 from agents import executors
 from agents.consumers import run_group
 from agents.executors import dispatch_execute
-from agents.models import Agent, Conversation, ExecutionPath, Membership, Role, Run, RunEvent, RunStatus
+from agents.models import (
+    Agent,
+    Connector,
+    Conversation,
+    ExecutionPath,
+    Membership,
+    Organization,
+    Role,
+    Run,
+    RunEvent,
+    RunStatus,
+)
 
 log = logging.getLogger(__name__)
 
@@ -44,10 +55,16 @@ def run_start(
 ) -> Run:
     """Create a run on ``agent`` for ``user`` and hand it to the executor once committed.
 
-    Preconditions checked here: the user belongs to the agent's organisation; a given conversation
-    is the user's and the agent's.
+    Preconditions checked here: the user belongs to the agent's organisation; neither the agent nor
+    its organisation is archived (``conflict``); a given conversation is the user's and the agent's.
+    The agent's row is locked while the run is created, so an archiving that commits meanwhile
+    either sees this run (and stops it) or is seen by this check.
     """
     check_member(user=user, organization_id=agent.organization_id)
+    agent = Agent.objects.select_for_update(of=("self",)).select_related("organization").get(pk=agent.pk)
+    archived = agent.archived_reason()
+    if archived is not None:
+        raise ServiceError(archived, code="conflict")
     text = (input or "").strip()
     if not text:
         raise ServiceError("the message is empty", field="input")
@@ -110,18 +127,146 @@ def run_cancel(*, run: Run, user: Any) -> Run:
     if locked.is_terminal:
         raise ServiceError(f"the run is already {locked.status}", code="conflict")
     who = "the user" if user.pk == run.user_id else user.get_username()
-    error = f"cancelled by {who}"
-    if locked.status in (RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL):
-        Run.objects.filter(pk=run.pk, status=locked.status).update(
+    _run_stop(run=locked, error=f"cancelled by {who}")
+    locked.refresh_from_db()
+    return locked
+
+
+def _run_stop(*, run: Run, error: str) -> None:
+    """Stop a run that is not terminal. Precondition: the caller holds the run's row lock.
+
+    A queued or suspended run is cancelled at once (its pending confirmation requests are withdrawn
+    by the approvals app, on ``run_cancelled``); a running one is asked to stop at its next step."""
+    if run.status in (RunStatus.QUEUED, RunStatus.AWAITING_APPROVAL):
+        Run.objects.filter(pk=run.pk, status=run.status).update(
             status=RunStatus.CANCELLED, cancel_requested=True, error=error, finished_at=timezone.now()
         )
-        _append_event(run=locked, type_=ev.RUN_FAILED, payload={"error": error, "stage": "cancelled"})
+        _append_event(run=run, type_=ev.RUN_FAILED, payload={"error": error, "stage": "cancelled"})
         from agents.signals import run_cancelled
 
-        run_cancelled.send(sender=Run, run_id=run.pk)
+        run_cancelled.send(sender=Run, run_id=run.pk, reason=error)
     else:
         Run.objects.filter(pk=run.pk).update(cancel_requested=True)
-    locked.refresh_from_db()
+
+
+def _runs_stop(*, runs: Any, error: str) -> int:
+    """Stop every run of ``runs`` (a queryset) still in flight; returns how many."""
+    stopped = 0
+    in_flight = runs.exclude(status__in=[RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED])
+    for run in in_flight.select_for_update(of=("self",)).order_by("pk"):
+        _run_stop(run=run, error=error)
+        stopped += 1
+    return stopped
+
+
+# --- archiving ------------------------------------------------------------------------------------
+#
+# Nothing with history is deleted (DESIGN §1.9): agents, connectors and organisations are archived
+# instead. An archived agent (or any agent of an archived organisation) cannot start a run, and its
+# runs in flight end: queued and suspended runs are cancelled at once (their pending requests are
+# withdrawn), running ones stop at their next step. An archived connector's tools are no longer
+# offered. History (runs, events, approvals) stays readable. Unarchiving restores what can run from
+# then on; nothing stopped by the archiving is restarted.
+
+
+def check_operator(*, user: Any, organization_id: int) -> None:
+    """Operators and admins of the organisation, and superusers; others are told ``not_found``."""
+    if not may_manage_runs_of(user=user, organization_id=organization_id):
+        raise ServiceError("not found", code="not_found")
+
+
+def check_organization_admin(*, user: Any, organization_id: int) -> None:
+    """Admins of the organisation, and superusers; others are told ``not_found``."""
+    if getattr(user, "is_superuser", False):
+        return
+    if not Membership.objects.filter(user=user, organization_id=organization_id, role=Role.ADMIN).exists():
+        raise ServiceError("not found", code="not_found")
+
+
+@transaction.atomic
+def agent_archive(*, agent: Agent, user: Any) -> Agent:
+    """Archive ``agent`` as an operator of its organisation: it can no longer run and its runs in
+    flight end. Refused (``conflict``) if it is already archived."""
+    check_operator(user=user, organization_id=agent.organization_id)
+    locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    if locked.archived_at is not None:
+        raise ServiceError("the agent is already archived", code="conflict")
+    locked.archived_at, locked.archived_by = timezone.now(), user
+    locked.save(update_fields=["archived_at", "archived_by"])
+    _runs_stop(
+        runs=Run.objects.filter(agent=locked), error=f"the agent was archived by {user.get_username()}"
+    )
+    return locked
+
+
+@transaction.atomic
+def agent_unarchive(*, agent: Agent, user: Any) -> Agent:
+    """Make an archived agent runnable again (if its organisation is not archived). Runs stopped by
+    the archiving stay stopped. Refused (``conflict``) if it is not archived."""
+    check_operator(user=user, organization_id=agent.organization_id)
+    locked = Agent.objects.select_for_update().get(pk=agent.pk)
+    if locked.archived_at is None:
+        raise ServiceError("the agent is not archived", code="conflict")
+    locked.archived_at, locked.archived_by = None, None
+    locked.save(update_fields=["archived_at", "archived_by"])
+    return locked
+
+
+@transaction.atomic
+def connector_archive(*, connector: Connector, user: Any) -> Connector:
+    """Archive ``connector``: its tools are no longer offered to any agent (from each run's next
+    start or resume; a call proposed after that is refused as an unknown tool, even if it was
+    approved). Its actions stay attached, so unarchiving restores them."""
+    check_operator(user=user, organization_id=connector.organization_id)
+    locked = Connector.objects.select_for_update().get(pk=connector.pk)
+    if locked.archived_at is not None:
+        raise ServiceError("the connector is already archived", code="conflict")
+    locked.archived_at, locked.archived_by = timezone.now(), user
+    locked.save(update_fields=["archived_at", "archived_by"])
+    return locked
+
+
+@transaction.atomic
+def connector_unarchive(*, connector: Connector, user: Any) -> Connector:
+    """Offer an archived connector's tools again. Refused (``conflict``) if it is not archived."""
+    check_operator(user=user, organization_id=connector.organization_id)
+    locked = Connector.objects.select_for_update().get(pk=connector.pk)
+    if locked.archived_at is None:
+        raise ServiceError("the connector is not archived", code="conflict")
+    locked.archived_at, locked.archived_by = None, None
+    locked.save(update_fields=["archived_at", "archived_by"])
+    return locked
+
+
+@transaction.atomic
+def organization_archive(*, organization: Organization, user: Any) -> Organization:
+    """Archive ``organization`` as one of its admins (or a superuser): none of its agents can run
+    and their runs in flight end. Its agents' own archive state is left as it is."""
+    check_organization_admin(user=user, organization_id=organization.pk)
+    locked = Organization.objects.select_for_update().get(pk=organization.pk)
+    if locked.archived_at is not None:
+        raise ServiceError("the organisation is already archived", code="conflict")
+    # Lock the agents too: a run start holds its agent's lock, so none slips in unseen.
+    list(Agent.objects.select_for_update().filter(organization=locked).order_by("pk").values_list("pk"))
+    locked.archived_at, locked.archived_by = timezone.now(), user
+    locked.save(update_fields=["archived_at", "archived_by"])
+    _runs_stop(
+        runs=Run.objects.filter(agent__organization=locked),
+        error=f"the organisation was archived by {user.get_username()}",
+    )
+    return locked
+
+
+@transaction.atomic
+def organization_unarchive(*, organization: Organization, user: Any) -> Organization:
+    """Let an archived organisation's (unarchived) agents run again. Refused (``conflict``) if it
+    is not archived."""
+    check_organization_admin(user=user, organization_id=organization.pk)
+    locked = Organization.objects.select_for_update().get(pk=organization.pk)
+    if locked.archived_at is None:
+        raise ServiceError("the organisation is not archived", code="conflict")
+    locked.archived_at, locked.archived_by = None, None
+    locked.save(update_fields=["archived_at", "archived_by"])
     return locked
 
 

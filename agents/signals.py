@@ -2,4 +2,4 @@
 
 from django.dispatch import Signal
 
-run_cancelled = Signal()  # sender=Run, run_id=int
+run_cancelled = Signal()  # sender=Run, run_id=int, reason=str (why it was cancelled)

@@ -83,10 +83,12 @@ class ConfirmationRequest(models.Model):
         INLINE = "inline"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="confirmation_requests")
+    # History (DESIGN §1.9): every relation is PROTECT, so no deletion of an organisation, agent,
+    # run, user or channel removes a request by cascade.
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="confirmation_requests")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="confirmation_requests")
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="confirmation_requests")
     tool_call_id = models.CharField(max_length=100)
     tool_name = models.CharField(max_length=120)
     tool_args = models.JSONField()
@@ -143,7 +145,7 @@ class ConfirmationEvent(models.Model):
         CANCELLED = "cancelled"
         EXECUTED = "executed"
 
-    request = models.ForeignKey(ConfirmationRequest, on_delete=models.CASCADE, related_name="events")
+    request = models.ForeignKey(ConfirmationRequest, on_delete=models.PROTECT, related_name="events")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"

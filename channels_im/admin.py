@@ -2,9 +2,11 @@
 
 Channel secrets are write-only: the form never renders them, a blank field keeps the stored value,
 and no page (change, view-only, error) ever shows one. The callback URL to paste into the
-platform's console is shown read-only. "Send a test card" asks the channel's provider to post a
-harmless message and reports what happened. A staff user who is not a superuser sees only the
-configurations of the organisations they operate or administer, and the identities of their members.
+platform's console is shown read-only. A configuration that carried approval cards cannot be
+deleted (its requests are history): deactivate it instead. "Send a test card" asks the channel's
+provider to post a harmless message and reports what happened. A staff user who is not a
+superuser sees only the configurations of the organisations they operate or administer, and the
+identities of their members.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from django.urls import reverse
 from agents import selectors
 from agents.admin import OrganizationScopedFieldsMixin
 from agents.models import Membership
+from approvals.models import ConfirmationRequest
 from channels_im.base import DeliveryError
 from channels_im.delivery import channel_for
 from channels_im.models import ChannelConfig, ImIdentity
@@ -66,6 +69,14 @@ class ChannelConfigAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
             # A view-only page renders every field as its value: the secrets stay off it.
             fields.append("secrets")
         return [*fields, "settings_json"]
+
+    def has_delete_permission(self, request: HttpRequest, obj: ChannelConfig | None = None) -> bool:
+        """No delete button for a configuration that carried approval cards (deactivate it instead):
+        its requests point at it. The bulk action still exists for unused ones; one with history
+        selected there gets Django's "protected" page."""
+        if obj is not None and ConfirmationRequest.objects.filter(channel_config=obj).exists():
+            return False
+        return super().has_delete_permission(request, obj)
 
     @admin.display(description="callback URL")
     def callback(self, obj: ChannelConfig) -> str:

@@ -327,6 +327,10 @@ class ReactEngine:
     async def _drive(self) -> str:
         run = self.run
         agent = run.agent
+        archived = agent.archived_reason()
+        if archived is not None:
+            # Archiving stops runs in flight; this catches one that was claimed meanwhile.
+            raise RunFailed(archived, "archived")
         try:
             registry = build_registry(hooks_declaration(agent.model_config_json), system_hooks=system_hooks())
         except HookDeclarationError as exc:

@@ -25,6 +25,7 @@ def tools_for_agent(agent: Agent) -> dict[str, Tool]:
       confirmation); the action's own name, method and path play no further part;
     * only connectors of the agent's own organisation count: an action of another organisation's
       connector is ignored, so an agent can never call out with another tenant's secrets;
+    * an archived connector's actions are ignored: its tools are not offered;
     * ``builtin_tools`` names come from :data:`BUILTIN_TOOLS`.
 
     Synchronous (it reads the database; call it from a worker thread, not an event loop) and one
@@ -32,7 +33,9 @@ def tools_for_agent(agent: Agent) -> dict[str, Tool]:
     two tools with the same name.
     """
     actions = (
-        agent.actions.filter(connector__organization_id=agent.organization_id)
+        agent.actions.filter(
+            connector__organization_id=agent.organization_id, connector__archived_at__isnull=True
+        )
         .select_related("connector")
         .order_by("connector__slug", "name")
     )

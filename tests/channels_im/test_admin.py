@@ -3,6 +3,7 @@ organisations only, and "Send a test card" reports what the platform answered.""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -10,11 +11,15 @@ from typing import Any
 import pytest
 from django.contrib import admin
 from django.test import Client
+from django.utils import timezone
 
+from agents.services import run_start
+from approvals.models import ConfirmationRequest
 from channels_im.models import ChannelConfig, ImIdentity
 from tests import admin_kit
 from tests.admin_kit import logged_in, page_text, url
 from tests.channels_im.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, FakeSlack
+from tests.personas import make_agent
 
 SECRETS = {"bot_token": BOT_TOKEN, "signing_secret": SIGNING_SECRET}
 
@@ -284,3 +289,57 @@ def test_a_feishu_channel_without_an_encrypt_key_is_refused(superuser, personas)
     assert response.status_code == 200
     assert "secrets.encrypt_key" in " ".join(response.context["adminform"].form.non_field_errors())
     assert not ChannelConfig.objects.filter(kind="feishu").exists()
+
+
+# --- history --------------------------------------------------------------------------------------
+
+
+def _card_sent_through(personas: Any, config: ChannelConfig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A confirmation request whose card went to ``config``."""
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
+    agent = make_agent(personas.org, personas.operator)
+    run = run_start(agent=agent, user=personas.member, input="pay")
+    ConfirmationRequest.objects.create(
+        organization=personas.org,
+        agent=agent,
+        requested_by=personas.member,
+        run=run,
+        tool_call_id="call-1",
+        tool_name="oa__purchase_pay",
+        tool_args={},
+        args_sha256="0" * 64,
+        channel=config.kind,
+        channel_config=config,
+        expires_at=timezone.now() + dt.timedelta(minutes=10),
+    )
+
+
+def test_it_refuses_to_delete_a_channel_that_carried_approval_cards(
+    superuser, personas, configs, monkeypatch
+) -> None:
+    used = configs["acme"]
+    _card_sent_through(personas, used, monkeypatch)
+    client = logged_in(superuser)
+
+    assert client.get(url(ChannelConfig, "delete", used.pk)).status_code == 403
+    assert client.post(url(ChannelConfig, "delete", used.pk), {"post": "yes"}).status_code == 403
+    assert url(ChannelConfig, "delete", used.pk) not in page_text(
+        client.get(url(ChannelConfig, "change", used.pk))
+    )
+    bulk = client.post(
+        url(ChannelConfig, "changelist"),
+        {"action": "delete_selected", "_selected_action": [used.pk], "post": "yes"},
+    )
+
+    assert bulk.status_code == 200 and "Cannot delete" in page_text(bulk)
+    assert ChannelConfig.objects.filter(pk=used.pk).exists()
+    assert ConfirmationRequest.objects.filter(channel_config=used).count() == 1
+
+
+def test_a_channel_that_never_carried_a_card_can_still_be_deleted(superuser, configs) -> None:
+    unused = configs["globex"]
+
+    response = logged_in(superuser).post(url(ChannelConfig, "delete", unused.pk), {"post": "yes"})
+
+    assert response.status_code == 302
+    assert not ChannelConfig.objects.filter(pk=unused.pk).exists()
