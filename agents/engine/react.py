@@ -37,6 +37,7 @@ from agents.llm.base import LLMError, LLMProvider, LLMResponse
 from agents.llm.factory import provider_for
 from agents.models import RunStatus, ToolExecution
 from agents.tools.base import Tool, ToolError
+from agents.tools.redaction import redact_credentials
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from hooks import HookContext, SideEffect, SuspendRun
@@ -513,7 +514,8 @@ class ReactEngine:
             result: Any = await tool.run(final_args)
             status = ToolExecution.Status.SUCCEEDED
         except ToolError as exc:
-            result, status = f"Tool error: {exc}", ToolExecution.Status.FAILED
+            # Tools mask the secrets they know; this catches a credential-shaped text any tool let by.
+            result, status = f"Tool error: {redact_credentials(str(exc))}", ToolExecution.Status.FAILED
         except Exception as exc:  # a tool bug must not crash the run; the LLM hears it plainly
             log.exception("tool %s crashed in run %s", name, self.run_id)
             result, status = f"Tool error: {name} failed unexpectedly ({type(exc).__name__}).", "failed"
@@ -615,6 +617,8 @@ class ReactEngine:
     # --- endings ----------------------------------------------------------------------------------
 
     async def _finish(self, status: str, *, output: str = "", error: str = "", stage: str = "") -> str:
+        # A failure's text may quote a model service's or a hook's URL: never with its password.
+        error = redact_credentials(error)
         if status == RunStatus.COMPLETED:
             self.emit(ev.RUN_COMPLETED, {"output": output})
         else:
