@@ -53,7 +53,7 @@ import math
 import sqlite3
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any, Literal
 from urllib.parse import quote
@@ -138,7 +138,7 @@ class _DatabaseTool(Tool, abc.ABC):
             raise ToolError(redact_credentials(str(exc), secrets=self._secrets)) from None
 
     async def _run(self, sql: str, params: Any) -> Any:
-        driver = {"sqlite": _run_sqlite, "postgresql": _run_postgres}.get(self.engine)
+        driver = DRIVERS.get(self.engine)
         if driver is None:
             raise ToolError(
                 f"the connector {self.connector_name!r} has no usable DSN "
@@ -275,33 +275,9 @@ def _run_sqlite(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout: 
 
 def _run_postgres(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout: float) -> Any:
     import psycopg  # imported here: only deployments with database connectors pay for it
-    from psycopg.conninfo import conninfo_to_dict
 
-    if not psycopg.Pipeline.is_supported():
-        raise ToolError("PostgreSQL connectors need libpq 14 or later (psycopg pipeline mode)")
+    connection = postgres_connect(dsn, work=work, timeout=timeout)
     try:
-        own_options = conninfo_to_dict(dsn).get("options") or ""
-    except psycopg.Error as exc:
-        raise ToolError(f"PostgreSQL error: the connector's DSN is not valid: {_pg_message(exc)}") from None
-    # Session defaults, set by the server before the first statement: the statement timeout, and for
-    # reads a session in which every transaction is read-only (a COMMIT sneaked past every other
-    # layer would end the read-only transaction, never the read-only session).
-    session = [f"-c statement_timeout={max(1, int(timeout * 1000))}"]
-    if work == "query":
-        session.append("-c default_transaction_read_only=on")
-    try:
-        connection = psycopg.connect(
-            dsn,
-            connect_timeout=max(1, round(timeout)),
-            autocommit=False,
-            prepare_threshold=None,  # unnamed statements only: fine behind a transaction pooler
-            options=" ".join([str(own_options), *session]).strip(),
-        )
-    except psycopg.Error as exc:
-        raise ToolError(f"PostgreSQL error: could not connect: {_pg_message(exc)}") from None
-    try:
-        # READ ONLY applies to the transaction psycopg begins with the statement below.
-        connection.read_only = work == "query"
         with connection.cursor() as cursor:
             # Pipeline mode sends the statement through the extended query protocol even without
             # params, so the server refuses a text holding several statements instead of running
@@ -321,6 +297,48 @@ def _run_postgres(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout
         raise ToolError(f"PostgreSQL error: {_pg_message(exc)}") from None
     finally:
         connection.close()  # closing without commit rolls back whatever is left
+
+
+def postgres_connect(dsn: str, *, work: Work, timeout: float) -> Any:
+    """A new psycopg connection for one call (the caller closes it), in a transaction not begun yet.
+
+    Both kinds of session carry a ``statement_timeout`` of ``timeout``; a ``query`` session is
+    read-only twice: its transactions begin ``READ ONLY`` and the session's
+    ``default_transaction_read_only`` is on, set by the server at start-up through libpq ``options``
+    (added to the DSN's own), so no statement can end the read-only state for the next transaction.
+    Raises :class:`ToolError` for a DSN psycopg cannot read or a server it cannot reach.
+    """
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    if not psycopg.Pipeline.is_supported():
+        raise ToolError("PostgreSQL connectors need libpq 14 or later (psycopg pipeline mode)")
+    try:
+        own_options = conninfo_to_dict(dsn).get("options") or ""
+    except psycopg.Error as exc:
+        raise ToolError(f"PostgreSQL error: the connector's DSN is not valid: {_pg_message(exc)}") from None
+    session = [f"-c statement_timeout={max(1, int(timeout * 1000))}"]
+    if work == "query":
+        session.append("-c default_transaction_read_only=on")
+    try:
+        connection = psycopg.connect(
+            dsn,
+            connect_timeout=max(1, round(timeout)),
+            autocommit=False,
+            prepare_threshold=None,  # unnamed statements only: fine behind a transaction pooler
+            options=" ".join([str(own_options), *session]).strip(),
+        )
+    except psycopg.Error as exc:
+        raise ToolError(f"PostgreSQL error: could not connect: {_pg_message(exc)}") from None
+    connection.read_only = work == "query"
+    return connection
+
+
+DRIVERS: dict[str, Callable[[str, str, Sequence[Any], Work, float], Any]] = {
+    "sqlite": _run_sqlite,
+    "postgresql": _run_postgres,
+}
+"""``driver(dsn, sql, params, work, timeout)`` by engine: runs one statement as the module says."""
 
 
 def _pg_message(exc: Exception) -> str:
