@@ -55,7 +55,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 from agents.models import Connector
@@ -63,7 +63,12 @@ from agents.tools.base import Tool, ToolError, ToolSpec
 from agents.tools.redaction import dsn_secrets, redact_credentials
 from agents.tools.sql_guard import Dialect, classify_sql, count_statements
 
+if TYPE_CHECKING:
+    import psycopg
+
 MAX_ROWS = 200
+MAX_SQL_CHARS = 20_000
+"""Longer SQL is refused before it is parsed: parsing costs time in proportion to the text."""
 Work = Literal["query", "execute"]
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 SQLITE_PREFIX = "sqlite:///"
@@ -146,8 +151,11 @@ class _DatabaseTool(Tool, abc.ABC):
             )
         if not sql.strip():
             raise ToolError("the SQL is empty")
-        self._check(sql, DIALECTS[self.engine])
+        if len(sql) > MAX_SQL_CHARS:
+            raise ToolError(f"the SQL is longer than {MAX_SQL_CHARS} characters; send a shorter statement")
         values = _positional(params)
+        # In the worker thread too: parsing is CPU work the event loop must not wait on.
+        await asyncio.to_thread(self._check, sql, DIALECTS[self.engine])
         return await asyncio.to_thread(driver, self._dsn, sql, values, self.work, self.timeout)
 
 
@@ -299,7 +307,7 @@ def _run_postgres(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout
         connection.close()  # closing without commit rolls back whatever is left
 
 
-def postgres_connect(dsn: str, *, work: Work, timeout: float) -> Any:
+def postgres_connect(dsn: str, *, work: Work, timeout: float) -> psycopg.Connection[Any]:
     """A new psycopg connection for one call (the caller closes it), in a transaction not begun yet.
 
     Both kinds of session carry a ``statement_timeout`` of ``timeout``; a ``query`` session is

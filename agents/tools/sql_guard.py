@@ -111,6 +111,8 @@ def classify_sql(sql: str, *, dialect: Dialect) -> Verdict:
         parsed = _statements(sql, dialect)
     except SqlglotError as exc:
         return Verdict(statements=None, write=f"SQL that could not be parsed ({_parse_reason(exc)})")
+    except RecursionError:  # the parser recurses per nesting level: 5,000 parentheses defeat it
+        return Verdict(statements=None, write="SQL nested too deeply to be parsed")
     if not parsed:
         return Verdict(statements=0, write="no statement")
     if len(parsed) > 1:
@@ -122,7 +124,7 @@ def count_statements(sql: str, *, dialect: Dialect) -> int | None:
     """How many statements ``sql`` holds, ``None`` when the parser cannot read it."""
     try:
         return len(_statements(sql, dialect))
-    except SqlglotError:
+    except (SqlglotError, RecursionError):
         return None
 
 

@@ -19,10 +19,11 @@ from urllib.parse import quote
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.core.exceptions import ValidationError
 
 from agents import events as ev
 from agents.engine.runner import run_execute
-from agents.models import Run, RunEvent, RunMessage, RunStatus, ToolExecution
+from agents.models import Connector, Run, RunEvent, RunMessage, RunStatus, ToolExecution
 from agents.services import run_start
 from agents.tools.base import Tool, ToolError
 from agents.tools.database import DRIVERS, database_tools, postgres_connect
@@ -185,6 +186,16 @@ def test_it_refuses_every_disguised_write_in_sql_query_and_the_table_is_unchange
         call(ledger.query(personas), {"sql": sql})
     assert str(refused.value).endswith("changes go through ledger__sql_execute"), str(refused.value)
     assert ledger.snapshot() == before
+
+
+def test_it_refuses_sql_too_deep_or_too_long_to_parse_without_crashing(
+    ledger: Ledger, personas: Personas
+) -> None:
+    query = ledger.query(personas)
+    with pytest.raises(ToolError, match=r"\(got SQL nested too deeply to be parsed\)"):
+        call(query, {"sql": "SELECT " + "(" * 5000 + "1" + ")" * 5000})
+    with pytest.raises(ToolError, match=r"^the SQL is longer than 20000 characters"):
+        call(query, {"sql": "SELECT 1 AS x" + " " * 20_000})
 
 
 STACKED = {
@@ -488,3 +499,15 @@ def test_a_run_never_shows_a_connectors_password_anywhere(personas: Personas, mo
     )
     assert "PostgreSQL error" in run.output, "the model did read the (masked) error"
     assert SECRET not in recorded
+
+
+def test_it_refuses_a_connector_whose_read_dsn_is_not_a_string(personas: Personas) -> None:
+    connector = Connector(
+        organization=personas.org,
+        slug="ledger",
+        name="Ledger",
+        kind=Connector.Kind.DATABASE,
+        secrets={"dsn": "sqlite:///ledger.sqlite3", "read_dsn": {"user": "reader"}},
+    )
+    with pytest.raises(ValidationError, match="read_dsn must be a DSN string"):
+        connector.full_clean()
