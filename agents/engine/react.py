@@ -146,7 +146,8 @@ class ReactEngine:
                     "tool_call_id": tool_call_id,
                     "hook": effect.hook,
                     "point": point,
-                    "message": effect.message,
+                    # A failing hook's message quotes its exception, which may quote a URL.
+                    "message": redact_credentials(effect.message),
                     "failure": effect.failure,
                 },
             )
@@ -476,12 +477,13 @@ class ReactEngine:
         if pre.suspended:
             raise Suspended(call, pre.suspension)
         if not pre.allow:
+            error = redact_credentials(pre.error or "Blocked.")
             self.emit(
                 ev.TOOL_BLOCKED,
-                {"tool_call_id": call_id, "tool": name, "blocked_by": pre.blocked_by, "error": pre.error},
+                {"tool_call_id": call_id, "tool": name, "blocked_by": pre.blocked_by, "error": error},
             )
             await self.commit()
-            return pre.error or "Blocked."
+            return error
         final_args = pre.tool_args
         digest = store.args_sha256(final_args)
         mismatch = self.approval_mismatch(ctx, digest)

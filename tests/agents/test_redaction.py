@@ -16,7 +16,9 @@ from agents.models import Run, RunEvent, RunStatus, ToolExecution
 from agents.services import run_start
 from agents.tools.base import Tool, ToolError, ToolSpec
 from agents.tools.redaction import dsn_secrets, redact_credentials
-from tests.agents.engine_kit import events_of
+from hooks import HookContext, HookResult, PreToolUseHook
+from hooks.catalog import register_hook
+from tests.agents.engine_kit import RecordingTool, events_of
 from tests.personas import Personas, make_agent, scripted
 
 SECRET = "hunter22"
@@ -139,4 +141,61 @@ def test_the_engine_masks_a_credential_in_a_run_failure(personas: Personas, monk
     assert run.error == "the agent's model is misconfigured: cannot reach https://bot:***@llm.example/v1"
     [failed] = events_of(run, ev.RUN_FAILED)
     assert failed["error"] == run.error
+    assert SECRET not in recorded(run)
+
+
+class CarelessPolicyHook(PreToolUseHook):
+    """A hook whose refusal quotes a policy service's URL, credentials included."""
+
+    name = "test_careless_policy"
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        return HookResult(allow=False, error=f"refused by https://policy:{SECRET}@policy.example/check")
+
+
+class CrashingPolicyHook(PreToolUseHook):
+    """A hook that crashes with its service's DSN in the exception text."""
+
+    name = "test_crashing_policy"
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        raise RuntimeError(f"could not reach postgres://policy:{SECRET}@db/policies")
+
+
+register_hook(CarelessPolicyHook)
+register_hook(CrashingPolicyHook)
+
+
+@pytest.mark.parametrize("hook", ["test_careless_policy", "test_crashing_policy"])
+def test_the_engine_masks_a_credential_in_a_hooks_refusal_or_crash(
+    personas: Personas, monkeypatch: Any, hook: str
+) -> None:
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
+    agent = make_agent(
+        personas.org,
+        personas.operator,
+        model_config_json=scripted(
+            {"tool_calls": [{"name": "oa__lookup", "arguments": {}}]},
+            {"content": "Heard: {last}"},
+            hooks=[hook],
+        ),
+    )
+    lookup = RecordingTool("oa__lookup")
+    run = run_start(agent=agent, user=personas.member, input="look it up")
+
+    assert async_to_sync(run_execute)(run.pk, tools_factory=lambda agent: {"oa__lookup": lookup}) == (
+        RunStatus.COMPLETED
+    )
+
+    assert lookup.calls == []
+    [blocked] = events_of(run, ev.TOOL_BLOCKED)
+    assert blocked["blocked_by"] == hook
+    if hook == "test_careless_policy":
+        assert blocked["error"] == "refused by https://policy:***@policy.example/check"
+    else:
+        [crash] = [e for e in events_of(run, ev.HOOK_SIDE_EFFECT) if e["failure"]]
+        assert (
+            crash["message"]
+            == "hook test_crashing_policy raised RuntimeError: could not reach postgres://policy:***@db/policies"
+        )
     assert SECRET not in recorded(run)
