@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -263,6 +264,22 @@ def test_a_read_runs_in_a_read_only_transaction_of_a_read_only_session(
     )
     result = call(pg_ledger.tools(personas, timeout_seconds=4.0)["ledger__sql_query"], {"sql": sql})
     assert result["rows"] == [{"tx": "on", "session": "on", "timeout": "4s"}]
+
+
+@pytest.mark.postgres
+def test_a_postgres_statement_running_past_the_connectors_timeout_is_cancelled(
+    pg_ledger: Ledger, personas: Personas
+) -> None:
+    tools = pg_ledger.tools(personas, timeout_seconds=0.5)
+    began = time.monotonic()
+    for tool, sql in [
+        (tools["ledger__sql_query"], "SELECT pg_sleep(5) AS slept"),
+        (tools["ledger__sql_execute"], "UPDATE purchases SET status = 'void' WHERE pg_sleep(5) IS NOT NULL"),
+    ]:
+        with pytest.raises(ToolError, match="canceling statement due to statement timeout"):
+            call(tool, {"sql": sql})
+    assert time.monotonic() - began < 4
+    assert pg_ledger.snapshot()[0] == PURCHASES
 
 
 def test_sql_query_connects_with_the_read_dsn_when_the_connector_has_one(
