@@ -369,7 +369,10 @@ def _connector_formfield(db_field: Field, **kwargs: Any) -> forms.Field | None:
 
 
 class ConnectorAdminForm(WriteOnlySecretsForm):
-    secrets_example = '{"headers": {"Authorization": "Bearer …"}} or {"dsn": "postgres://…"}'
+    secrets_example = (
+        '{"headers": {"Authorization": "Bearer …"}} or '
+        '{"dsn": "postgres://app:…@db/shop", "read_dsn": "postgres://reader:…@db/shop"}'
+    )
 
     class Meta:
         model = Connector

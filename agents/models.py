@@ -90,7 +90,11 @@ class Connector(models.Model):
     secrets = EncryptedJSONField(
         null=True,
         blank=True,
-        help_text="Encrypted at rest. HTTP: {'headers': {...}}; database: {'dsn': 'postgres://…'}.",
+        help_text=(
+            "Encrypted at rest. HTTP: {'headers': {...}}; database: {'dsn': 'postgres://…'} plus, "
+            "recommended, {'read_dsn': 'postgres://reader@…'}: a role that may only read, used by "
+            "the read tool (sql_query) instead of dsn."
+        ),
     )
     timeout_seconds = models.FloatField(default=15.0)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -132,6 +136,9 @@ class Connector(models.Model):
             raise ValidationError({"base_url": "an HTTP connector needs a base URL"})
         if self.kind == self.Kind.DATABASE and not (self.secrets or {}).get("dsn"):
             raise ValidationError({"secrets": "a database connector needs {'dsn': …} in its secrets"})
+        read_dsn = (self.secrets or {}).get("read_dsn")
+        if self.kind == self.Kind.DATABASE and read_dsn is not None and not isinstance(read_dsn, str):
+            raise ValidationError({"secrets": "read_dsn must be a DSN string, like dsn"})
 
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})

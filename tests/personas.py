@@ -75,6 +75,22 @@ def make_http_connector(org: Organization, base_url: str, *, slug: str = "oa", *
     )
 
 
+def make_database_connector(
+    org: Organization, dsn: str, *, slug: str = "ledger", read_dsn: str | None = None, **fields: Any
+) -> Connector:
+    """A database connector, read back so its secrets come out of the encrypted field."""
+    secrets = {"dsn": dsn} if read_dsn is None else {"dsn": dsn, "read_dsn": read_dsn}
+    connector = Connector.objects.create(
+        organization=org,
+        slug=slug,
+        name=slug.title(),
+        kind=Connector.Kind.DATABASE,
+        secrets=secrets,
+        **fields,
+    )
+    return Connector.objects.get(pk=connector.pk)
+
+
 def make_action(connector: Connector, name: str, *, method: str = "GET", path: str = "", **fields: Any):
     fields.setdefault("parameters_schema", {"type": "object", "properties": {}})
     return ConnectorAction.objects.create(

@@ -37,6 +37,7 @@ from agents.llm.base import LLMError, LLMProvider, LLMResponse
 from agents.llm.factory import provider_for
 from agents.models import RunStatus, ToolExecution
 from agents.tools.base import Tool, ToolError
+from agents.tools.redaction import redact_credentials
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from hooks import HookContext, SideEffect, SuspendRun
@@ -145,7 +146,8 @@ class ReactEngine:
                     "tool_call_id": tool_call_id,
                     "hook": effect.hook,
                     "point": point,
-                    "message": effect.message,
+                    # A failing hook's message quotes its exception, which may quote a URL.
+                    "message": redact_credentials(effect.message),
                     "failure": effect.failure,
                 },
             )
@@ -479,12 +481,13 @@ class ReactEngine:
         if pre.suspended:
             raise Suspended(call, pre.suspension)
         if not pre.allow:
+            error = redact_credentials(pre.error or "Blocked.")
             self.emit(
                 ev.TOOL_BLOCKED,
-                {"tool_call_id": call_id, "tool": name, "blocked_by": pre.blocked_by, "error": pre.error},
+                {"tool_call_id": call_id, "tool": name, "blocked_by": pre.blocked_by, "error": error},
             )
             await self.commit()
-            return pre.error or "Blocked."
+            return error
         final_args = pre.tool_args
         digest = store.args_sha256(final_args)
         mismatch = self.approval_mismatch(ctx, digest)
@@ -517,7 +520,8 @@ class ReactEngine:
             result: Any = await tool.run(final_args)
             status = ToolExecution.Status.SUCCEEDED
         except ToolError as exc:
-            result, status = f"Tool error: {exc}", ToolExecution.Status.FAILED
+            # Tools mask the secrets they know; this catches a credential-shaped text any tool let by.
+            result, status = f"Tool error: {redact_credentials(str(exc))}", ToolExecution.Status.FAILED
         except Exception as exc:  # a tool bug must not crash the run; the LLM hears it plainly
             log.exception("tool %s crashed in run %s", name, self.run_id)
             result, status = f"Tool error: {name} failed unexpectedly ({type(exc).__name__}).", "failed"
@@ -619,6 +623,8 @@ class ReactEngine:
     # --- endings ----------------------------------------------------------------------------------
 
     async def _finish(self, status: str, *, output: str = "", error: str = "", stage: str = "") -> str:
+        # A failure's text may quote a model service's or a hook's URL: never with its password.
+        error = redact_credentials(error)
         if status == RunStatus.COMPLETED:
             self.emit(ev.RUN_COMPLETED, {"output": output})
         else:

@@ -1,24 +1,47 @@
 """Database connectors as tools: ``<slug>__sql_query`` (read) and ``<slug>__sql_execute`` (write).
 
-The connector's ``secrets["dsn"]`` names the database: ``postgres://…`` / ``postgresql://…``
-(psycopg 3) or ``sqlite:///path`` (the standard library; ``sqlite:////abs/path`` for an absolute
-path, as in ``DATABASE_URL``). Both drivers are synchronous and run in ``asyncio.to_thread`` with a
-connection per call, so a tool can run in any event loop and holds no connection between calls.
+The connector's encrypted ``secrets`` name the database::
+
+    {"dsn": "postgres://app:…@db/shop", "read_dsn": "postgres://reader:…@db/shop"}
+
+``dsn`` is ``postgres://…`` / ``postgresql://…`` (psycopg 3) or ``sqlite:///path`` (the standard
+library; ``sqlite:////abs/path`` for an absolute path, as in ``DATABASE_URL``). The optional
+``read_dsn`` is what ``sql_query`` connects with: point it at a role that may only read (``GRANT
+SELECT`` and nothing else), so that the database itself, not only this module, stands between the
+model and a write. Without it ``sql_query`` uses ``dsn``. Both drivers are synchronous and run in
+``asyncio.to_thread`` with a connection per call, so a tool can run in any event loop and holds no
+connection between calls.
 
 Contracts:
 
-* ``sql_query`` runs exactly one SELECT or WITH statement inside a read-only transaction
-  (PostgreSQL ``READ ONLY``; SQLite opened with ``mode=ro``), so a write hidden in a CTE or a
-  side-effecting function is refused by the database itself, not only by the keyword check.
+* ``sql_query`` runs exactly one read statement. Layers, each enough on its own for the payloads
+  it is meant for:
+
+  1. the text is parsed (sqlglot, in the database's dialect, :mod:`agents.tools.sql_guard`): one
+     ``SELECT`` / set operation with no write anywhere in its tree, or it is refused, naming
+     ``sql_execute``; text the parser cannot read is refused the same way;
+  2. exactly one statement reaches the server whatever the text holds: PostgreSQL through the
+     extended query protocol (psycopg's pipeline mode: the server itself refuses "multiple
+     commands"), SQLite through ``execute``, which refuses a second statement;
+  3. the statement runs in a read-only transaction that cannot be ended from inside: PostgreSQL
+     ``BEGIN READ ONLY`` on a session opened with ``default_transaction_read_only=on`` (libpq
+     ``options``), so even a smuggled ``COMMIT`` would leave the next transaction read-only;
+     SQLite opened with ``mode=ro`` and ``PRAGMA query_only``;
+  4. ``read_dsn``'s role, when the operator configured one.
+
   It returns ``{"columns": [...], "rows": [{column: value}, ...], "truncated": bool}`` with at most
   :data:`MAX_ROWS` rows; values are made JSON-safe (dates in ISO 8601, decimals as numbers when
   exact, else strings, bytes in hex).
-* ``sql_execute`` runs exactly one statement and commits it; it returns ``{"rowcount": n}``
-  (``None`` when the database does not count rows, e.g. for DDL). It is a write that always
-  requires confirmation.
-* ``params`` are positional: ``?`` placeholders for SQLite, ``%s`` for PostgreSQL.
+* ``sql_execute`` runs exactly one statement (the text must not hold two, and the drivers send one)
+  and commits it; it returns ``{"rowcount": n}`` (``None`` when the database does not count rows,
+  e.g. for DDL). It is a write: it always requires confirmation and is blocked in a read-only
+  organisation.
+* ``params`` are positional: ``?`` placeholders for SQLite, ``%s`` for PostgreSQL (where a literal
+  ``%`` must then be written ``%%``, as psycopg expects; without params the SQL is sent as written).
 * A refused statement, an SQL error, an unusable DSN or the connector's timeout raise
-  :class:`ToolError` carrying the database's own message.
+  :class:`ToolError` carrying the database's own message, with every credential masked
+  (:mod:`agents.tools.redaction`): no password, DSN or database path ever reaches the model, the run's
+  events or the audit trail.
 """
 
 from __future__ import annotations
@@ -30,19 +53,26 @@ import math
 import sqlite3
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote
 
 from agents.models import Connector
 from agents.tools.base import Tool, ToolError, ToolSpec
+from agents.tools.redaction import dsn_secrets, redact_credentials
+from agents.tools.sql_guard import Dialect, classify_sql, count_statements
+
+if TYPE_CHECKING:
+    import psycopg
 
 MAX_ROWS = 200
+MAX_SQL_CHARS = 20_000
+"""Longer SQL is refused before it is parsed: parsing costs time in proportion to the text."""
 Work = Literal["query", "execute"]
-READ_KEYWORDS = frozenset({"select", "with"})
 POSTGRES_SCHEMES = ("postgres://", "postgresql://")
 SQLITE_PREFIX = "sqlite:///"
+DIALECTS: dict[str, Dialect] = {"postgresql": "postgres", "sqlite": "sqlite"}
 
 
 def database_tools(connector: Connector) -> list[Tool]:
@@ -66,13 +96,23 @@ def _parameters_schema(placeholder: str) -> dict[str, Any]:
     }
 
 
+def _secret_text(secrets: dict[str, Any], key: str) -> str:
+    value = secrets.get(key)
+    return value if isinstance(value, str) else ""
+
+
 class _DatabaseTool(Tool, abc.ABC):
     suffix: str
+    work: Work
 
     def __init__(self, *, connector: Connector) -> None:
         secrets = connector.secrets if isinstance(connector.secrets, dict) else {}
         # Copied at build time: run() must not touch the ORM (it runs in an event loop).
-        self._dsn = str(secrets.get("dsn") or "")
+        self._dsn = self._dsn_of(secrets)
+        # Every DSN of the connector, so that an error from either never shows a password.
+        self._secrets = [
+            secret for key in ("dsn", "read_dsn") for secret in dsn_secrets(_secret_text(secrets, key))
+        ]
         self.timeout = float(connector.timeout_seconds)
         self.engine = _engine_of(self._dsn)
         self.connector_name = connector.name
@@ -83,52 +123,79 @@ class _DatabaseTool(Tool, abc.ABC):
         # The DSN may carry a password: never in a repr.
         return f"<{type(self).__name__} {self.name} ({self.engine or 'unknown engine'})>"
 
+    @staticmethod
+    def _dsn_of(secrets: dict[str, Any]) -> str:
+        return _secret_text(secrets, "dsn")
+
     @abc.abstractmethod
     def _spec(self, name: str, connector: Connector, placeholder: str) -> ToolSpec: ...
 
-    async def _call(self, sql: str, params: Any, work: Work) -> Any:
-        statement = _single_statement(sql)
-        values = _positional(params)
-        driver = {"sqlite": _run_sqlite, "postgresql": _run_postgres}.get(self.engine)
+    @abc.abstractmethod
+    def _check(self, sql: str, dialect: Dialect) -> None:
+        """Raise :class:`ToolError` when ``sql`` may not run through this tool."""
+
+    async def run(self, args: dict[str, Any]) -> Any:
+        try:
+            return await self._run(str(args.get("sql") or ""), args.get("params"))
+        except ToolError as exc:
+            # The drivers' messages may quote the DSN (a malformed one verbatim): mask it here,
+            # once, whatever raised.
+            raise ToolError(redact_credentials(str(exc), secrets=self._secrets)) from None
+
+    async def _run(self, sql: str, params: Any) -> Any:
+        driver = DRIVERS.get(self.engine)
         if driver is None:
             raise ToolError(
                 f"the connector {self.connector_name!r} has no usable DSN "
                 "(expected postgres://… or sqlite:///path in its secrets)"
             )
-        return await asyncio.to_thread(driver, self._dsn, statement, values, work, self.timeout)
+        if not sql.strip():
+            raise ToolError("the SQL is empty")
+        if len(sql) > MAX_SQL_CHARS:
+            raise ToolError(f"the SQL is longer than {MAX_SQL_CHARS} characters; send a shorter statement")
+        values = _positional(params)
+        # In the worker thread too: parsing is CPU work the event loop must not wait on.
+        await asyncio.to_thread(self._check, sql, DIALECTS[self.engine])
+        return await asyncio.to_thread(driver, self._dsn, sql, values, self.work, self.timeout)
 
 
 class SqlQueryTool(_DatabaseTool):
     suffix = "sql_query"
+    work: Work = "query"
+
+    @staticmethod
+    def _dsn_of(secrets: dict[str, Any]) -> str:
+        return _secret_text(secrets, "read_dsn") or _secret_text(secrets, "dsn")
 
     def _spec(self, name: str, connector: Connector, placeholder: str) -> ToolSpec:
         return ToolSpec(
             name=name,
             description=(
-                f"Read from the {connector.name} database ({self.engine or 'SQL'}): one SELECT or WITH "
-                f"statement, run read-only; returns at most {MAX_ROWS} rows as objects. "
-                f"Use {placeholder} placeholders with params for values."
+                f"Read from the {connector.name} database ({self.engine or 'SQL'}): one SELECT "
+                f"(WITH, UNION … allowed) statement, run read-only; returns at most {MAX_ROWS} rows "
+                f"as objects. Use {placeholder} placeholders with params for values."
             ),
             parameters=_parameters_schema(placeholder),
             requires_confirmation=False,
             is_write=False,
         )
 
-    async def run(self, args: dict[str, Any]) -> Any:
-        sql = str(args.get("sql") or "")
-        keyword = _first_keyword(sql)
-        if keyword not in READ_KEYWORDS:
-            got = keyword.upper() or "nothing"
-            writer = self.name.removesuffix("sql_query") + "sql_execute"
-            raise ToolError(
-                f"{self.name} only runs a single SELECT or WITH statement (got {got}); "
-                f"changes go through {writer}"
-            )
-        return await self._call(sql, args.get("params"), "query")
+    def _check(self, sql: str, dialect: Dialect) -> None:
+        verdict = classify_sql(sql, dialect=dialect)
+        if verdict.is_read:
+            return
+        if verdict.statements == 0:
+            raise ToolError("the SQL holds no statement")
+        writer = self.name.removesuffix("sql_query") + "sql_execute"
+        raise ToolError(
+            f"{self.name} only runs a single SELECT statement, read-only (got {verdict.write}); "
+            f"changes go through {writer}"
+        )
 
 
 class SqlExecuteTool(_DatabaseTool):
     suffix = "sql_execute"
+    work: Work = "execute"
 
     def _spec(self, name: str, connector: Connector, placeholder: str) -> ToolSpec:
         return ToolSpec(
@@ -143,11 +210,17 @@ class SqlExecuteTool(_DatabaseTool):
             is_write=True,
         )
 
-    async def run(self, args: dict[str, Any]) -> Any:
-        return await self._call(str(args.get("sql") or ""), args.get("params"), "execute")
+    def _check(self, sql: str, dialect: Dialect) -> None:
+        # Text the parser cannot read may still be one statement of the database's dialect: it is
+        # sent (a person approved it), and the driver refuses it if it holds more than one.
+        statements = count_statements(sql, dialect=dialect)
+        if statements == 0:
+            raise ToolError("the SQL holds no statement")
+        if statements is not None and statements > 1:
+            raise ToolError(f"send one SQL statement at a time (got {statements})")
 
 
-# --- statement checks -----------------------------------------------------------------------------
+# --- arguments ------------------------------------------------------------------------------------
 
 
 def _engine_of(dsn: str) -> str:
@@ -156,80 +229,6 @@ def _engine_of(dsn: str) -> str:
     if dsn.startswith(SQLITE_PREFIX) and len(dsn) > len(SQLITE_PREFIX):
         return "sqlite"
     return ""
-
-
-def _code_spans(sql: str) -> list[str]:
-    """``sql`` split at top-level semicolons, with comments removed and literals kept intact.
-
-    Knows '…' strings (with ''), "…" identifiers, -- and /* */ comments and PostgreSQL $tag$
-    strings: enough to tell one statement from two, which is all it is used for.
-    """
-    statements: list[str] = []
-    current: list[str] = []
-    i, n = 0, len(sql)
-    while i < n:
-        char = sql[i]
-        if char in "'\"":
-            end = i + 1
-            while end < n:
-                if sql[end] == char:
-                    if end + 1 < n and sql[end + 1] == char:  # doubled quote inside the literal
-                        end += 2
-                        continue
-                    break
-                end += 1
-            current.append(sql[i : end + 1])
-            i = end + 1
-        elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end
-            current.append(" ")
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-            current.append(" ")
-        elif char == "$" and (tag_end := sql.find("$", i + 1)) > 0 and sql[i + 1 : tag_end].isidentifier():
-            tag = sql[i : tag_end + 1]
-            end = sql.find(tag, tag_end + 1)
-            stop = n if end < 0 else end + len(tag)
-            current.append(sql[i:stop])
-            i = stop
-        elif char == "$" and sql.startswith("$$", i):
-            end = sql.find("$$", i + 2)
-            stop = n if end < 0 else end + 2
-            current.append(sql[i:stop])
-            i = stop
-        elif char == ";":
-            statements.append("".join(current))
-            current = []
-            i += 1
-        else:
-            current.append(char)
-            i += 1
-    statements.append("".join(current))
-    return [statement for statement in statements if statement.strip()]
-
-
-def _single_statement(sql: str) -> str:
-    statements = _code_spans(sql)
-    if not statements:
-        raise ToolError("the SQL is empty")
-    if len(statements) > 1:
-        raise ToolError(f"send one SQL statement at a time (got {len(statements)})")
-    return statements[0].strip()
-
-
-def _first_keyword(sql: str) -> str:
-    statements = _code_spans(sql)
-    if not statements:
-        return ""
-    text = statements[0].lstrip(" \t\r\n(")
-    word = []
-    for char in text:
-        if not (char.isalnum() or char == "_"):
-            break
-        word.append(char)
-    return "".join(word).lower()
 
 
 def _positional(params: Any) -> tuple[Any, ...]:
@@ -256,10 +255,15 @@ def _run_sqlite(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout: 
     try:
         connection = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level="DEFERRED")
     except sqlite3.Error as exc:
-        raise ToolError(f"SQLite error: {exc} ({path})") from None
+        # Not the path: where the server keeps its files is nobody's business but the operator's.
+        raise ToolError(f"SQLite error: {exc} (check the connector's DSN)") from None
     try:
+        if work == "query":
+            # Also covers databases a statement might attach: mode=ro holds for the main one only.
+            connection.execute("PRAGMA query_only = ON")
         # Interrupts a statement still running at the deadline (SQLite has no statement timeout).
         connection.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+        # execute() runs one statement and refuses text holding a second one.
         cursor = connection.execute(sql, params)
         if work == "query":
             result = _rows_result(cursor.description, cursor.fetchmany(MAX_ROWS + 1))
@@ -280,18 +284,14 @@ def _run_sqlite(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout: 
 def _run_postgres(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout: float) -> Any:
     import psycopg  # imported here: only deployments with database connectors pay for it
 
+    connection = postgres_connect(dsn, work=work, timeout=timeout)
     try:
-        connection = psycopg.connect(dsn, connect_timeout=max(1, round(timeout)), autocommit=False)
-    except psycopg.Error as exc:
-        raise ToolError(f"PostgreSQL error: could not connect: {_pg_message(exc)}") from None
-    try:
-        # READ ONLY applies to the transaction psycopg begins with the first statement below.
-        connection.read_only = work == "query"
         with connection.cursor() as cursor:
-            # Local to this transaction, so the server cancels a statement over the budget.
-            cursor.execute("SELECT set_config('statement_timeout', %s, true)", (f"{int(timeout * 1000)}ms",))
-            # None rather than () without params: psycopg then leaves a literal % alone.
-            cursor.execute(sql, params or None)
+            # Pipeline mode sends the statement through the extended query protocol even without
+            # params, so the server refuses a text holding several statements instead of running
+            # them in turn. None rather than () without params: psycopg then leaves a literal % alone.
+            with connection.pipeline():
+                cursor.execute(sql, params or None)
             if work == "query":
                 if cursor.description is None:
                     raise ToolError("the statement returned no rows to read")
@@ -305,6 +305,48 @@ def _run_postgres(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout
         raise ToolError(f"PostgreSQL error: {_pg_message(exc)}") from None
     finally:
         connection.close()  # closing without commit rolls back whatever is left
+
+
+def postgres_connect(dsn: str, *, work: Work, timeout: float) -> psycopg.Connection[Any]:
+    """A new psycopg connection for one call (the caller closes it), in a transaction not begun yet.
+
+    Both kinds of session carry a ``statement_timeout`` of ``timeout``; a ``query`` session is
+    read-only twice: its transactions begin ``READ ONLY`` and the session's
+    ``default_transaction_read_only`` is on, set by the server at start-up through libpq ``options``
+    (added to the DSN's own), so no statement can end the read-only state for the next transaction.
+    Raises :class:`ToolError` for a DSN psycopg cannot read or a server it cannot reach.
+    """
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    if not psycopg.Pipeline.is_supported():
+        raise ToolError("PostgreSQL connectors need libpq 14 or later (psycopg pipeline mode)")
+    try:
+        own_options = conninfo_to_dict(dsn).get("options") or ""
+    except psycopg.Error as exc:
+        raise ToolError(f"PostgreSQL error: the connector's DSN is not valid: {_pg_message(exc)}") from None
+    session = [f"-c statement_timeout={max(1, int(timeout * 1000))}"]
+    if work == "query":
+        session.append("-c default_transaction_read_only=on")
+    try:
+        connection = psycopg.connect(
+            dsn,
+            connect_timeout=max(1, round(timeout)),
+            autocommit=False,
+            prepare_threshold=None,  # unnamed statements only: fine behind a transaction pooler
+            options=" ".join([str(own_options), *session]).strip(),
+        )
+    except psycopg.Error as exc:
+        raise ToolError(f"PostgreSQL error: could not connect: {_pg_message(exc)}") from None
+    connection.read_only = work == "query"
+    return connection
+
+
+DRIVERS: dict[str, Callable[[str, str, Sequence[Any], Work, float], Any]] = {
+    "sqlite": _run_sqlite,
+    "postgresql": _run_postgres,
+}
+"""``driver(dsn, sql, params, work, timeout)`` by engine: runs one statement as the module says."""
 
 
 def _pg_message(exc: Exception) -> str:

@@ -17,7 +17,9 @@ Contract of :meth:`HttpActionTool.run`:
   :data:`MAX_TEXT_CHARS`; an empty body returns ``{"status": <code>}``.
 * Anything else — a non-2xx answer, a timeout, a refused connection, a malformed URL — raises a
   :class:`ToolError` whose text is the observation the model reads; ``run`` never raises
-  anything else for a network failure.
+  anything else for a network failure. That text never holds a credential: the secret header
+  values (a service echoing them in its error body included) and the password of a base URL's
+  ``user:pass@`` are masked (:mod:`agents.tools.redaction`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import httpx
 
 from agents.models import Connector, ConnectorAction
 from agents.tools.base import Tool, ToolError, ToolSpec
+from agents.tools.redaction import dsn_secrets, redact_credentials
 from agents.tools.schema import EMPTY_OBJECT_SCHEMA
 
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -72,12 +75,19 @@ class HttpActionTool(Tool):
         self.base_url = connector.base_url
         self.timeout = float(connector.timeout_seconds)
         self._headers = _secret_headers(connector.secrets)
+        self._secrets = [*_header_secrets(self._headers), *dsn_secrets(self.base_url, whole=False)]
 
     def __repr__(self) -> str:
-        # Deliberately without the headers: they hold credentials and reprs end up in logs.
-        return f"<HttpActionTool {self.name} {self.method} {self.base_url}>"
+        # Deliberately without the headers and the base URL's password: reprs end up in logs.
+        return f"<HttpActionTool {self.name} {self.method} {redact_credentials(self.base_url)}>"
 
     async def run(self, args: dict[str, Any]) -> Any:
+        try:
+            return await self._call(args)
+        except ToolError as exc:
+            raise ToolError(redact_credentials(str(exc), secrets=self._secrets)) from None
+
+    async def _call(self, args: dict[str, Any]) -> Any:
         path, rest = self._fill_path(args)
         url = _join_url(self.base_url, path)
         _check_under_base(url, self.base_url, where=f"{self.method} {path or '/'}")
@@ -213,6 +223,18 @@ def _raw_path(url: httpx.URL) -> str:
 
 def _port(url: httpx.URL) -> int | None:
     return url.port if url.port is not None else _DEFAULT_PORTS.get(url.scheme)
+
+
+def _header_secrets(headers: dict[str, str]) -> list[str]:
+    """Each header value, and the credential of an ``<scheme> <credential>`` value on its own
+    (a service may echo just the token of ``Bearer <token>``)."""
+    found: list[str] = []
+    for value in headers.values():
+        found.append(value)
+        scheme, _, credential = value.partition(" ")
+        if scheme and credential.strip():
+            found.append(credential.strip())
+    return found
 
 
 def _join_url(base_url: str, path: str) -> str:
