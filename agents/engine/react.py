@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import logging
 import time
 from collections import deque
@@ -31,7 +30,7 @@ from django.utils import timezone
 from agents import events as ev
 from agents.checks import hooks_declaration
 from agents.consumers import run_group
-from agents.engine import store
+from agents.engine import jsonsafe, store
 from agents.engine.db import db
 from agents.llm.base import LLMError, LLMProvider, LLMResponse
 from agents.llm.factory import provider_for
@@ -61,7 +60,8 @@ UNKNOWN_OUTCOME = (
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    """What the LLM reads for a value: storable text, whatever the value holds."""
+    return jsonsafe.text(value)
 
 
 def system_hooks() -> list[Any]:
@@ -518,7 +518,10 @@ class ReactEngine:
             log.exception("tool %s crashed in run %s", name, self.run_id)
             result, status = f"Tool error: {name} failed unexpectedly ({type(exc).__name__}).", "failed"
         duration = (time.perf_counter() - started) * 1000
-        stored = result if _json_safe(result) else _text(result)
+        # Whatever the tool returned, its outcome can be stored (and read back): unstorable parts
+        # (huge integers, NaN, NUL, lone surrogates, too deep nesting) become placeholders, so
+        # the execution always ends recorded and the run goes on. Hooks see what is stored.
+        stored = jsonsafe.storable(result)
         # The outcome is stored with the observation, after the (time-bounded) PostToolUse hooks:
         # one write instead of two. A crash in between reports the call as "outcome unknown".
         return await self._post(
@@ -672,11 +675,3 @@ class ReactEngine:
 
             dispatch_resume(self.run_id, reason="the awaited answer arrived while the run was parking")
         return RunStatus.AWAITING_APPROVAL
-
-
-def _json_safe(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from agents.engine import jsonsafe
 from agents.models import Run, RunEvent, RunMessage, RunStatus, ToolExecution
 
 T = TypeVar("T")
@@ -31,7 +32,9 @@ class LeaseLost(Exception):
 def args_sha256(args: Any) -> str:
     """SHA-256 of the canonical JSON of tool arguments (sorted keys, no spaces, UTF-8)."""
     canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    # surrogatepass: a lone surrogate (valid in JSON text from an LLM) hashes instead of crashing;
+    # any other string hashes exactly as plain UTF-8.
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def lease_deadline() -> dt.datetime:
@@ -186,7 +189,7 @@ def execution_finish(
         ToolExecution._meta.db_table,
         "status = %s, result = {json}, duration_ms = %s, finished_at = %s",
         "run_id = %s AND tool_call_id = %s AND status = %s",
-        [status, json.dumps(result), duration_ms, timezone.now(), run_id, tool_call_id, "started"],
+        [status, jsonsafe.dumps(result), duration_ms, timezone.now(), run_id, tool_call_id, "started"],
     )
 
 
@@ -196,7 +199,7 @@ def _insert_plain(rows: Rows) -> None:
     marks = ", ".join(_json_placeholder() if c in rows.json_columns else "%s" for c in rows.columns)
     json_at = [c in rows.json_columns for c in rows.columns]
     params = [
-        json.dumps(v) if is_json else adapt(v) if isinstance(v, dt.datetime) else v
+        jsonsafe.dumps(v) if is_json else _plain(adapt(v) if isinstance(v, dt.datetime) else v)
         for row in rows.values
         for v, is_json in zip(row, json_at, strict=True)
     ]
@@ -205,6 +208,11 @@ def _insert_plain(rows: Rows) -> None:
     sql = f"INSERT INTO {quote(rows.table)} ({names}) VALUES {values}"  # noqa: S608 - names are ours
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
+
+
+def _plain(value: Any) -> Any:
+    """A text column's value without what PostgreSQL text refuses (NUL, lone surrogates)."""
+    return jsonsafe.text(value) if isinstance(value, str) else value
 
 
 def _update_plain(change: Change) -> None:
@@ -220,7 +228,7 @@ def _guard_plain(guard: Guard) -> None:
         if guard.checkpoint is not None:
             cursor.execute(
                 f"UPDATE {_table(Run)} SET checkpoint = {_json_placeholder()} WHERE {_RUN_HELD}",  # noqa: S608
-                [json.dumps(guard.checkpoint), *_guard_params(guard)],
+                [jsonsafe.dumps(guard.checkpoint), *_guard_params(guard)],
             )
             held = cursor.rowcount
         else:
@@ -246,7 +254,7 @@ def _write_postgres(guard: Guard | None, writes: list[Write]) -> None:
             parts.append(
                 f"held AS (UPDATE {_table(Run)} SET checkpoint = %s::jsonb WHERE {_RUN_HELD} RETURNING id)"  # noqa: S608
             )
-            params.append(json.dumps(guard.checkpoint))
+            params.append(jsonsafe.dumps(guard.checkpoint))
         else:
             parts.append(f"held AS (SELECT id FROM {_table(Run)} WHERE {_RUN_HELD})")  # noqa: S608
         params.extend(_guard_params(guard))
@@ -264,7 +272,7 @@ def _write_postgres(guard: Guard | None, writes: list[Write]) -> None:
             rows = [
                 {c: _jsonable(v) for c, v in zip(write.columns, row, strict=True)} for row in write.values
             ]
-            params.append(json.dumps(rows))
+            params.append(jsonsafe.dumps(rows))
         else:
             if guard is not None:
                 condition = " AND EXISTS (SELECT 1 FROM held)"
@@ -331,7 +339,7 @@ def run_park(
     """Suspend a run we hold: no lease, no worker, nothing in memory; a resume claims it again."""
     parked = Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
         status=RunStatus.AWAITING_APPROVAL,
-        checkpoint=checkpoint,
+        checkpoint=jsonsafe.storable(checkpoint),
         lease_owner="",
         lease_expires_at=None,
     )
