@@ -137,6 +137,20 @@ class ReactEngine:
         self._seq += 1
         self._buffer.append(store.QueuedEvent(self._seq, type_, payload))
 
+    def _retract(self, seq: int) -> None:
+        """Withdraw a queued, not yet stored event (an ending that did not happen); later queued
+        events move down one, so seqs stay gap-free."""
+        kept: list[store.QueuedEvent] = []
+        for event in self._buffer:
+            if event.seq == seq:
+                continue
+            kept.append(
+                event if event.seq < seq else store.QueuedEvent(event.seq - 1, event.type, event.payload)
+            )
+        if len(kept) < len(self._buffer):
+            self._buffer = kept
+            self._seq -= 1
+
     def emit_side_effects(self, effects: list[SideEffect], *, point: str, tool_call_id: str | None) -> None:
         for effect in effects:
             self.emit(
@@ -156,33 +170,38 @@ class ReactEngine:
         *,
         check_lease: bool = False,
         writes: tuple[store.Write, ...] = (),
+        facts: tuple[store.Write, ...] = (),
+        cancelled_ok: bool = False,
     ) -> Any:
         """Store queued events, the checkpoint if it changed, ``writes`` and ``op`` in one
         transaction, then push the events, in seq order.
 
         The checkpoint rides along with the next write instead of costing a transaction of its
         own; the write that precedes a tool's execution always carries it (and its lease check).
+        Under a lease check everything but ``facts`` is written only if the run is still ours
+        and not cancelled (``cancelled_ok``: still ours); ``facts`` (a tool's outcome) are
+        written in the same transaction whatever happened to the run meanwhile.
         """
         async with self._write_lock:
             batch, self._buffer = self._buffer, []
             snapshot = self._checkpoint_snapshot() if self._checkpoint_dirty else None
-            if not batch and op is None and snapshot is None and not writes:
+            if not batch and op is None and snapshot is None and not writes and not facts:
                 return None
             self._checkpoint_dirty = False
             guard = None
             parts: list[store.Write] = []
             if snapshot is not None:  # also verifies the lease
                 state, new_messages = snapshot
-                guard = store.Guard(self.run_id, self.owner, state)
+                guard = store.Guard(self.run_id, self.owner, state, cancelled_ok=cancelled_ok)
                 first = state["message_count"] - len(new_messages)
                 parts.append(store.message_rows(run_id=self.run_id, first=first, messages=new_messages))
             elif check_lease:
-                guard = store.Guard(self.run_id, self.owner)
+                guard = store.Guard(self.run_id, self.owner, cancelled_ok=cancelled_ok)
             parts.extend(writes)
             stamp = timezone.now()
             parts.append(store.event_rows(run_id=self.run_id, events=batch, stamp=stamp))
             try:
-                result = await db(store.write, guard=guard, writes=parts, op=op)
+                result = await db(store.write, guard=guard, writes=parts, op=op, facts=facts)
             except store.LeaseLost:
                 # Keep the events: if the run was cancelled they are stored with its ending.
                 self._buffer[:0] = batch
@@ -580,7 +599,9 @@ class ReactEngine:
                 "duration_ms": round(ms, 3),
             },
         )
-        await self.commit(writes=(record,) if record is not None else ())
+        # The outcome of a tool that ran is recorded even if the run was cancelled meanwhile: the
+        # run then ends cancelled after it, never leaving the execution "started".
+        await self.commit(facts=(record,) if record is not None else ())
         return observation
 
     async def _observation_of_previous(self, call: dict[str, Any], previous: ToolExecution) -> str:
@@ -618,32 +639,46 @@ class ReactEngine:
     # --- endings ----------------------------------------------------------------------------------
 
     async def _finish(self, status: str, *, output: str = "", error: str = "", stage: str = "") -> str:
+        """End the run once: its terminal event, status and output are written together, and only
+        while the run is ours and not cancelled. Otherwise that ending never happened (its event
+        is withdrawn) and :meth:`_after_lease_lost` decides: cancelled, or another holder's."""
         if status == RunStatus.COMPLETED:
             self.emit(ev.RUN_COMPLETED, {"output": output})
         else:
             self.emit(ev.RUN_FAILED, {"error": error, "stage": stage})
+        ending = self._seq
         self._checkpoint_dirty = hasattr(self, "checkpoint")
-        await self.commit(
-            lambda: store.run_finish(
-                run_id=self.run_id, owner=self.owner, status=status, output=output, error=error
+        try:
+            await self.commit(
+                lambda: store.run_finish(
+                    run_id=self.run_id, owner=self.owner, status=status, output=output, error=error
+                ),
+                check_lease=True,
             )
-        )
+        except store.LeaseLost:
+            self._retract(ending)
+            return await self._after_lease_lost()
         return status
 
     async def _after_lease_lost(self) -> str:
-        """The checkpoint write was refused: either the user cancelled the run (we still hold the
-        lease: finish it as cancelled) or another process took it over (stop without writing)."""
+        """A guarded write was refused: either the user cancelled the run (we still hold the
+        lease: end it as cancelled, once) or another process took it over (stop without writing).
+
+        Order: whatever the run did before (a tool's outcome included) is already recorded or
+        queued; the cancellation is its one ending (``run.failed``, stage ``cancelled``)."""
         if await db(store.cancel_requested, run_id=self.run_id):
-            self.emit(ev.RUN_FAILED, {"error": "cancelled by the user", "stage": "cancelled"})
-            await self.commit(
-                lambda: store.run_finish(
-                    run_id=self.run_id,
-                    owner=self.owner,
-                    status=RunStatus.CANCELLED,
-                    error="cancelled by the user",
+            error = "cancelled by the user"
+            self.emit(ev.RUN_FAILED, {"error": error, "stage": "cancelled"})
+            try:
+                await self.commit(
+                    lambda: store.run_end_cancelled(run_id=self.run_id, owner=self.owner, error=error),
+                    check_lease=True,
+                    cancelled_ok=True,
                 )
-            )
-            return RunStatus.CANCELLED
+            except store.LeaseLost:
+                pass  # taken over meanwhile: the new holder ends it
+            else:
+                return RunStatus.CANCELLED
         self._buffer.clear()  # the new holder numbers events from here on
         log.warning("run %s: lease lost to another worker; stopping here", self.run_id)
         return "lease_lost"
@@ -659,14 +694,19 @@ class ReactEngine:
                 "detail": suspension.detail,
             },
         )
+        parking = self._seq
         state, new_messages = self._checkpoint_snapshot()
         self._checkpoint_dirty = False  # parking writes the checkpoint itself
-        parked = await self.commit(
-            lambda: store.run_park(
-                run_id=self.run_id, owner=self.owner, checkpoint=state, new_messages=new_messages
+        try:
+            # Guarded: a run cancelled meanwhile is not parked (nobody would resume it).
+            await self.commit(
+                lambda: store.run_park(
+                    run_id=self.run_id, owner=self.owner, checkpoint=state, new_messages=new_messages
+                ),
+                check_lease=True,
             )
-        )
-        if not parked:
+        except store.LeaseLost:
+            self._retract(parking)
             return await self._after_lease_lost()
         if suspension.still_waiting is not None and not await suspension.still_waiting():
             # The answer arrived while we were parking: its resume found the run still running
