@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
-from hooks.contract import Hook
+from hooks.contract import GATE_PRIORITY, Hook
 from hooks.registry import HookRegistry
 
 H = TypeVar("H", bound=type[Hook])
@@ -87,14 +87,29 @@ def build_hooks(declaration: Any) -> list[Hook]:
         if getattr(cls, "system", False):
             raise HookDeclarationError(f"hook {name!r} is attached automatically and cannot be declared")
         try:
-            hooks.append(cls(**params))
-        except (TypeError, ValueError) as exc:
+            hook = cls(**params)
+        except (TypeError, ValueError, OverflowError) as exc:
             raise HookDeclarationError(f"hook {name!r}: bad params: {exc}") from exc
+        check_below_gate(hook)
+        hooks.append(hook)
     return hooks
 
 
+def check_below_gate(hook: Hook) -> None:
+    """Refuse a declared hook that would run at or after the approval gate (DESIGN §1.10): the
+    gate must see the final arguments, and nothing may change them once a human approved."""
+    priority = hook.priority
+    if not isinstance(priority, int | float) or not priority < GATE_PRIORITY:
+        raise HookDeclarationError(
+            f"hook {hook.hook_name!r}: priority {priority!r} is not below the approval gate's "
+            f"({GATE_PRIORITY}); nothing may run after the gate"
+        )
+
+
 def build_registry(declaration: Any, *, system_hooks: Iterable[Hook] = ()) -> HookRegistry:
-    """The registry for one run: declared hooks plus the system hooks every agent carries."""
+    """The registry for one run: declared hooks plus the system hooks every agent carries.
+
+    Guarantee: no declared PreToolUse hook runs at or after the approval gate."""
     try:
         return HookRegistry([*build_hooks(declaration), *system_hooks])
     except HookDeclarationError:

@@ -16,6 +16,7 @@ ToolExecution(finished) → PostToolUse; a row left ``started`` by a crash is re
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
 import logging
 import time
@@ -500,9 +501,11 @@ class ReactEngine:
             )
             await self.commit()
             return pre.error or "Blocked."
-        final_args = pre.tool_args
+        # The engine's own copy: a hook that kept a reference to the arguments cannot change
+        # them between this check and the tool's run.
+        final_args = copy.deepcopy(pre.tool_args)
         digest = store.args_sha256(final_args)
-        mismatch = self.approval_mismatch(ctx, digest)
+        mismatch = self.approval_mismatch(pre.approved_args_sha256, digest)
         if mismatch is not None:
             self.emit(
                 ev.TOOL_BLOCKED,
@@ -555,13 +558,13 @@ class ReactEngine:
         )
 
     @staticmethod
-    def approval_mismatch(ctx: HookContext, digest: str) -> str | None:
-        """Refuse arguments that differ from the ones a human approved (DESIGN §1.3).
+    def approval_mismatch(approved: str | None, digest: str) -> str | None:
+        """Refuse arguments that differ from the ones a human approved (DESIGN §1.3, §1.10).
 
-        The approval gate records the approved hash in ``ctx.metadata["approved_args_sha256"]``;
-        a hook running after it (or anything else) that changed the arguments cannot make them run.
+        ``approved`` comes from the registry's outcome, which takes it only from the approval
+        gate (a system hook), never from ``metadata`` that every hook can write: whatever changed
+        the arguments after the approval cannot make them run.
         """
-        approved = ctx.metadata.get("approved_args_sha256")
         if approved is None or approved == digest:
             return None
         return (
