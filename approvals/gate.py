@@ -134,14 +134,9 @@ class ConfirmationGateHook(PreToolUseHook):
         request = opened.request
         if opened.created and sink is not None:
             await sink.publish(APPROVAL_PENDING, _approval_payload(request, approvers))
-        if request.args_sha256 != digest:
-            return HookResult(
-                allow=False,
-                error=(
-                    "Refused: the arguments changed after approval was requested. The call was not executed."
-                ),
-                side_effects=[f"arguments differ from approval request {request.pk}"],
-            )
+        # The request's status is reported first: a rejected, expired or cancelled call is told
+        # so whatever its arguments; only an *approved* request with other arguments is refused
+        # as "arguments changed" (an approval covers exactly the arguments it was asked for).
         status = request.status
         if status == ConfirmationStatus.PENDING and opened.created:
             status = await wait_for_verdict(
@@ -168,6 +163,14 @@ class ConfirmationGateHook(PreToolUseHook):
             # Stored with the write that follows at once (the tool's start, or the blocked call).
             await sink.publish(
                 APPROVAL_DECIDED, _decided_payload(request, delivery_problem=problem), at_once=False
+            )
+        if request.status == ConfirmationStatus.APPROVED and request.args_sha256 != digest:
+            return HookResult(
+                allow=False,
+                error=(
+                    "Refused: the arguments changed after approval was requested. The call was not executed."
+                ),
+                side_effects=[f"arguments differ from approval request {request.pk}"],
             )
         if request.status == ConfirmationStatus.APPROVED:
             ctx.metadata["confirmation_request_id"] = str(request.pk)

@@ -29,7 +29,7 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from agents import events as ev
-from agents.checks import hooks_declaration
+from agents.checks import hook_chain_of
 from agents.consumers import run_group
 from agents.engine import jsonsafe, store
 from agents.engine.db import db
@@ -40,7 +40,7 @@ from agents.tools.base import Tool, ToolError
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from hooks import HookContext, SideEffect, SuspendRun
-from hooks.catalog import HookDeclarationError, build_registry
+from hooks.catalog import HookDeclarationError, registry_from_chain
 
 log = logging.getLogger(__name__)
 
@@ -63,16 +63,6 @@ UNKNOWN_OUTCOME = (
 def _text(value: Any) -> str:
     """What the LLM reads for a value: storable text, whatever the value holds."""
     return jsonsafe.text(value)
-
-
-def system_hooks() -> list[Any]:
-    """Hooks every agent carries whatever it declares (they cannot be removed)."""
-    from hooks.builtin import ReadOnlyGuard
-
-    hooks: list[Any] = [ReadOnlyGuard()]
-    from approvals.gate import ConfirmationExecutedHook, ConfirmationGateHook
-
-    return [*hooks, ConfirmationGateHook(), ConfirmationExecutedHook()]
 
 
 class EventSink:
@@ -347,8 +337,14 @@ class ReactEngine:
     async def _drive(self) -> str:
         run = self.run
         agent = run.agent
+        # The chain recorded when the run was created, not the agent's current one: editing an
+        # agent never changes a run in flight, resumed or not (DESIGN §1.10).
+        chain = run.hook_chain
+        if chain is None:  # created before runs recorded their chain: resolved once, now
+            chain = await db(store.run_keep_hook_chain, run_id=run.pk, chain=hook_chain_of(agent))
+        self.chain = chain
         try:
-            registry = build_registry(hooks_declaration(agent.model_config_json), system_hooks=system_hooks())
+            registry = registry_from_chain(chain)
         except HookDeclarationError as exc:
             raise RunFailed(f"the agent's hooks cannot be built: {exc}", "hooks") from None
         self.registry = registry
@@ -429,7 +425,7 @@ class ReactEngine:
             "conversation_id": run.conversation_id,
             "run_id": run.pk,
             "execution_path": run.execution_path,
-            "require_confirmation_for_all": run.agent.require_confirmation_for_all,
+            "require_confirmation_for_all": bool(self.chain.get("require_confirmation_for_all")),
             "run_events": self.sink,
             **fields.pop("metadata", {}),
         }

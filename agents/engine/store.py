@@ -349,6 +349,13 @@ def write(
     return result
 
 
+def run_keep_hook_chain(*, run_id: int, chain: dict[str, Any]) -> dict[str, Any]:
+    """Record the hook chain of a run created without one (before chains were recorded); if one
+    was recorded meanwhile, that one is the run's. Returns the run's chain."""
+    Run.objects.filter(pk=run_id, hook_chain__isnull=True).update(hook_chain=chain)
+    return Run.objects.values_list("hook_chain", flat=True).get(pk=run_id)
+
+
 def cancel_requested(*, run_id: int) -> bool:
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
 

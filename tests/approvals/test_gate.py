@@ -515,3 +515,135 @@ def test_cancels_racing_approved_resumes_leave_each_run_one_consistent_ending(pe
         assert executions <= 1
     assert len(tool.calls) == ToolExecution.objects.filter(run__in=runs).count()
     assert statuses <= {RunStatus.COMPLETED, RunStatus.CANCELLED}
+
+
+# --- a parked run keeps the hook chain it started with (#9 item 15) ---------------------------------
+
+SET_AMOUNT = {"name": "set_arguments", "params": {"tools": "oa__purchase_pay", "values": {"amount": 1}}}
+DENY_PAY = {"name": "deny_tools", "params": {"tools": "oa__purchase_pay", "message": "Payments are frozen."}}
+DENY_OTHER = {"name": "deny_tools", "params": {"tools": "oa__other", "message": "Other is frozen."}}
+
+
+def two_step_agent(personas, hooks):
+    """Pays (behind the gate), then calls ``oa__other``, then answers."""
+    from tests.personas import make_agent, scripted
+
+    config = scripted(
+        {"tool_calls": [{"name": "oa__purchase_pay", "arguments": dict(PAY_ARGS)}]},
+        {"tool_calls": [{"name": "oa__other", "arguments": {}}]},
+        {"content": "Outcome: {last}"},
+        hooks=hooks,
+    )
+    return make_agent(personas.org, personas.operator, model_config_json=config)
+
+
+def edit_hooks(agent, hooks) -> None:
+    """What an operator does in admin meanwhile: the agent's declaration changes, validly."""
+    agent.model_config_json = {**agent.model_config_json, "hooks": {"class_hooks": hooks}}
+    agent.full_clean()
+    agent.save()
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    [([], [SET_AMOUNT]), ([DENY_OTHER], []), ([], [DENY_PAY])],
+    ids=["operator-adds-set-arguments", "operator-removes-a-deny-hook", "operator-adds-a-deny-hook"],
+)
+def test_a_parked_run_resumes_with_the_chain_it_started_with_whatever_the_operator_changed(
+    personas, resumes, before, after
+) -> None:
+    from tests.agents.engine_kit import RecordingTool
+
+    set_policy(personas)
+    pay, other = pay_tool(), RecordingTool("oa__other", result="other done")
+    harness = Harness(pay, other)
+    agent = two_step_agent(personas, before)
+    run, request = suspended_run(personas, harness, agent)
+
+    edit_hooks(agent, after)
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+    assert harness.resume(run) == RunStatus.COMPLETED
+
+    assert pay.calls == [PAY_ARGS], "exactly the approved call ran"
+    [started] = [e for e in events_of(run, ev.TOOL_STARTED) if e["tool"] == "oa__purchase_pay"]
+    assert started["args_sha256"] == request.args_sha256
+    run.refresh_from_db()
+    if before == [DENY_OTHER]:
+        assert other.calls == [] and run.output == "Outcome: Other is frozen.", "the original deny holds"
+    else:
+        assert other.calls == [{}] and run.output == "Outcome: other done"
+    assert run.hook_chain["declared"] == [
+        {**h, "priority": 10, "timeout": 5.0, "on_error": "block"} for h in before
+    ]
+    assert "confirmation_gate" in run.hook_chain["system"]
+
+
+def test_a_rejection_reaches_the_llm_even_after_the_operator_added_set_arguments(personas, resumes) -> None:
+    set_policy(personas)
+    tool = pay_tool()
+    harness = Harness(tool)
+    agent = paying_agent(personas)
+    run, request = suspended_run(personas, harness, agent)
+
+    edit_hooks(agent, [SET_AMOUNT])
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=False, reason="over budget")
+    harness.resume(run)
+
+    run.refresh_from_db()
+    assert tool.calls == []
+    assert (
+        run.output == "Outcome: Rejected by april: over budget. The call was not executed. Do not retry it."
+    )
+
+
+class FlipAmount(PreToolUseHook):
+    """A hook that answers differently on each pass (an operator's clock- or state-based rule)."""
+
+    name = "test_flip_amount"
+    passes = 0
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        type(self).passes += 1
+        return HookResult(modified_args={**ctx.tool_args, "amount": type(self).passes})
+
+
+register_hook(FlipAmount)
+
+
+@pytest.mark.parametrize(
+    ("approve", "expected"),
+    [
+        (False, "Outcome: Rejected by april: no. The call was not executed. Do not retry it."),
+        (True, "Outcome: Refused: the arguments changed after approval was requested."),
+    ],
+    ids=["rejected-is-told-as-rejected", "approved-with-other-arguments-is-refused"],
+)
+def test_the_gate_reports_the_verdict_before_any_argument_check(personas, resumes, approve, expected) -> None:
+    FlipAmount.passes = 0
+    set_policy(personas)
+    tool = pay_tool()
+    harness = Harness(tool)
+    run, request = suspended_run(personas, harness, paying_agent(personas, hooks=["test_flip_amount"]))
+
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=approve, reason="no")
+    harness.resume(run)
+
+    run.refresh_from_db()
+    assert tool.calls == [] and run.output.startswith(expected)
+
+
+def test_turning_off_confirm_everything_meanwhile_does_not_ungate_a_parked_call(personas, resumes) -> None:
+    set_policy(personas)
+    tool = pay_tool()
+    tool.spec = type(tool.spec)(name=tool.spec.name, description="", parameters=tool.spec.parameters)
+    harness = Harness(tool)
+    agent = paying_agent(personas, require_confirmation_for_all=True)
+    run, request = suspended_run(personas, harness, agent)
+
+    agent.require_confirmation_for_all = False
+    agent.save()
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=False, reason="no")
+    harness.resume(run)
+
+    run.refresh_from_db()
+    assert tool.calls == [] and run.output.startswith("Outcome: Rejected by april: no.")
