@@ -8,7 +8,7 @@ from django.core.exceptions import ValidationError
 
 from agents.llm.base import LLMConfigError
 from agents.llm.factory import check_credentials, check_model_config
-from hooks.catalog import HookDeclarationError, build_hooks
+from hooks.catalog import HookDeclarationError, build_hooks, resolve_chain
 
 
 def hooks_declaration(config: Any) -> Any:
@@ -16,6 +16,18 @@ def hooks_declaration(config: Any) -> Any:
     if not isinstance(hooks, dict):
         raise HookDeclarationError('"hooks" must be an object with "class_hooks"')
     return hooks.get("class_hooks", [])
+
+
+def hook_chain_of(agent: Any) -> dict[str, Any]:
+    """The hook chain a new run of ``agent`` keeps (``Run.hook_chain``): its declaration resolved
+    now, or the reason it cannot be, recorded so the run fails closed with it."""
+    try:
+        return resolve_chain(
+            hooks_declaration(agent.model_config_json),
+            require_confirmation_for_all=agent.require_confirmation_for_all,
+        )
+    except HookDeclarationError as exc:
+        return {"v": 1, "error": str(exc)}
 
 
 API_KEY_MISPLACED = (

@@ -306,6 +306,13 @@ class Run(models.Model):
     output = models.TextField(blank=True)
     checkpoint = models.JSONField(default=dict, blank=True)
     hooks_bypassed = models.BooleanField(default=False)
+    hook_chain = models.JSONField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The hook chain resolved when the run was created (declared hooks with their "
+        "params, priority, timeout and on_error; system hooks). Resumes rebuild it from here.",
+    )
     cancel_requested = models.BooleanField(default=False)
     error = models.TextField(blank=True)
     lease_owner = models.CharField(max_length=100, blank=True)

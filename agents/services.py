@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from agents import events as ev
 from agents import executors
+from agents.checks import hook_chain_of
 from agents.consumers import run_group
 from agents.executors import dispatch_execute
 from agents.models import (
@@ -80,7 +81,12 @@ def run_start(
     ).exists():
         raise ServiceError("this conversation already has a run in progress", code="conflict")
     run = Run.objects.create(
-        conversation=conversation, agent=agent, user=user, input=text, execution_path=execution_path
+        conversation=conversation,
+        agent=agent,
+        user=user,
+        input=text,
+        execution_path=execution_path,
+        hook_chain=hook_chain_of(agent),  # kept for the whole run, resumes included
     )
     transaction.on_commit(lambda: dispatch_execute(run.pk))
     return run

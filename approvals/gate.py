@@ -6,8 +6,9 @@ tool_call_id)``, waits inline for a short window — woken through the channel l
 nobody decided, suspends the run: nothing waits in memory after that (DESIGN §1.6). On resume it
 finds the decided request and answers at once.
 
-An approval is bound to the hash of the arguments it was asked for: the gate publishes it as
-``ctx.metadata["approved_args_sha256"]`` and the engine refuses to run anything else (DESIGN §1.3).
+An approval is bound to the hash of the arguments it was asked for: the gate answers it as
+``HookResult.approved_args_sha256`` (honoured by the registry from system hooks only, never read
+from ``metadata``) and the engine refuses to run anything else (DESIGN §1.3, §1.10).
 """
 
 from __future__ import annotations
@@ -25,11 +26,17 @@ from approvals.models import ConfirmationEvent, ConfirmationRequest, Confirmatio
 from approvals.selectors import display_name, request_status
 from approvals.waking import wait_for_verdict
 from hooks.catalog import register_hook
-from hooks.contract import HookContext, HookResult, PostToolUseHook, PreToolUseHook, SuspendRun
+from hooks.contract import (
+    GATE_PRIORITY,
+    HookContext,
+    HookResult,
+    PostToolUseHook,
+    PreToolUseHook,
+    SuspendRun,
+)
 
 APPROVAL_PENDING = ev.APPROVAL_PENDING
 APPROVAL_DECIDED = ev.APPROVAL_DECIDED
-GATE_PRIORITY = 1_000_000
 
 
 def _approval_payload(request: ConfirmationRequest, approvers: list[dict[str, Any]]) -> dict[str, Any]:
@@ -127,14 +134,9 @@ class ConfirmationGateHook(PreToolUseHook):
         request = opened.request
         if opened.created and sink is not None:
             await sink.publish(APPROVAL_PENDING, _approval_payload(request, approvers))
-        if request.args_sha256 != digest:
-            return HookResult(
-                allow=False,
-                error=(
-                    "Refused: the arguments changed after approval was requested. The call was not executed."
-                ),
-                side_effects=[f"arguments differ from approval request {request.pk}"],
-            )
+        # The request's status is reported first: a rejected, expired or cancelled call is told
+        # so whatever its arguments; only an *approved* request with other arguments is refused
+        # as "arguments changed" (an approval covers exactly the arguments it was asked for).
         status = request.status
         if status == ConfirmationStatus.PENDING and opened.created:
             status = await wait_for_verdict(
@@ -162,10 +164,20 @@ class ConfirmationGateHook(PreToolUseHook):
             await sink.publish(
                 APPROVAL_DECIDED, _decided_payload(request, delivery_problem=problem), at_once=False
             )
+        if request.status == ConfirmationStatus.APPROVED and request.args_sha256 != digest:
+            return HookResult(
+                allow=False,
+                error=(
+                    "Refused: the arguments changed after approval was requested. The call was not executed."
+                ),
+                side_effects=[f"arguments differ from approval request {request.pk}"],
+            )
         if request.status == ConfirmationStatus.APPROVED:
-            ctx.metadata["approved_args_sha256"] = request.args_sha256
             ctx.metadata["confirmation_request_id"] = str(request.pk)
-            return HookResult(side_effects=[f"approved by {display_name(request.responded_by)}"])
+            return HookResult(
+                side_effects=[f"approved by {display_name(request.responded_by)}"],
+                approved_args_sha256=request.args_sha256,
+            )
         return HookResult(
             allow=False,
             error=observation_for(request, delivery_problem=problem),

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 
-from hooks.contract import Hook
+from hooks.contract import GATE_PRIORITY, Hook
 from hooks.registry import HookRegistry
 
 H = TypeVar("H", bound=type[Hook])
@@ -87,17 +87,107 @@ def build_hooks(declaration: Any) -> list[Hook]:
         if getattr(cls, "system", False):
             raise HookDeclarationError(f"hook {name!r} is attached automatically and cannot be declared")
         try:
-            hooks.append(cls(**params))
-        except (TypeError, ValueError) as exc:
+            hook = cls(**params)
+        except (TypeError, ValueError, OverflowError) as exc:
             raise HookDeclarationError(f"hook {name!r}: bad params: {exc}") from exc
+        check_below_gate(hook)
+        hooks.append(hook)
     return hooks
 
 
+def check_below_gate(hook: Hook) -> None:
+    """Refuse a declared hook that would run at or after the approval gate (DESIGN §1.10): the
+    gate must see the final arguments, and nothing may change them once a human approved."""
+    priority = hook.priority
+    if not isinstance(priority, int | float) or not priority < GATE_PRIORITY:
+        raise HookDeclarationError(
+            f"hook {hook.hook_name!r}: priority {priority!r} is not below the approval gate's "
+            f"({GATE_PRIORITY}); nothing may run after the gate"
+        )
+
+
 def build_registry(declaration: Any, *, system_hooks: Iterable[Hook] = ()) -> HookRegistry:
-    """The registry for one run: declared hooks plus the system hooks every agent carries."""
+    """The registry for one run: declared hooks plus the system hooks every agent carries.
+
+    Guarantee: no declared PreToolUse hook runs at or after the approval gate."""
     try:
         return HookRegistry([*build_hooks(declaration), *system_hooks])
     except HookDeclarationError:
         raise
     except (TypeError, ValueError) as exc:
         raise HookDeclarationError(str(exc)) from exc
+
+
+# --- the chain a run keeps (DESIGN §1.10) ---------------------------------------------------------
+# A run's effective hook chain is resolved once, when the run is created, and stored on it as
+# plain JSON; every registry the run uses (at start and after each resume) is rebuilt from that
+# record, so editing an agent never changes a run in flight.
+#
+# {"v": 1,
+#  "declared": [{"name", "params", "priority", "timeout", "on_error"}, …],   declaration order
+#  "system": ["read_only_guard", "confirmation_gate", …],                     by name
+#  "require_confirmation_for_all": bool}                                      the agent's flag
+# or {"v": 1, "error": "…"} when the declaration could not be resolved (the run then fails closed).
+
+CHAIN_VERSION = 1
+_TUNABLE = ("priority", "timeout", "on_error")
+
+
+def system_hook_classes() -> list[type[Hook]]:
+    """The hooks every agent carries: registered classes marked ``system`` (the built-in read-only
+    guard, the approval gate that the approvals app registers at start-up, …)."""
+    return [cls for cls in hook_catalog().values() if getattr(cls, "system", False) is True]
+
+
+def resolve_chain(declaration: Any, *, require_confirmation_for_all: bool = False) -> dict[str, Any]:
+    """Resolve an agent's declaration into the record a run keeps, or raise
+    :class:`HookDeclarationError` (every check of :func:`build_hooks` applies)."""
+    hooks = build_hooks(declaration)
+    declared = []
+    for hook, (name, params) in zip(hooks, parse_declaration(declaration), strict=True):
+        declared.append(
+            {
+                "name": name,
+                "params": {k: v for k, v in params.items() if k not in _TUNABLE},
+                "priority": hook.priority,
+                "timeout": hook.timeout,
+                "on_error": hook.on_error,
+            }
+        )
+    return {
+        "v": CHAIN_VERSION,
+        "declared": declared,
+        "system": [cls.name for cls in system_hook_classes()],
+        "require_confirmation_for_all": bool(require_confirmation_for_all),
+    }
+
+
+def registry_from_chain(chain: Any) -> HookRegistry:
+    """The registry a run's recorded chain describes, or :class:`HookDeclarationError` (a
+    recorded error, a hook that no longer exists, bad params: the run fails closed)."""
+    if not isinstance(chain, dict) or chain.get("v") != CHAIN_VERSION:
+        raise HookDeclarationError("the run's recorded hook chain is missing or of an unknown version")
+    if "error" in chain:
+        raise HookDeclarationError(str(chain["error"]))
+    catalog = hook_catalog()
+    hooks: list[Hook] = []
+    try:
+        for item in chain["declared"]:
+            cls = catalog.get(item["name"])
+            if cls is None or getattr(cls, "system", False):
+                raise HookDeclarationError(f"hook {item['name']!r} is not declarable any more")
+            hook = cls(**item["params"])
+            # The tunables as resolved at the run's start, checked as a declaration would be.
+            Hook.__init__(hook, **{key: item[key] for key in _TUNABLE})
+            check_below_gate(hook)
+            hooks.append(hook)
+        for name in chain["system"]:
+            cls = catalog.get(name)
+            if cls is None or not getattr(cls, "system", False):
+                raise HookDeclarationError(f"system hook {name!r} is not registered")
+            hooks.append(cls())
+        return HookRegistry(hooks)
+    except HookDeclarationError:
+        raise
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
+        raise HookDeclarationError(f"the run's recorded hook chain cannot be rebuilt: {exc}") from exc

@@ -16,6 +16,11 @@ from typing import Any, ClassVar, Literal
 
 OnError = Literal["block", "allow"]
 
+GATE_PRIORITY = 1_000_000
+"""The approval gate's priority. It runs last among PreToolUse hooks: nothing may run after it, so
+a declared hook's priority must be strictly below (refused otherwise when the agent is saved and
+when a registry is built)."""
+
 
 class HookPoint(enum.StrEnum):
     PRE_TOOL_USE = "PreToolUse"
@@ -49,6 +54,13 @@ class HookResult:
     hooks and by the tool; ``modified_result`` rewrites a PostToolUse observation;
     ``additional_context`` is a SessionStart contribution to the system prompt; ``side_effects``
     are short human-readable notes merged into the run's trace.
+
+    ``approved_args_sha256`` is the approval gate's answer to the engine: the SHA-256 of the
+    arguments a human approved. The registry honours it only from a *system* hook (one the
+    platform attaches; declared hooks never are) and reports it as
+    :attr:`PreToolUseOutcome.approved_args_sha256`; from any other hook it is ignored. The engine
+    refuses to run arguments with another hash. It never travels in ``metadata``, which every hook
+    can write.
     """
 
     allow: bool = True
@@ -57,6 +69,7 @@ class HookResult:
     modified_result: Any | None = None
     additional_context: str | None = None
     side_effects: list[str] = field(default_factory=list)
+    approved_args_sha256: str | None = None
 
 
 class SuspendRun(Exception):

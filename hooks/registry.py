@@ -34,6 +34,11 @@ class PreToolUseOutcome:
 
     ``suspension`` is set when a hook could not answer yet: the call is neither allowed nor
     blocked, and the engine parks the run.
+
+    ``approved_args_sha256`` is the hash of the arguments a human approved, taken only from a
+    system hook's :attr:`HookResult.approved_args_sha256` (the approval gate's), never from
+    ``metadata``; ``None`` when no approval was involved. The engine refuses to run arguments
+    whose hash differs.
     """
 
     allow: bool
@@ -42,6 +47,7 @@ class PreToolUseOutcome:
     blocked_by: str | None = None
     suspension: SuspendRun | None = None
     side_effects: list[SideEffect] = field(default_factory=list)
+    approved_args_sha256: str | None = None
 
     @property
     def suspended(self) -> bool:
@@ -222,9 +228,12 @@ class HookRegistry:
     The registry keeps no per-call state: every ``run_*`` call works on its own locals, and a
     rewrite of arguments or result goes onto a copy of the context, so two concurrent calls never
     see each other's arguments. The only write to the caller's context is stamping ``hook_point``.
+
+    Which hooks are *system* hooks (whose ``approved_args_sha256`` counts) is fixed when the
+    registry is built, from their classes: an instance cannot promote itself later.
     """
 
-    __slots__ = ("_hooks", "_post", "_pre", "_start")
+    __slots__ = ("_hooks", "_post", "_pre", "_start", "_system")
 
     def __init__(self, hooks: Iterable[Hook] = ()) -> None:
         listed = list(hooks)
@@ -240,6 +249,7 @@ class HookRegistry:
         set_(self, "_pre", tuple(h for h in ordered if h.point is HookPoint.PRE_TOOL_USE))
         set_(self, "_post", tuple(h for h in ordered if h.point is HookPoint.POST_TOOL_USE))
         set_(self, "_start", tuple(h for h in ordered if h.point is HookPoint.SESSION_START))
+        set_(self, "_system", frozenset(id(h) for h in ordered if getattr(type(h), "system", False) is True))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("HookRegistry is immutable once built")
@@ -261,6 +271,7 @@ class HookRegistry:
         """Run PreToolUse hooks; rewritten args flow on; the first ``allow=False`` stops the chain."""
         ctx.hook_point = HookPoint.PRE_TOOL_USE
         effects: list[SideEffect] = []
+        approved: str | None = None
         for hook in self._pre:
             try:
                 # should_trigger is called here, not in _begin: most hooks do not trigger, and
@@ -299,9 +310,13 @@ class HookRegistry:
                     blocked_by=hook.hook_name,
                     side_effects=effects,
                 )
+            if result.approved_args_sha256 is not None and id(hook) in self._system:
+                approved = str(result.approved_args_sha256)
             if result.modified_args is not None:
                 ctx = _evolve(ctx, tool_args=result.modified_args)
-        return PreToolUseOutcome(allow=True, tool_args=ctx.tool_args, side_effects=effects)
+        return PreToolUseOutcome(
+            allow=True, tool_args=ctx.tool_args, side_effects=effects, approved_args_sha256=approved
+        )
 
     async def run_post_tool_use(self, ctx: HookContext) -> PostToolUseOutcome:
         """Run PostToolUse hooks over ``ctx.tool_result``; ``modified_result`` chains.

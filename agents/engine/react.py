@@ -16,8 +16,8 @@ ToolExecution(finished) → PostToolUse; a row left ``started`` by a crash is re
 from __future__ import annotations
 
 import asyncio
+import copy
 import datetime as dt
-import json
 import logging
 import time
 from collections import deque
@@ -29,9 +29,9 @@ from django.db import IntegrityError
 from django.utils import timezone
 
 from agents import events as ev
-from agents.checks import hooks_declaration
+from agents.checks import hook_chain_of
 from agents.consumers import run_group
-from agents.engine import store
+from agents.engine import jsonsafe, store
 from agents.engine.db import db
 from agents.llm.base import LLMError, LLMProvider, LLMResponse
 from agents.llm.factory import provider_for
@@ -41,7 +41,7 @@ from agents.tools.redaction import redact_credentials
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from hooks import HookContext, SideEffect, SuspendRun
-from hooks.catalog import HookDeclarationError, build_registry
+from hooks.catalog import HookDeclarationError, registry_from_chain
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +62,8 @@ UNKNOWN_OUTCOME = (
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-
-
-def system_hooks() -> list[Any]:
-    """Hooks every agent carries whatever it declares (they cannot be removed)."""
-    from hooks.builtin import ReadOnlyGuard
-
-    hooks: list[Any] = [ReadOnlyGuard()]
-    from approvals.gate import ConfirmationExecutedHook, ConfirmationGateHook
-
-    return [*hooks, ConfirmationGateHook(), ConfirmationExecutedHook()]
+    """What the LLM reads for a value: storable text, whatever the value holds."""
+    return jsonsafe.text(value)
 
 
 class EventSink:
@@ -138,6 +129,20 @@ class ReactEngine:
         self._seq += 1
         self._buffer.append(store.QueuedEvent(self._seq, type_, payload))
 
+    def _retract(self, seq: int) -> None:
+        """Withdraw a queued, not yet stored event (an ending that did not happen); later queued
+        events move down one, so seqs stay gap-free."""
+        kept: list[store.QueuedEvent] = []
+        for event in self._buffer:
+            if event.seq == seq:
+                continue
+            kept.append(
+                event if event.seq < seq else store.QueuedEvent(event.seq - 1, event.type, event.payload)
+            )
+        if len(kept) < len(self._buffer):
+            self._buffer = kept
+            self._seq -= 1
+
     def emit_side_effects(self, effects: list[SideEffect], *, point: str, tool_call_id: str | None) -> None:
         for effect in effects:
             self.emit(
@@ -158,33 +163,38 @@ class ReactEngine:
         *,
         check_lease: bool = False,
         writes: tuple[store.Write, ...] = (),
+        facts: tuple[store.Write, ...] = (),
+        cancelled_ok: bool = False,
     ) -> Any:
         """Store queued events, the checkpoint if it changed, ``writes`` and ``op`` in one
         transaction, then push the events, in seq order.
 
         The checkpoint rides along with the next write instead of costing a transaction of its
         own; the write that precedes a tool's execution always carries it (and its lease check).
+        Under a lease check everything but ``facts`` is written only if the run is still ours
+        and not cancelled (``cancelled_ok``: still ours); ``facts`` (a tool's outcome) are
+        written in the same transaction whatever happened to the run meanwhile.
         """
         async with self._write_lock:
             batch, self._buffer = self._buffer, []
             snapshot = self._checkpoint_snapshot() if self._checkpoint_dirty else None
-            if not batch and op is None and snapshot is None and not writes:
+            if not batch and op is None and snapshot is None and not writes and not facts:
                 return None
             self._checkpoint_dirty = False
             guard = None
             parts: list[store.Write] = []
             if snapshot is not None:  # also verifies the lease
                 state, new_messages = snapshot
-                guard = store.Guard(self.run_id, self.owner, state)
+                guard = store.Guard(self.run_id, self.owner, state, cancelled_ok=cancelled_ok)
                 first = state["message_count"] - len(new_messages)
                 parts.append(store.message_rows(run_id=self.run_id, first=first, messages=new_messages))
             elif check_lease:
-                guard = store.Guard(self.run_id, self.owner)
+                guard = store.Guard(self.run_id, self.owner, cancelled_ok=cancelled_ok)
             parts.extend(writes)
             stamp = timezone.now()
             parts.append(store.event_rows(run_id=self.run_id, events=batch, stamp=stamp))
             try:
-                result = await db(store.write, guard=guard, writes=parts, op=op)
+                result = await db(store.write, guard=guard, writes=parts, op=op, facts=facts)
             except store.LeaseLost:
                 # Keep the events: if the run was cancelled they are stored with its ending.
                 self._buffer[:0] = batch
@@ -333,8 +343,14 @@ class ReactEngine:
         if archived is not None:
             # Archiving stops runs in flight; this catches one that was claimed meanwhile.
             raise RunFailed(archived, "archived")
+        # The chain recorded when the run was created, not the agent's current one: editing an
+        # agent never changes a run in flight, resumed or not (DESIGN §1.10).
+        chain = run.hook_chain
+        if chain is None:  # created before runs recorded their chain: resolved once, now
+            chain = await db(store.run_keep_hook_chain, run_id=run.pk, chain=hook_chain_of(agent))
+        self.chain = chain
         try:
-            registry = build_registry(hooks_declaration(agent.model_config_json), system_hooks=system_hooks())
+            registry = registry_from_chain(chain)
         except HookDeclarationError as exc:
             raise RunFailed(f"the agent's hooks cannot be built: {exc}", "hooks") from None
         self.registry = registry
@@ -415,7 +431,7 @@ class ReactEngine:
             "conversation_id": run.conversation_id,
             "run_id": run.pk,
             "execution_path": run.execution_path,
-            "require_confirmation_for_all": run.agent.require_confirmation_for_all,
+            "require_confirmation_for_all": bool(self.chain.get("require_confirmation_for_all")),
             "run_events": self.sink,
             **fields.pop("metadata", {}),
         }
@@ -488,9 +504,11 @@ class ReactEngine:
             )
             await self.commit()
             return error
-        final_args = pre.tool_args
+        # The engine's own copy: a hook that kept a reference to the arguments cannot change
+        # them between this check and the tool's run.
+        final_args = copy.deepcopy(pre.tool_args)
         digest = store.args_sha256(final_args)
-        mismatch = self.approval_mismatch(ctx, digest)
+        mismatch = self.approval_mismatch(pre.approved_args_sha256, digest)
         if mismatch is not None:
             self.emit(
                 ev.TOOL_BLOCKED,
@@ -526,7 +544,10 @@ class ReactEngine:
             log.exception("tool %s crashed in run %s", name, self.run_id)
             result, status = f"Tool error: {name} failed unexpectedly ({type(exc).__name__}).", "failed"
         duration = (time.perf_counter() - started) * 1000
-        stored = result if _json_safe(result) else _text(result)
+        # Whatever the tool returned, its outcome can be stored (and read back): unstorable parts
+        # (huge integers, NaN, NUL, lone surrogates, too deep nesting) become placeholders, so
+        # the execution always ends recorded and the run goes on. Hooks see what is stored.
+        stored = jsonsafe.storable(result)
         # The outcome is stored with the observation, after the (time-bounded) PostToolUse hooks:
         # one write instead of two. A crash in between reports the call as "outcome unknown".
         return await self._post(
@@ -541,13 +562,13 @@ class ReactEngine:
         )
 
     @staticmethod
-    def approval_mismatch(ctx: HookContext, digest: str) -> str | None:
-        """Refuse arguments that differ from the ones a human approved (DESIGN §1.3).
+    def approval_mismatch(approved: str | None, digest: str) -> str | None:
+        """Refuse arguments that differ from the ones a human approved (DESIGN §1.3, §1.10).
 
-        The approval gate records the approved hash in ``ctx.metadata["approved_args_sha256"]``;
-        a hook running after it (or anything else) that changed the arguments cannot make them run.
+        ``approved`` comes from the registry's outcome, which takes it only from the approval
+        gate (a system hook), never from ``metadata`` that every hook can write: whatever changed
+        the arguments after the approval cannot make them run.
         """
-        approved = ctx.metadata.get("approved_args_sha256")
         if approved is None or approved == digest:
             return None
         return (
@@ -585,7 +606,9 @@ class ReactEngine:
                 "duration_ms": round(ms, 3),
             },
         )
-        await self.commit(writes=(record,) if record is not None else ())
+        # The outcome of a tool that ran is recorded even if the run was cancelled meanwhile: the
+        # run then ends cancelled after it, never leaving the execution "started".
+        await self.commit(facts=(record,) if record is not None else ())
         return observation
 
     async def _observation_of_previous(self, call: dict[str, Any], previous: ToolExecution) -> str:
@@ -623,34 +646,48 @@ class ReactEngine:
     # --- endings ----------------------------------------------------------------------------------
 
     async def _finish(self, status: str, *, output: str = "", error: str = "", stage: str = "") -> str:
+        """End the run once: its terminal event, status and output are written together, and only
+        while the run is ours and not cancelled. Otherwise that ending never happened (its event
+        is withdrawn) and :meth:`_after_lease_lost` decides: cancelled, or another holder's."""
         # A failure's text may quote a model service's or a hook's URL: never with its password.
         error = redact_credentials(error)
         if status == RunStatus.COMPLETED:
             self.emit(ev.RUN_COMPLETED, {"output": output})
         else:
             self.emit(ev.RUN_FAILED, {"error": error, "stage": stage})
+        ending = self._seq
         self._checkpoint_dirty = hasattr(self, "checkpoint")
-        await self.commit(
-            lambda: store.run_finish(
-                run_id=self.run_id, owner=self.owner, status=status, output=output, error=error
+        try:
+            await self.commit(
+                lambda: store.run_finish(
+                    run_id=self.run_id, owner=self.owner, status=status, output=output, error=error
+                ),
+                check_lease=True,
             )
-        )
+        except store.LeaseLost:
+            self._retract(ending)
+            return await self._after_lease_lost()
         return status
 
     async def _after_lease_lost(self) -> str:
-        """The checkpoint write was refused: either the user cancelled the run (we still hold the
-        lease: finish it as cancelled) or another process took it over (stop without writing)."""
+        """A guarded write was refused: either the user cancelled the run (we still hold the
+        lease: end it as cancelled, once) or another process took it over (stop without writing).
+
+        Order: whatever the run did before (a tool's outcome included) is already recorded or
+        queued; the cancellation is its one ending (``run.failed``, stage ``cancelled``)."""
         if await db(store.cancel_requested, run_id=self.run_id):
-            self.emit(ev.RUN_FAILED, {"error": "cancelled by the user", "stage": "cancelled"})
-            await self.commit(
-                lambda: store.run_finish(
-                    run_id=self.run_id,
-                    owner=self.owner,
-                    status=RunStatus.CANCELLED,
-                    error="cancelled by the user",
+            error = "cancelled by the user"
+            self.emit(ev.RUN_FAILED, {"error": error, "stage": "cancelled"})
+            try:
+                await self.commit(
+                    lambda: store.run_end_cancelled(run_id=self.run_id, owner=self.owner, error=error),
+                    check_lease=True,
+                    cancelled_ok=True,
                 )
-            )
-            return RunStatus.CANCELLED
+            except store.LeaseLost:
+                pass  # taken over meanwhile: the new holder ends it
+            else:
+                return RunStatus.CANCELLED
         self._buffer.clear()  # the new holder numbers events from here on
         log.warning("run %s: lease lost to another worker; stopping here", self.run_id)
         return "lease_lost"
@@ -666,14 +703,19 @@ class ReactEngine:
                 "detail": suspension.detail,
             },
         )
+        parking = self._seq
         state, new_messages = self._checkpoint_snapshot()
         self._checkpoint_dirty = False  # parking writes the checkpoint itself
-        parked = await self.commit(
-            lambda: store.run_park(
-                run_id=self.run_id, owner=self.owner, checkpoint=state, new_messages=new_messages
+        try:
+            # Guarded: a run cancelled meanwhile is not parked (nobody would resume it).
+            await self.commit(
+                lambda: store.run_park(
+                    run_id=self.run_id, owner=self.owner, checkpoint=state, new_messages=new_messages
+                ),
+                check_lease=True,
             )
-        )
-        if not parked:
+        except store.LeaseLost:
+            self._retract(parking)
             return await self._after_lease_lost()
         if suspension.still_waiting is not None and not await suspension.still_waiting():
             # The answer arrived while we were parking: its resume found the run still running
@@ -682,11 +724,3 @@ class ReactEngine:
 
             dispatch_resume(self.run_id, reason="the awaited answer arrived while the run was parking")
         return RunStatus.AWAITING_APPROVAL
-
-
-def _json_safe(value: Any) -> bool:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return False
-    return True

@@ -19,7 +19,9 @@ from django.db import connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from agents.engine import jsonsafe
 from agents.models import Run, RunEvent, RunMessage, RunStatus, ToolExecution
+from agents.signals import run_cancelled
 
 T = TypeVar("T")
 
@@ -31,7 +33,9 @@ class LeaseLost(Exception):
 def args_sha256(args: Any) -> str:
     """SHA-256 of the canonical JSON of tool arguments (sorted keys, no spaces, UTF-8)."""
     canonical = json.dumps(args, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    # surrogatepass: a lone surrogate (valid in JSON text from an LLM) hashes instead of crashing;
+    # any other string hashes exactly as plain UTF-8.
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def lease_deadline() -> dt.datetime:
@@ -113,11 +117,13 @@ class Change:
 @dataclass(frozen=True, slots=True)
 class Guard:
     """The condition a batch is written under: the run is still ``running``, held by ``owner``
-    and not cancelled. With a ``checkpoint``, the same statement stores it."""
+    and not cancelled. With a ``checkpoint``, the same statement stores it. ``cancelled_ok`` drops
+    the last condition: the write that ends a cancelled run is made by the holder that saw it."""
 
     run_id: int
     owner: str
     checkpoint: dict[str, Any] | None = None
+    cancelled_ok: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +137,7 @@ class QueuedEvent:
 
 Write = Rows | Change
 _RUN_HELD = "id = %s AND lease_owner = %s AND status = %s AND NOT cancel_requested"
+_RUN_HELD_CANCELLED_OK = "id = %s AND lease_owner = %s AND status = %s"
 
 
 def _postgres() -> bool:
@@ -147,6 +154,10 @@ def _table(model: type) -> str:
 
 def _guard_params(guard: Guard) -> list[Any]:
     return [guard.run_id, guard.owner, RunStatus.RUNNING.value]
+
+
+def _held(guard: Guard) -> str:
+    return _RUN_HELD_CANCELLED_OK if guard.cancelled_ok else _RUN_HELD
 
 
 def event_rows(*, run_id: int, events: list[QueuedEvent], stamp: dt.datetime) -> Rows:
@@ -186,7 +197,7 @@ def execution_finish(
         ToolExecution._meta.db_table,
         "status = %s, result = {json}, duration_ms = %s, finished_at = %s",
         "run_id = %s AND tool_call_id = %s AND status = %s",
-        [status, json.dumps(result), duration_ms, timezone.now(), run_id, tool_call_id, "started"],
+        [status, jsonsafe.dumps(result), duration_ms, timezone.now(), run_id, tool_call_id, "started"],
     )
 
 
@@ -196,7 +207,7 @@ def _insert_plain(rows: Rows) -> None:
     marks = ", ".join(_json_placeholder() if c in rows.json_columns else "%s" for c in rows.columns)
     json_at = [c in rows.json_columns for c in rows.columns]
     params = [
-        json.dumps(v) if is_json else adapt(v) if isinstance(v, dt.datetime) else v
+        jsonsafe.dumps(v) if is_json else _plain(adapt(v) if isinstance(v, dt.datetime) else v)
         for row in rows.values
         for v, is_json in zip(row, json_at, strict=True)
     ]
@@ -207,6 +218,11 @@ def _insert_plain(rows: Rows) -> None:
         cursor.execute(sql, params)
 
 
+def _plain(value: Any) -> Any:
+    """A text column's value without what PostgreSQL text refuses (NUL, lone surrogates)."""
+    return jsonsafe.text(value) if isinstance(value, str) else value
+
+
 def _update_plain(change: Change) -> None:
     assignments = change.assignments.format(json=_json_placeholder())
     sql = f"UPDATE {connection.ops.quote_name(change.table)} SET {assignments} WHERE {change.where}"  # noqa: S608
@@ -215,46 +231,55 @@ def _update_plain(change: Change) -> None:
         cursor.execute(sql, [adapt(p) if isinstance(p, dt.datetime) else p for p in change.params])
 
 
-def _guard_plain(guard: Guard) -> None:
+def _guard_plain(guard: Guard) -> bool:
+    """Whether the run is held as ``guard`` says (storing its checkpoint if so). The row is
+    locked until the transaction ends, so a cancel cannot slip in between the check and the
+    writes it guards."""
+    held_sql = _held(guard)
     with connection.cursor() as cursor:
         if guard.checkpoint is not None:
             cursor.execute(
-                f"UPDATE {_table(Run)} SET checkpoint = {_json_placeholder()} WHERE {_RUN_HELD}",  # noqa: S608
-                [json.dumps(guard.checkpoint), *_guard_params(guard)],
+                f"UPDATE {_table(Run)} SET checkpoint = {_json_placeholder()} WHERE {held_sql}",  # noqa: S608
+                [jsonsafe.dumps(guard.checkpoint), *_guard_params(guard)],
             )
-            held = cursor.rowcount
-        else:
-            cursor.execute(f"SELECT 1 FROM {_table(Run)} WHERE {_RUN_HELD}", _guard_params(guard))  # noqa: S608
-            held = cursor.fetchone() is not None
-    if not held:
-        raise LeaseLost(f"run {guard.run_id} is no longer held by {guard.owner} or was cancelled")
+            return bool(cursor.rowcount)
+        lock = " FOR UPDATE" if _postgres() else ""  # SQLite: the write lock serialises anyway
+        cursor.execute(f"SELECT 1 FROM {_table(Run)} WHERE {held_sql}{lock}", _guard_params(guard))  # noqa: S608
+        return cursor.fetchone() is not None
+
+
+def _lease_lost(guard: Guard) -> LeaseLost:
+    return LeaseLost(f"run {guard.run_id} is no longer held by {guard.owner} or was cancelled")
 
 
 def _jsonable(value: Any) -> Any:
     return value.isoformat() if isinstance(value, dt.datetime) else value
 
 
-def _write_postgres(guard: Guard | None, writes: list[Write]) -> None:
-    """All of ``writes`` as one statement. Under a guard every part is conditioned on the guard's
-    row (``EXISTS (SELECT 1 FROM held)``): it writes everything or nothing. Rows travel as one
-    JSON array per table, typed by ``jsonb_populate_recordset`` against the table's row type."""
+def _write_postgres(guard: Guard | None, writes: list[Write], facts: list[Write] = ()) -> None:
+    """All of ``writes`` and ``facts`` as one statement. Under a guard every part of ``writes`` is
+    conditioned on the guard's row (``EXISTS (SELECT 1 FROM held)``): it writes everything or
+    nothing; ``facts`` are written either way. Rows travel as one JSON array per table, typed by
+    ``jsonb_populate_recordset`` against the table's row type."""
     parts: list[str] = []
     params: list[Any] = []
-    condition = ""
     if guard is not None:
+        held_sql = _held(guard)
         if guard.checkpoint is not None:
             parts.append(
-                f"held AS (UPDATE {_table(Run)} SET checkpoint = %s::jsonb WHERE {_RUN_HELD} RETURNING id)"  # noqa: S608
+                f"held AS (UPDATE {_table(Run)} SET checkpoint = %s::jsonb WHERE {held_sql} RETURNING id)"  # noqa: S608
             )
-            params.append(json.dumps(guard.checkpoint))
+            params.append(jsonsafe.dumps(guard.checkpoint))
         else:
-            parts.append(f"held AS (SELECT id FROM {_table(Run)} WHERE {_RUN_HELD})")  # noqa: S608
+            parts.append(f"held AS (SELECT id FROM {_table(Run)} WHERE {held_sql} FOR UPDATE)")  # noqa: S608
         params.extend(_guard_params(guard))
     quote = connection.ops.quote_name
-    for number, write in enumerate(writes):
+    tagged = [(w, guard is not None) for w in writes] + [(w, False) for w in facts]
+    for number, (write, guarded) in enumerate(tagged):
         table = quote(write.table)
+        condition = ""
         if isinstance(write, Rows):
-            if guard is not None:
+            if guarded:
                 condition = " WHERE EXISTS (SELECT 1 FROM held)"
             names = ", ".join(quote(c) for c in write.columns)
             parts.append(
@@ -264,9 +289,9 @@ def _write_postgres(guard: Guard | None, writes: list[Write]) -> None:
             rows = [
                 {c: _jsonable(v) for c, v in zip(write.columns, row, strict=True)} for row in write.values
             ]
-            params.append(json.dumps(rows))
+            params.append(jsonsafe.dumps(rows))
         else:
-            if guard is not None:
+            if guarded:
                 condition = " AND EXISTS (SELECT 1 FROM held)"
             assignments = write.assignments.format(json="%s::jsonb")
             parts.append(f"w{number} AS (UPDATE {table} SET {assignments} WHERE {write.where}{condition})")  # noqa: S608
@@ -278,34 +303,70 @@ def _write_postgres(guard: Guard | None, writes: list[Write]) -> None:
         cursor.execute(f"WITH {', '.join(parts)} {tail}", params)
         held = cursor.fetchone()[0]
     if guard is not None and not held:
-        raise LeaseLost(f"run {guard.run_id} is no longer held by {guard.owner} or was cancelled")
+        raise _lease_lost(guard)
 
 
-def write(*, guard: Guard | None, writes: list[Write], op: Callable[[], T] | None = None) -> T | None:
+def _apply_plain(items: list[Write] | tuple[Write, ...]) -> None:
+    for item in items:
+        if isinstance(item, Rows):
+            if item.values:
+                _insert_plain(item)
+        else:
+            _update_plain(item)
+
+
+def write(
+    *,
+    guard: Guard | None,
+    writes: list[Write],
+    op: Callable[[], T] | None = None,
+    facts: list[Write] | tuple[Write, ...] = (),
+) -> T | None:
     """Apply ``writes`` (and ``op``, an ORM callable for the rare writes) in one transaction.
 
-    With a ``guard`` nothing is written unless the run is still ours, and :class:`LeaseLost` is
-    raised. Precondition: the caller numbered the events it writes while holding the lease.
+    With a ``guard`` nothing of ``writes`` and ``op`` is written unless the run is still ours,
+    and :class:`LeaseLost` is raised. ``facts`` are written in the same transaction whatever the
+    guard says: what happened (a tool's outcome) is recorded even when the run was cancelled or
+    taken over meanwhile (such writes are conditional updates, harmless when stale).
+    Precondition: the caller numbered the events it writes while holding the lease.
     """
     if op is None and _postgres():
         # One statement is one transaction in autocommit, and atomic inside a caller's block.
-        _write_postgres(guard, [w for w in writes if not (isinstance(w, Rows) and not w.values)])
+        _write_postgres(
+            guard,
+            [w for w in writes if not (isinstance(w, Rows) and not w.values)],
+            [w for w in facts if not (isinstance(w, Rows) and not w.values)],
+        )
         return None
     with transaction.atomic():
-        if guard is not None:
-            _guard_plain(guard)
-        result = op() if op is not None else None
-        for item in writes:
-            if isinstance(item, Rows):
-                if item.values:
-                    _insert_plain(item)
-            else:
-                _update_plain(item)
+        held = guard is None or _guard_plain(guard)
+        _apply_plain(facts)
+        if held:
+            result = op() if op is not None else None
+            _apply_plain(writes)
+    if not held:
+        raise _lease_lost(guard)
     return result
+
+
+def run_keep_hook_chain(*, run_id: int, chain: dict[str, Any]) -> dict[str, Any]:
+    """Record the hook chain of a run created without one (before chains were recorded); if one
+    was recorded meanwhile, that one is the run's. Returns the run's chain."""
+    Run.objects.filter(pk=run_id, hook_chain__isnull=True).update(hook_chain=chain)
+    return Run.objects.values_list("hook_chain", flat=True).get(pk=run_id)
 
 
 def cancel_requested(*, run_id: int) -> bool:
     return Run.objects.filter(pk=run_id, cancel_requested=True).exists()
+
+
+def run_end_cancelled(*, run_id: int, owner: str, error: str) -> bool:
+    """End a run we hold whose cancel was requested while it ran; once committed, other apps are
+    told (``agents.signals.run_cancelled``: the approvals app withdraws its pending requests)."""
+    ended = run_finish(run_id=run_id, owner=owner, status=RunStatus.CANCELLED, error=error)
+    if ended:
+        transaction.on_commit(lambda: run_cancelled.send(sender=Run, run_id=run_id))
+    return ended
 
 
 def heartbeat(*, run_id: int, owner: str) -> bool:
@@ -328,10 +389,13 @@ def run_finish(*, run_id: int, owner: str, status: str, output: str = "", error:
 def run_park(
     *, run_id: int, owner: str, checkpoint: dict[str, Any], new_messages: list[dict[str, Any]] = ()
 ) -> bool:
-    """Suspend a run we hold: no lease, no worker, nothing in memory; a resume claims it again."""
-    parked = Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
+    """Suspend a run we hold: no lease, no worker, nothing in memory; a resume claims it again.
+    A run whose cancel was requested is not parked (it would never be resumed nor cancelled)."""
+    parked = Run.objects.filter(
+        pk=run_id, lease_owner=owner, status=RunStatus.RUNNING, cancel_requested=False
+    ).update(
         status=RunStatus.AWAITING_APPROVAL,
-        checkpoint=checkpoint,
+        checkpoint=jsonsafe.storable(checkpoint),
         lease_owner="",
         lease_expires_at=None,
     )
