@@ -250,6 +250,53 @@ class AgentAdmin(OrganizationScopedAdmin):
             for name, options in fieldsets
         ]
 
+    # Owning an agent makes one an approver of its calls (policy ``allow_agent_owner``), so who owns
+    # an agent is an organisation admin's call, like granting a role. Operators see the owner of
+    # an existing agent read-only (a posted value is ignored) and may only make themselves the
+    # owner of an agent they create, which is also the default.
+    def _may_choose_owner(self, request: HttpRequest, organization_id: int | None) -> bool:
+        if request.user.is_superuser:
+            return True
+        return Membership.objects.filter(
+            user=request.user, organization_id=organization_id, role=Role.ADMIN
+        ).exists()
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> Any:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if obj is not None and not self._may_choose_owner(request, obj.organization_id):
+            return (*fields, "owner")
+        return fields
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}
+
+    def get_form(
+        self, request: HttpRequest, obj: Agent | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if obj is not None:
+            return form
+        may_choose_owner = self._may_choose_owner
+
+        class NewAgentForm(form):  # type: ignore[valid-type,misc]
+            def clean(self) -> dict[str, Any]:
+                cleaned = super().clean()
+                organization, owner = cleaned.get("organization"), cleaned.get("owner")
+                if (
+                    organization is not None
+                    and owner is not None
+                    and owner.pk != request.user.pk
+                    and not may_choose_owner(request, organization.pk)
+                ):
+                    self.add_error(
+                        "owner",
+                        "Only an organisation admin may make someone else the owner of an agent: "
+                        "you may only own the agents you create.",
+                    )
+                return cleaned
+
+        return NewAgentForm
+
     @admin.display(description="stored secrets")
     def secrets_state(self, obj: Agent) -> str:
         return secrets_state(obj.secrets) if obj.pk is not None else "—"
