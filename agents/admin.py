@@ -24,13 +24,14 @@ from django.db.models import Count, Field, ForeignKey, JSONField, ManyToManyFiel
 from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import HttpRequest
 
-from agents import selectors, services
+from agents import invitations, selectors, services
 from agents.checks import API_KEY_MISPLACED, hooks_declaration
 from agents.models import (
     Agent,
     Connector,
     ConnectorAction,
     Conversation,
+    Invitation,
     Membership,
     Organization,
     Role,
@@ -189,12 +190,16 @@ class ReadOnlyAdminMixin:
 
 
 class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
+    """Members and their roles. Joining an organisation takes the person's consent: organisation
+    admins invite (:class:`InvitationAdmin`) and change the roles of existing members; only a
+    superuser adds a user directly or changes whose membership a row is."""
+
     model = Membership
     extra = 0
     fields = ("user", "role")
     raw_id_fields = ("user",)
-    # Anyone may be added to an organisation, so users are picked by id rather than restricted
-    # to the organisation's current members.
+    # A superuser may add anyone, so users are picked by id rather than restricted to the
+    # organisation's current members.
     unscoped_relations = ("user",)
 
     # Roles decide who may approve and who may configure: only an organisation admin (or a
@@ -206,8 +211,11 @@ class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
             return False
         return Membership.objects.filter(user=request.user, organization=obj, role=Role.ADMIN).exists()
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Organization | None = None) -> Any:
+        return () if request.user.is_superuser else ("user",)
+
     def has_add_permission(self, request: HttpRequest, obj: Organization | None = None) -> bool:
-        return self._may_grant(request, obj) and super().has_add_permission(request, obj)
+        return request.user.is_superuser and super().has_add_permission(request, obj)
 
     def has_change_permission(self, request: HttpRequest, obj: Organization | None = None) -> bool:
         return self._may_grant(request, obj) and super().has_change_permission(request, obj)
@@ -245,6 +253,76 @@ class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
     @admin.display(description="agents", ordering="_agents")
     def agent_count(self, obj: Organization) -> int:
         return obj._agents  # type: ignore[attr-defined]
+
+
+class InvitationAdminForm(forms.ModelForm):
+    class Meta:
+        model = Invitation
+        fields = ("organization", "invited_user", "email", "role")
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    """Organisation admins invite existing users (or e-mail addresses) to their organisation; the
+    link to pass on is shown once, when the invitation is saved. Invitations are not edited:
+    delete one to revoke it."""
+
+    form = InvitationAdminForm
+    list_display = (
+        "__str__",
+        "organization",
+        "role",
+        "invited_by",
+        "created_at",
+        "expires_at",
+        "accepted_at",
+    )
+    list_select_related = ("organization", "invited_user", "invited_by")
+    list_filter = ("role",)
+    search_fields = ("email", "invited_user__username", "organization__name")
+    raw_id_fields = ("invited_user",)
+    readonly_fields = ("invited_by", "created_at", "expires_at", "accepted_at", "accepted_by")
+
+    def _invitable(self, request: HttpRequest) -> QuerySet[Organization]:
+        organizations = Organization.objects.all()
+        if request.user.is_superuser:
+            return organizations
+        return organizations.filter(
+            pk__in=selectors.organization_ids_of(user=request.user, roles=(Role.ADMIN,))
+        )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Invitation]:
+        return super().get_queryset(request).filter(organization__in=self._invitable(request))
+
+    def get_fields(self, request: HttpRequest, obj: Invitation | None = None) -> Any:
+        fields = ("organization", "invited_user", "email", "role")
+        return fields if obj is None else (*fields, *self.readonly_fields)
+
+    def formfield_for_foreignkey(self, db_field: ForeignKey, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "organization":
+            kwargs["queryset"] = self._invitable(request)
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def has_change_permission(self, request: HttpRequest, obj: Invitation | None = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Invitation, form: Any, change: bool) -> None:
+        invitation, link = invitations.invitation_create(
+            organization=obj.organization,
+            invited_by=request.user,
+            role=obj.role,
+            invited_user=obj.invited_user,
+            email=obj.email,
+        )
+        for field in Invitation._meta.concrete_fields:  # the admin goes on with ``obj``
+            setattr(obj, field.attname, getattr(invitation, field.attname))
+        obj._state.adding = False
+        self.message_user(
+            request,
+            f"Send this link to the invitee; it is shown only once and works until "
+            f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC: {link}",
+            messages.SUCCESS,
+        )
 
 
 # --- agents ---------------------------------------------------------------------------------------
@@ -336,6 +414,53 @@ class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
             (name, {**options, "fields": tuple(f for f in options["fields"] if f != "secrets")})
             for name, options in fieldsets
         ]
+
+    # Owning an agent makes one an approver of its calls (policy ``allow_agent_owner``), so who owns
+    # an agent is an organisation admin's call, like granting a role. Operators see the owner of
+    # an existing agent read-only (a posted value is ignored) and may only make themselves the
+    # owner of an agent they create, which is also the default.
+    def _may_choose_owner(self, request: HttpRequest, organization_id: int | None) -> bool:
+        if request.user.is_superuser:
+            return True
+        return Membership.objects.filter(
+            user=request.user, organization_id=organization_id, role=Role.ADMIN
+        ).exists()
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> Any:
+        fields = tuple(super().get_readonly_fields(request, obj))
+        if obj is not None and not self._may_choose_owner(request, obj.organization_id):
+            return (*fields, "owner")
+        return fields
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}
+
+    def get_form(
+        self, request: HttpRequest, obj: Agent | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        if obj is not None:
+            return form
+        may_choose_owner = self._may_choose_owner
+
+        class NewAgentForm(form):  # type: ignore[valid-type,misc]
+            def clean(self) -> dict[str, Any]:
+                cleaned = super().clean()
+                organization, owner = cleaned.get("organization"), cleaned.get("owner")
+                if (
+                    organization is not None
+                    and owner is not None
+                    and owner.pk != request.user.pk
+                    and not may_choose_owner(request, organization.pk)
+                ):
+                    self.add_error(
+                        "owner",
+                        "Only an organisation admin may make someone else the owner of an agent: "
+                        "you may only own the agents you create.",
+                    )
+                return cleaned
+
+        return NewAgentForm
 
     @admin.display(description="stored secrets")
     def secrets_state(self, obj: Agent) -> str:

@@ -74,6 +74,45 @@ class ConnectorQuerySet(models.QuerySet["Connector"]):
         return super().delete()
 
 
+class Invitation(models.Model):
+    """An offer, made by an organisation admin, for an existing user (named, or by e-mail address)
+    to join the organisation with a role. Only when the invitee accepts it, signed in, is the
+    :class:`Membership` created: nobody is added to an organisation without their consent.
+    Only a SHA-256 of the invitation's token is stored; the link is shown once, to the inviter."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    invited_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="invitations",
+        help_text="The user invited; or leave empty and give their e-mail address.",
+    )
+    email = models.EmailField(blank=True, help_text="Accepted by the signed-in user with this address.")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    invited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    token_sha256 = models.CharField(max_length=64, unique=True, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(editable=False)
+    accepted_at = models.DateTimeField(null=True, blank=True, editable=False)
+    accepted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+
+    def __str__(self) -> str:
+        invitee = self.invited_user or self.email
+        return f"{invitee} invited to {self.organization} as {self.role}"
+
+    def clean(self) -> None:
+        if self.invited_user_id is None and not self.email:
+            raise ValidationError("name the invited user or give their e-mail address")
+        if self.invited_user_id is not None and self.email:
+            raise ValidationError("name the invited user or give an e-mail address, not both")
+
+
 class Connector(models.Model):
     """A service agents call. One whose tools have history (``agents.history``) is never deleted:
     archive it instead."""

@@ -49,7 +49,8 @@ def policy_for(*, agent: Agent) -> ResolvedPolicy:
 
 
 def approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> set[int]:
-    """Who may decide a request of ``requester_id`` on ``agent`` (a snapshot taken at opening)."""
+    """Who may decide a request of ``requester_id`` on ``agent`` under ``policy``: the snapshot
+    taken at opening, and the set a decider is checked against again at decision time."""
     ids: set[int] = set(policy.named_user_ids)
     if policy.allow_agent_owner:
         ids.add(agent.owner_id)
@@ -61,25 +62,49 @@ def approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> 
                 organization_id=agent.organization_id, role__in=[Role.APPROVER, Role.ADMIN]
             ).values_list("user_id", flat=True)
         )
-    # Only members of the organisation may decide, whatever the policy names.
-    members = set(
-        Membership.objects.filter(organization_id=agent.organization_id, user_id__in=ids).values_list(
-            "user_id", flat=True
-        )
+    # Only active members of the organisation may decide, whatever the policy names (the agent's
+    # owner included: owning an agent of an organisation one has left grants nothing).
+    ids &= set(
+        Membership.objects.filter(
+            organization_id=agent.organization_id, user_id__in=ids, user__is_active=True
+        ).values_list("user_id", flat=True)
     )
-    ids &= members | {agent.owner_id}
     if not policy.allow_self_approval:
         ids.discard(requester_id)
     return ids
 
 
+def is_outsider(*, request: Any, user: Any) -> bool:
+    """Whether ``user`` has no business with ``request`` at all (DESIGN §1.11): not a superuser,
+    not a member of its organisation, not its requester and not in its approver snapshot. Such a
+    user is told the request does not exist, and nothing is written on it."""
+    if user is None or not getattr(user, "is_authenticated", False) or user.is_superuser:
+        return False
+    if user.pk == request.requested_by_id:
+        return False
+    if Membership.objects.filter(user_id=user.pk, organization_id=request.organization_id).exists():
+        return False
+    return not request.approvers.filter(pk=user.pk).exists()
+
+
 def describe_refusal(*, request: Any, user: Any) -> str | None:
-    """Why ``user`` may not decide ``request`` (``None`` when they may). Caller loaded
-    ``request.approvers``."""
+    """Why ``user`` may not decide ``request`` (``None`` when they may).
+
+    The approver snapshot taken at opening is an upper bound: at decision time the user must also
+    still be active, a member of the request's organisation and eligible under the agent's
+    current policy. ``request.agent`` is loaded (or loadable) by the caller."""
     if user is None or not getattr(user, "is_authenticated", False):
         return "not signed in"
+    if not user.is_active:
+        return "the account is deactivated"
     if user.pk == request.requested_by_id and not request.allow_self_approval:
         return "the requester may not approve their own call"
     if not request.approvers.filter(pk=user.pk).exists():
         return "not an approver of this request"
+    if not Membership.objects.filter(user_id=user.pk, organization_id=request.organization_id).exists():
+        return "no longer a member of the organisation"
+    agent = request.agent
+    current = approver_ids(policy=policy_for(agent=agent), agent=agent, requester_id=request.requested_by_id)
+    if user.pk not in current:
+        return "no longer an approver under the agent's current policy"
     return None

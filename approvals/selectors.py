@@ -37,10 +37,14 @@ def request_for_decision(*, request_id: uuid.UUID) -> ConfirmationRequest | None
 
 
 def inbox_for(*, user: Any) -> QuerySet[ConfirmationRequest]:
-    """Pending, unexpired requests ``user`` may decide, soonest deadline first."""
+    """Pending, unexpired requests ``user`` is an approver of, in organisations they still belong
+    to, soonest deadline first (a change of policy since opening is checked when they decide)."""
     return (
         ConfirmationRequest.objects.filter(
-            approvers=user, status=ConfirmationStatus.PENDING, expires_at__gt=timezone.now()
+            approvers=user,
+            status=ConfirmationStatus.PENDING,
+            expires_at__gt=timezone.now(),
+            organization_id__in=Membership.objects.filter(user=user).values("organization_id"),
         )
         .select_related("agent", "requested_by", "run", "run__conversation")
         .order_by("expires_at")

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from agents.models import Run, RunStatus
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from approvals.policy import approver_ids, describe_refusal, policy_for
+from approvals.policy import approver_ids, describe_refusal, is_outsider, policy_for
 from approvals.selectors import request_for_decision
 
 log = logging.getLogger(__name__)
@@ -164,12 +164,16 @@ def confirmation_decide(
     """Record ``user``'s verdict if they may give it and nobody gave one before.
 
     Refusals and late clicks change nothing but are logged (``click_refused``) on the request.
+    A web or API caller with no business in the request's organisation (:func:`is_outsider`) is
+    answered ``not_found`` exactly as for an unknown id, and nothing is written: another
+    organisation learns nothing and cannot fill its log. (Callbacks reach here only for requests
+    of the channel's own organisation.)
     ``loaded``: the request as :func:`request_for_decision` returned it, if the caller has it
     already; the verdict is still taken by the conditional update, never from this copy.
     """
     request = loaded if loaded is not None and loaded.pk == request_id else None
     request = request or request_for_decision(request_id=request_id)
-    if request is None:
+    if request is None or (via_channel_id is None and is_outsider(request=request, user=user)):
         return DecisionOutcome(False, "not_found", "No such approval request.")
     verdict = ConfirmationStatus.APPROVED if approve else ConfirmationStatus.REJECTED
     refusal = check_decider(request=request, user=user, via_channel_id=via_channel_id)

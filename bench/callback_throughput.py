@@ -100,7 +100,7 @@ def main() -> None:
             settings_json={"chat_id": "oc_bench", "domain": fake.url},
         )
         _, approver, requests = parked_runs(opts.requests, channel_config=config)
-        ImIdentity.objects.create(user=approver, provider="feishu", external_id=OPEN_ID)
+        ImIdentity.objects.create(organization=org, user=approver, provider="feishu", external_id=OPEN_ID)
 
         valid = []
         for index, request in enumerate(requests):

@@ -5,17 +5,21 @@ and no page (change, view-only, error) ever shows one. The callback URL to paste
 platform's console is shown read-only. A configuration that carried approval cards cannot be
 deleted (its requests are history): deactivate it instead. "Send a test card" asks the channel's
 provider to post a harmless message and reports what happened. A staff user who is not a
-superuser sees only the configurations of the organisations they operate or administer, and the
-identities of their members.
+superuser sees only the configurations of the organisations they operate or administer, and those
+organisations' IM identities, which they may unlink but not link (see :class:`ImIdentityAdmin`).
 """
 
 from __future__ import annotations
+
+import logging
+from typing import Any
 
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
 
 from agents import selectors
 from agents.admin import OrganizationScopedFieldsMixin
@@ -25,6 +29,8 @@ from channels_im.base import DeliveryError
 from channels_im.delivery import channel_for
 from channels_im.models import ChannelConfig, ImIdentity
 from fimone.forms import WriteOnlySecretsForm, secrets_state
+
+log = logging.getLogger(__name__)
 
 
 def _managed_organization_ids(request: HttpRequest) -> QuerySet[Membership]:
@@ -99,15 +105,47 @@ class ChannelConfigAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
 
 @admin.register(ImIdentity)
 class ImIdentityAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
-    list_display = ("external_id", "provider", "user", "display_name")
-    list_select_related = ("user",)
+    """Linking an identity decides whose clicks count as whose, so only the person themselves
+    (the link flow, :mod:`channels_im.identities`) or a superuser links one. Other staff users
+    see the identities of the organisations they operate or administer and may unlink them
+    (delete), but never create one or change its user or external id."""
+
+    list_display = (
+        "external_id",
+        "provider",
+        "user",
+        "organization",
+        "display_name",
+        "linked_by",
+        "linked_at",
+    )
+    list_select_related = ("user", "organization", "linked_by")
     list_filter = ("provider",)
     search_fields = ("external_id", "display_name", "user__username", "user__email")
-    fields = ("user", "provider", "external_id", "display_name")
+    fields = ("organization", "user", "provider", "external_id", "display_name", "linked_by", "linked_at")
+    readonly_fields = ("linked_by", "linked_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ImIdentity]:
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
             return queryset
-        members = Membership.objects.filter(organization_id__in=_managed_organization_ids(request))
-        return queryset.filter(user_id__in=members.values("user_id"))
+        return queryset.filter(organization_id__in=_managed_organization_ids(request))
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return request.user.is_superuser and super().has_add_permission(request)
+
+    def has_change_permission(self, request: HttpRequest, obj: ImIdentity | None = None) -> bool:
+        return request.user.is_superuser and super().has_change_permission(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: ImIdentity, form: Any, change: bool) -> None:
+        if not change or {"user", "external_id", "provider", "organization"} & set(form.changed_data):
+            obj.linked_by, obj.linked_at = request.user, timezone.now()
+            log.info(
+                "IM identity linked by superuser %s: %s:%s -> user %s in organisation %s",
+                request.user.pk,
+                obj.provider,
+                obj.external_id,
+                obj.user_id,
+                obj.organization_id,
+            )
+        super().save_model(request, obj, form, change)

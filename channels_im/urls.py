@@ -1,5 +1,8 @@
 from django.urls import path
 
-from channels_im.views import im_callback
+from channels_im.views import im_callback, link_identity
 
-urlpatterns = [path("callback/<str:callback_key>/", im_callback, name="im-callback")]
+urlpatterns = [
+    path("callback/<str:callback_key>/", im_callback, name="im-callback"),
+    path("link/<str:token>/", link_identity, name="im-link"),
+]

@@ -1,4 +1,5 @@
-"""Inbound callbacks: one URL per channel configuration, ``/im/callback/<callback_key>/``.
+"""Inbound callbacks: one URL per channel configuration, ``/im/callback/<callback_key>/``; and
+the page where a clicker links their IM account to their own (``/im/link/<token>/``).
 
 The provider verifies the request (signature, token, timestamp window, replay) before it parses
 anything; only then is the clicker mapped to a user of ours and the decision handed to the
@@ -11,16 +12,28 @@ from __future__ import annotations
 import logging
 import uuid
 
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse_lazy
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from approvals.models import ConfirmationEvent, ConfirmationRequest
 from approvals.selectors import request_for_decision
 from approvals.services import confirmation_decide, log_event
 from channels_im.base import CallbackResult
 from channels_im.delivery import channel_for
-from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.identities import (
+    LINK_OFFER_TTL,
+    LinkRefused,
+    identity_for_click,
+    im_identity_link,
+    link_offer_check,
+    link_offer_make,
+)
+from channels_im.models import ChannelConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,11 +83,7 @@ def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
     if request is None:
         refusal = CallbackResult.refuse("no such approval request", status=404)
         return channel.callback_response(refusal, None)
-    identity = (
-        ImIdentity.objects.select_related("user")
-        .filter(provider=config.kind, external_id=result.external_user_id)
-        .first()
-    )
+    identity = identity_for_click(config=config, external_id=result.external_user_id)
     if identity is None:
         log_event(
             request_id=request.pk,
@@ -83,8 +92,17 @@ def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
             reason="the clicker is not mapped to a user",
             via=config.pk,
         )
+        # Answered to the clicker only (Slack ephemeral, Feishu toast): the URL is theirs to open.
+        url = link_offer_make(
+            config=config,
+            external_id=result.external_user_id,
+            display_name=str(result.extra.get("display_name") or ""),
+        )
+        minutes = int(LINK_OFFER_TTL.total_seconds() // 60)
         refusal = CallbackResult.refuse(
-            "Your account is not linked to FIM One: ask an administrator to map your IM identity.",
+            f"Your {config.get_kind_display()} account is not linked to FIM One in "
+            f"{config.organization.name}. To link it to your account, open {url} (signed in) "
+            f"within {minutes} minutes, then click again.",
             status=403,
             request_id=str(request.pk),
         )
@@ -99,3 +117,30 @@ def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
         loaded=request,
     )
     return channel.callback_response(result, outcome)
+
+
+LINK_TEMPLATE = "channels_im/link.html"
+
+
+@login_required(login_url=reverse_lazy("approvals:login"))
+@require_http_methods(["GET", "POST"])
+def link_identity(http_request: HttpRequest, token: str) -> HttpResponse:
+    """Link the IM account a one-time link was made for to the signed-in user (GET asks, POST
+    confirms). Refusals are pages with their 4xx status and a plain message."""
+    user = http_request.user
+    context = {"user_label": user.get_full_name() or user.get_username()}
+    try:
+        if http_request.method == "POST":
+            identity = im_identity_link(token=token, user=user)
+            messages.success(
+                http_request,
+                f"Your {identity.get_provider_display()} account is now linked in "
+                f"{identity.organization.name}: your clicks on approval cards count as yours.",
+            )
+            return redirect("approvals:inbox")
+        offer = link_offer_check(token=token, user=user)
+    except LinkRefused as refused:
+        return render(
+            http_request, LINK_TEMPLATE, {**context, "problem": refused.message}, status=refused.status
+        )
+    return render(http_request, LINK_TEMPLATE, {**context, "offer": offer})

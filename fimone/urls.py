@@ -3,6 +3,8 @@ from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
+from agents.views import invitation
+
 
 async def health(request: HttpRequest) -> JsonResponse:
     return JsonResponse({"status": "ok"})
@@ -16,6 +18,7 @@ urlpatterns = [
     path("api/approvals/", include("approvals.api_urls")),
     path("api/", include("agents.urls")),
     path("im/", include("channels_im.urls")),
+    path("invitations/<str:token>/", invitation, name="invitation"),
     path("demo/", include("demo_payments.urls")),
     path("", include("portal.urls")),
 ]

@@ -376,8 +376,14 @@ class SlackChannel(Channel):
             return CallbackResult.refuse("the button carries no approval request id")
         if not isinstance(action_ts, str) or not _ACTION_TS.fullmatch(action_ts):
             return CallbackResult.refuse("the action has no valid action_ts")
+        name = user.get("username") or user.get("name")
         decision = CallbackResult(
-            kind="decision", request_id=request_id, approve=action_id == APPROVE, external_user_id=user_id
+            kind="decision",
+            request_id=request_id,
+            approve=action_id == APPROVE,
+            external_user_id=user_id,
+            # Shown on the link page (escaped) when nobody is linked to this Slack user yet.
+            extra={"display_name": name[:200]} if isinstance(name, str) else {},
         )
         return self._first_delivery(decision, action_ts)
 

@@ -16,6 +16,7 @@ from agents.models import (
     Connector,
     ConnectorAction,
     Conversation,
+    Invitation,
     Membership,
     Organization,
     Run,
@@ -29,7 +30,7 @@ from tests.admin_kit import logged_in, page_text, url
 from tests.personas import make_action, make_agent, make_http_connector, scripted
 
 SECRET = "s3cr3t-bearer-VALUE-42"
-ADMIN_MODELS = (Organization, Agent, Connector, Conversation, Run, ToolExecution)
+ADMIN_MODELS = (Organization, Agent, Connector, Conversation, Run, ToolExecution, Invitation)
 
 
 @pytest.fixture(autouse=True)
@@ -478,7 +479,153 @@ def test_an_organisation_admin_grants_roles(personas) -> None:
         "change_membership",
     )
     formset = _membership_inline(logged_in(personas.admin), personas.org)
-    assert formset.has_add_permission and formset.has_change_permission
+    assert formset.has_change_permission
+    assert not formset.has_add_permission, "existing users join by accepting an invitation"
+
+
+# --- agent owners ------------------------------------------------------------------------------------
+
+
+def paying_agent_of(personas, owner: Any) -> Agent:
+    from tests.approvals.kit import PAY_ARGS
+
+    config = scripted(
+        {"tool_calls": [{"name": "oa__purchase_pay", "arguments": dict(PAY_ARGS)}]},
+        {"content": "Outcome: {last}"},
+    )
+    return make_agent(personas.org, owner, model_config_json=config)
+
+
+def agent_change_form(personas, agent: Agent, **overrides: Any) -> dict[str, Any]:
+    return agent_form(personas, agent.model_config_json, name=agent.name, **overrides)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_it_ignores_an_operator_making_themselves_the_owner_so_they_never_become_approver(
+    personas, resumes
+) -> None:
+    from approvals.models import ConfirmationRequest
+    from tests.agents.engine_kit import Harness
+    from tests.approvals.kit import pay_tool, set_policy, suspended_run
+
+    agent = paying_agent_of(personas, personas.admin)
+    grant(personas.operator, "view_agent", "change_agent")
+    client = logged_in(personas.operator)
+    form = client.get(url(Agent, "change", agent.pk)).context["adminform"].form
+    assert "owner" not in form.fields, "the owner is read-only for an operator"
+
+    response = client.post(
+        url(Agent, "change", agent.pk), agent_change_form(personas, agent, owner=personas.operator.pk)
+    )
+
+    assert response.status_code == 302
+    agent.refresh_from_db()
+    assert agent.owner == personas.admin
+    set_policy(personas, allow_agent_owner=True, allow_org_approvers=False)
+    _run, request = suspended_run(personas, Harness(pay_tool()), agent=agent)
+    approvers = set(ConfirmationRequest.objects.get(pk=request.pk).approvers.all())
+    assert approvers == {personas.admin} and personas.operator not in approvers
+
+
+def test_an_organisation_admin_changes_the_owner_of_an_agent(personas) -> None:
+    agent = paying_agent_of(personas, personas.operator)
+    grant(personas.admin, "view_agent", "change_agent")
+
+    response = logged_in(personas.admin).post(
+        url(Agent, "change", agent.pk), agent_change_form(personas, agent, owner=personas.approver.pk)
+    )
+
+    assert response.status_code == 302
+    agent.refresh_from_db()
+    assert agent.owner == personas.approver
+
+
+def test_it_refuses_an_operator_creating_an_agent_owned_by_someone_else(personas) -> None:
+    grant(personas.operator, "view_agent", "add_agent")
+    client = logged_in(personas.operator)
+    assert client.get(url(Agent, "add")).context["adminform"].form.initial["owner"] == personas.operator.pk
+
+    response = client.post(
+        url(Agent, "add"), agent_form(personas, scripted({"content": "x"}), owner=personas.admin.pk)
+    )
+
+    assert response.status_code == 200
+    assert "Only an organisation admin may make someone else the owner" in page_text(response)
+    assert not Agent.objects.filter(name="Invoice clerk").exists()
+    response = client.post(url(Agent, "add"), agent_form(personas, scripted({"content": "x"})))
+    assert response.status_code == 302
+    assert Agent.objects.get(name="Invoice clerk").owner == personas.operator
+
+
+# --- joining an organisation takes consent (#9 item 2) ------------------------------------------------
+
+
+def organization_form(org: Organization, memberships: list[Membership], *new_rows: dict[str, Any]) -> dict:
+    data: dict[str, Any] = {
+        "name": org.name,
+        "read_only": "",
+        "memberships-TOTAL_FORMS": str(len(memberships) + len(new_rows)),
+        "memberships-INITIAL_FORMS": str(len(memberships)),
+        "memberships-MIN_NUM_FORMS": "0",
+        "memberships-MAX_NUM_FORMS": "1000",
+    }
+    rows = [{"id": m.pk, "organization": org.pk, "user": m.user_id, "role": m.role} for m in memberships]
+    rows += [{"id": "", "organization": org.pk, **row} for row in new_rows]
+    for n, row in enumerate(rows):
+        data.update({f"memberships-{n}-{key}": value for key, value in row.items()})
+    return data
+
+
+ORG_ADMIN_PERMISSIONS = (
+    "view_organization",
+    "change_organization",
+    "view_membership",
+    "add_membership",
+    "change_membership",
+    "delete_membership",
+)
+
+
+def test_it_refuses_an_organisation_admin_adding_an_existing_user_of_another_organisation(personas) -> None:
+    grant(personas.admin, *ORG_ADMIN_PERMISSIONS)
+    memberships = list(Membership.objects.filter(organization=personas.org).order_by("pk"))
+
+    logged_in(personas.admin).post(
+        url(Organization, "change", personas.org.pk),
+        organization_form(personas.org, memberships, {"user": personas.stranger.pk, "role": "approver"}),
+    )
+
+    assert not Membership.objects.filter(user=personas.stranger, organization=personas.org).exists()
+
+
+def test_an_organisation_admin_changes_a_members_role_but_not_whose_membership_it_is(personas) -> None:
+    grant(personas.admin, *ORG_ADMIN_PERMISSIONS)
+    memberships = list(Membership.objects.filter(organization=personas.org).order_by("pk"))
+    data = organization_form(personas.org, memberships)
+    row = next(n for n, m in enumerate(memberships) if m.user_id == personas.member.pk)
+    data[f"memberships-{row}-role"] = "approver"
+    data[f"memberships-{row}-user"] = personas.stranger.pk  # read-only: ignored
+
+    response = logged_in(personas.admin).post(url(Organization, "change", personas.org.pk), data)
+
+    assert response.status_code == 302
+    changed = Membership.objects.get(pk=memberships[row].pk)
+    assert (changed.user, changed.role) == (personas.member, "approver")
+    assert not Membership.objects.filter(user=personas.stranger, organization=personas.org).exists()
+
+
+def test_a_superuser_still_adds_a_member_directly(superuser, personas) -> None:
+    memberships = list(Membership.objects.filter(organization=personas.org).order_by("pk"))
+
+    response = logged_in(superuser).post(
+        url(Organization, "change", personas.org.pk),
+        organization_form(personas.org, memberships, {"user": personas.stranger.pk, "role": "member"}),
+    )
+
+    assert response.status_code == 302
+    assert Membership.objects.filter(
+        user=personas.stranger, organization=personas.org, role="member"
+    ).exists()
 
 
 DEEP_JSON = "[" * 100_000 + "]" * 100_000

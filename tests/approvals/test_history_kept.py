@@ -14,6 +14,7 @@ from agents.models import (
     Connector,
     Conversation,
     Organization,
+    Role,
     Run,
     RunEvent,
     RunMessage,
@@ -26,7 +27,7 @@ from approvals.services import confirmation_decide
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import pay_tool, paying_agent, set_policy, suspended_run
-from tests.personas import make_action, make_http_connector
+from tests.personas import make_action, make_http_connector, make_user
 
 User = get_user_model()
 Kind = ConfirmationEvent.Kind
@@ -145,7 +146,8 @@ def test_it_refuses_to_delete_a_user_who_requested_or_decided(personas, history,
 
 
 def test_it_refuses_to_delete_a_user_whose_refused_click_is_logged(personas, parked) -> None:
-    outsider = User.objects.create_user("mallory", "m@example.test", "x")
+    # A member who may not decide: a refused click of theirs is logged (a stranger's writes nothing).
+    outsider = make_user("mallory", personas.org, Role.MEMBER)
     confirmation_decide(request_id=parked.request.pk, user=outsider, approve=True)
     assert parked.request.events.filter(kind=Kind.CLICK_REFUSED, actor=outsider).exists()
 

@@ -83,7 +83,11 @@ def test_the_channel_changelist_renders_with_its_filters(superuser, configs, que
 
 def test_the_identity_changelist_and_pages_render(superuser, personas) -> None:
     identity = ImIdentity.objects.create(
-        user=personas.approver, provider="slack", external_id="U0APRIL", display_name="April Chen"
+        organization=personas.org,
+        user=personas.approver,
+        provider="slack",
+        external_id="U0APRIL",
+        display_name="April Chen",
     )
     client = logged_in(superuser)
 
@@ -187,23 +191,91 @@ def test_a_staff_user_without_an_operator_or_admin_role_sees_no_channels(persona
     personas.auditor.is_staff = True
     personas.auditor.save()
     grant(personas.auditor, "view_channelconfig", "view_imidentity")
-    ImIdentity.objects.create(user=personas.approver, provider="slack", external_id="U0APRIL")
+    ImIdentity.objects.create(
+        organization=personas.org, user=personas.approver, provider="slack", external_id="U0APRIL"
+    )
     client = logged_in(personas.auditor)
 
     assert "Acme approvals" not in page_text(client.get(url(ChannelConfig, "changelist")))
     assert "U0APRIL" not in page_text(client.get(url(ImIdentity, "changelist")))
 
 
-def test_a_staff_operator_sees_the_identities_of_their_organisations_members_only(personas) -> None:
-    grant(personas.operator, "view_imidentity", "add_imidentity")
-    ImIdentity.objects.create(user=personas.approver, provider="slack", external_id="U0APRIL")
-    ImIdentity.objects.create(user=personas.stranger, provider="slack", external_id="U0SAM")
+def test_a_staff_operator_sees_and_may_unlink_only_their_organisations_identities(personas) -> None:
+    grant(personas.operator, "view_imidentity", "add_imidentity", "change_imidentity", "delete_imidentity")
+    april = ImIdentity.objects.create(
+        organization=personas.org, user=personas.approver, provider="slack", external_id="U0APRIL"
+    )
+    sam = ImIdentity.objects.create(
+        organization=personas.other_org, user=personas.stranger, provider="slack", external_id="U0SAM"
+    )
     client = logged_in(personas.operator)
 
     listing = page_text(client.get(url(ImIdentity, "changelist")))
     assert "U0APRIL" in listing and "U0SAM" not in listing
-    form = client.get(url(ImIdentity, "add")).context["adminform"].form
-    assert personas.stranger not in form.fields["user"].queryset
+    assert client.get(url(ImIdentity, "change", sam.pk)).status_code == 302
+    assert client.post(url(ImIdentity, "delete", sam.pk), {"post": "yes"}).status_code == 302
+    assert ImIdentity.objects.filter(pk=sam.pk).exists(), "another organisation's identity stays"
+
+    response = client.post(url(ImIdentity, "delete", april.pk), {"post": "yes"})
+
+    assert response.status_code == 302 and not ImIdentity.objects.filter(pk=april.pk).exists()
+
+
+# --- who may link an identity (#9 item 2) --------------------------------------------------------
+
+
+def identity_form(personas, user: Any, external_id: str = "U0OSCAR") -> dict[str, Any]:
+    return {
+        "organization": personas.org.pk,
+        "user": user.pk,
+        "provider": "slack",
+        "external_id": external_id,
+        "display_name": "",
+    }
+
+
+def test_it_refuses_an_operator_mapping_their_own_im_id_to_an_approver(personas) -> None:
+    grant(personas.operator, "view_imidentity", "add_imidentity", "change_imidentity")
+    client = logged_in(personas.operator)
+
+    response = client.post(url(ImIdentity, "add"), identity_form(personas, personas.approver))
+
+    assert response.status_code == 403
+    assert not ImIdentity.objects.exists()
+
+
+def test_it_refuses_an_operator_changing_the_user_or_id_of_an_identity(personas) -> None:
+    grant(personas.operator, "view_imidentity", "add_imidentity", "change_imidentity")
+    identity = ImIdentity.objects.create(
+        organization=personas.org, user=personas.approver, provider="slack", external_id="U0APRIL"
+    )
+    client = logged_in(personas.operator)
+    assert 'name="_save"' not in page_text(client.get(url(ImIdentity, "change", identity.pk)))
+
+    response = client.post(
+        url(ImIdentity, "change", identity.pk), identity_form(personas, personas.approver, "U0OSCAR")
+    )
+
+    assert response.status_code == 403
+    identity.refresh_from_db()
+    assert identity.external_id == "U0APRIL" and identity.user == personas.approver
+
+
+def test_a_superuser_links_an_identity_directly_and_is_recorded_as_the_linker(superuser, personas) -> None:
+    response = logged_in(superuser).post(url(ImIdentity, "add"), identity_form(personas, personas.approver))
+
+    assert response.status_code == 302
+    identity = ImIdentity.objects.get(external_id="U0OSCAR")
+    assert identity.user == personas.approver and identity.organization == personas.org
+    assert identity.linked_by == superuser and identity.linked_at is not None
+
+
+def test_even_a_superuser_links_identities_only_to_members_of_the_organisation(superuser, personas) -> None:
+    response = logged_in(superuser).post(url(ImIdentity, "add"), identity_form(personas, personas.stranger))
+
+    assert response.status_code == 200
+    assert "link identities only to members of the organisation" in page_text(response)
+    assert not ImIdentity.objects.exists()
 
 
 # --- "Send a test card" ---------------------------------------------------------------------------

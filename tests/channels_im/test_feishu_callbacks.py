@@ -44,7 +44,9 @@ def keys() -> AppKeys:
 
 @pytest.fixture
 def channel(personas: Any, keys: AppKeys) -> ChannelConfig:
-    ImIdentity.objects.create(user=personas.approver, provider="feishu", external_id=APRIL)
+    ImIdentity.objects.create(
+        organization=personas.org, user=personas.approver, provider="feishu", external_id=APRIL
+    )
     return configure_channel(personas.org, keys=keys)
 
 

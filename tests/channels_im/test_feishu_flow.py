@@ -5,8 +5,10 @@ is wrong, changes nothing and is logged."""
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.http import HttpResponse
@@ -49,7 +51,9 @@ def channel(personas: Any, fake: FakeFeishu) -> ChannelConfig:
     """The organisation's default approval channel: a Feishu chat, where April is ``APRIL``."""
     personas.approver.first_name, personas.approver.last_name = "April", "Chen"
     personas.approver.save()
-    ImIdentity.objects.create(user=personas.approver, provider="feishu", external_id=APRIL)
+    ImIdentity.objects.create(
+        organization=personas.org, user=personas.approver, provider="feishu", external_id=APRIL
+    )
     return configure_channel(personas.org, fake=fake)
 
 
@@ -316,6 +320,34 @@ def test_a_click_from_an_unmapped_feishu_user_changes_nothing_and_is_logged(
     assert refused.actor is None and refused.actor_external_id == "ou_nobody"
 
 
+def test_an_unlinked_feishu_user_is_offered_a_link_in_the_toast_and_links_their_account(
+    client: Client,
+    personas: Any,
+    resumes: Resumes,
+    fake: FakeFeishu,
+    channel: ChannelConfig,
+    harness: Harness,
+) -> None:
+    _, request = park(personas, harness)
+
+    toast = post_click(client, channel, request, open_id="ou_adam")
+
+    content = toast.json()["toast"]["content"]
+    assert "not linked to FIM One in Acme" in content
+    [url] = re.findall(r"https?://\S+/im/link/[A-Za-z0-9_\-]+/", content)
+    page = Client()
+    page.force_login(personas.admin)
+    assert page.post(urlsplit(url).path).status_code == 302
+    identity = ImIdentity.objects.get(provider="feishu", external_id="ou_adam")
+    assert identity.organization == personas.org and identity.user == personas.admin
+
+    response = post_click(client, channel, request, open_id="ou_adam", decision="reject")
+
+    assert response.json()["toast"]["type"] == "success"
+    request.refresh_from_db()
+    assert request.status == ConfirmationStatus.REJECTED and request.responded_by == personas.admin
+
+
 @pytest.mark.parametrize(
     ("who", "why"),
     [
@@ -334,7 +366,9 @@ def test_a_click_from_a_mapped_user_who_may_not_decide_changes_nothing_and_is_lo
     why: str,
 ) -> None:
     user = getattr(personas, who)
-    ImIdentity.objects.create(user=user, provider="feishu", external_id=f"ou_{who}")
+    ImIdentity.objects.create(
+        organization=personas.org, user=user, provider="feishu", external_id=f"ou_{who}"
+    )
     _, request = park(personas, harness)
 
     response = post_click(client, channel, request, open_id=f"ou_{who}")
@@ -403,7 +437,9 @@ def test_a_replayed_click_is_refused_even_once_it_would_be_accepted(
         encrypt_key=keys.encrypt_key,
     )
     assert post_click(client, channel, request, body=captured).json()["toast"]["type"] == "error"
-    ImIdentity.objects.create(user=personas.approver, provider="feishu", external_id="ou_new_hire")
+    ImIdentity.objects.create(
+        organization=personas.org, user=personas.approver, provider="feishu", external_id="ou_new_hire"
+    )
 
     replay = post_click(client, channel, request, body=captured)
 

@@ -85,7 +85,11 @@ def park(personas: Any, slack: FakeSlack) -> Flow:
     personas.approver.save()
     config = slack.channel_config(personas.org, is_default=True)
     ImIdentity.objects.create(
-        user=personas.approver, provider="slack", external_id=APRIL, display_name="april"
+        organization=personas.org,
+        user=personas.approver,
+        provider="slack",
+        external_id=APRIL,
+        display_name="april",
     )
     set_policy(personas)
     tool = pay_tool()
@@ -340,7 +344,9 @@ def test_a_click_by_a_mapped_user_who_may_not_approve_changes_nothing_and_is_log
     personas, resumes, slack
 ) -> None:
     flow = park(personas, slack)
-    ImIdentity.objects.create(user=personas.auditor, provider="slack", external_id="U0AUDE")
+    ImIdentity.objects.create(
+        organization=personas.org, user=personas.auditor, provider="slack", external_id="U0AUDE"
+    )
 
     response = flow.post(*flow.click(user="U0AUDE"))
 
@@ -366,7 +372,9 @@ def test_a_second_approver_clicking_after_the_verdict_is_told_it_was_already_dec
     personas, resumes, slack
 ) -> None:
     flow = park(personas, slack)
-    ImIdentity.objects.create(user=personas.admin, provider="slack", external_id="U0ADAM")
+    ImIdentity.objects.create(
+        organization=personas.org, user=personas.admin, provider="slack", external_id="U0ADAM"
+    )
     flow.post(*flow.click())
 
     late = flow.post(*flow.click(user="U0ADAM", action="reject"))

@@ -70,7 +70,9 @@ def world(personas, resumes) -> Iterator[World]:
         config = slack.channel_config(personas.org, is_default=True)
         set_policy(personas)
         _, request = suspended_run(personas, Harness(pay_tool()))
-        ImIdentity.objects.create(user=personas.approver, provider="slack", external_id=APRIL)
+        ImIdentity.objects.create(
+            organization=personas.org, user=personas.approver, provider="slack", external_id=APRIL
+        )
         yield World(config, request)
 
 

@@ -152,7 +152,9 @@ def test_a_signed_slack_callback_with_a_deeply_nested_payload_is_refused_as_malf
         config = slack.channel_config(personas.org, is_default=True)
         set_policy(personas)
         _, request = suspended_run(personas, Harness(pay_tool()))
-        ImIdentity.objects.create(user=personas.approver, provider="slack", external_id="U0APRIL")
+        ImIdentity.objects.create(
+            organization=personas.org, user=personas.approver, provider="slack", external_id="U0APRIL"
+        )
         url = f"/im/callback/{config.callback_key}/"
         body = urlencode({"payload": DEEP_ARRAY}, quote_via=quote).encode()
         form = "application/x-www-form-urlencoded"

@@ -1,0 +1,135 @@
+"""Who a clicker is: IM identities of an organisation, and the flow that links them.
+
+A click counts only through an :class:`ImIdentity` of the organisation of the channel it came
+through (DESIGN §1.11). Only the person themselves links an identity to their account: a verified
+click by someone nobody is linked to is answered, to the clicker only, with a one-time link URL
+(:func:`link_offer_make`); opening it signed in and confirming (:func:`im_identity_link`) links
+the clicker's IM user id to the signed-in user if they are an active member of the channel's
+organisation. Superusers may also link identities directly in the admin.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import secrets
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.urls import reverse
+from django.utils import timezone
+
+from agents.models import Membership
+from channels_im.models import ChannelConfig, ImIdentity, ImLinkOffer
+
+log = logging.getLogger(__name__)
+
+LINK_OFFER_TTL = dt.timedelta(minutes=15)
+"""How long a link URL works after the click that asked for it."""
+
+
+class LinkRefused(Exception):
+    """The link cannot be made. ``status`` is the HTTP status the page answers with."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.message, self.status = message, status
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+
+
+def identity_for_click(*, config: ChannelConfig, external_id: str) -> ImIdentity | None:
+    """The identity a click through ``config`` counts as: only one of the channel's organisation."""
+    return (
+        ImIdentity.objects.select_related("user")
+        .filter(organization_id=config.organization_id, provider=config.kind, external_id=external_id)
+        .first()
+    )
+
+
+def link_url(token: str) -> str:
+    return settings.SITE_URL + reverse("im-link", args=[token])
+
+
+@transaction.atomic
+def link_offer_make(*, config: ChannelConfig, external_id: str, display_name: str = "") -> str:
+    """A new one-time link URL for the verified clicker ``external_id`` of ``config``. It replaces
+    the clicker's earlier unused offer on this channel, so clicks never pile offers up."""
+    ImLinkOffer.objects.filter(channel_config=config, external_id=external_id, used_at__isnull=True).delete()
+    token = secrets.token_urlsafe(32)
+    ImLinkOffer.objects.create(
+        token_sha256=_digest(token),
+        organization_id=config.organization_id,
+        channel_config=config,
+        provider=config.kind,
+        external_id=external_id,
+        display_name=(display_name or "")[:200],
+        expires_at=timezone.now() + LINK_OFFER_TTL,
+    )
+    return link_url(token)
+
+
+def link_offer_check(*, token: str, user: Any) -> ImLinkOffer:
+    """The offer behind ``token`` if ``user`` may complete it now; else :class:`LinkRefused`
+    (404 unknown or forged, 410 used or expired, 403 not an active member of its organisation)."""
+    offer = (
+        ImLinkOffer.objects.select_related("organization", "channel_config")
+        .filter(token_sha256=_digest(token))
+        .first()
+    )
+    if offer is None:
+        raise LinkRefused("This link is not valid. Click the card again to get a new one.", status=404)
+    if offer.used_at is not None:
+        raise LinkRefused("This link was already used. Click the card again to get a new one.", status=410)
+    if offer.expires_at <= timezone.now():
+        raise LinkRefused("This link has expired. Click the card again to get a new one.", status=410)
+    if (
+        not getattr(user, "is_active", False)
+        or not Membership.objects.filter(user_id=user.pk, organization_id=offer.organization_id).exists()
+    ):
+        raise LinkRefused("This link is for members of another organisation than yours.", status=403)
+    return offer
+
+
+@transaction.atomic
+def im_identity_link(*, token: str, user: Any) -> ImIdentity:
+    """Complete the offer behind ``token`` for the signed-in ``user``: link its IM user id to them
+    in its organisation. Single use: the offer is spent by a conditional update, so two
+    confirmations of one link make one identity. Raises :class:`LinkRefused`."""
+    offer = link_offer_check(token=token, user=user)
+    now = timezone.now()
+    spent = ImLinkOffer.objects.filter(pk=offer.pk, used_at__isnull=True, expires_at__gt=now).update(
+        used_at=now, used_by=user
+    )
+    if not spent:
+        raise LinkRefused("This link was already used. Click the card again to get a new one.", status=410)
+    try:
+        with transaction.atomic():
+            identity = ImIdentity.objects.create(
+                organization_id=offer.organization_id,
+                user=user,
+                provider=offer.provider,
+                external_id=offer.external_id,
+                display_name=offer.display_name,
+                linked_by=user,
+                linked_at=now,
+            )
+    except IntegrityError:
+        raise LinkRefused(
+            "This chat account is already linked to an account of this organisation: ask an "
+            "administrator to unlink it first.",
+            status=409,
+        ) from None
+    log.info(
+        "IM identity linked by its owner: %s:%s -> user %s in organisation %s (channel %s)",
+        offer.provider,
+        offer.external_id,
+        user.pk,
+        offer.organization_id,
+        offer.channel_config_id,
+    )
+    return identity
