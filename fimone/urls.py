@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
@@ -16,5 +17,7 @@ urlpatterns = [
     path("api/approvals/", include("approvals.api_urls")),
     path("api/", include("agents.urls")),
     path("im/", include("channels_im.urls")),
-    path("demo/", include("demo_payments.urls")),
 ]
+if settings.FIMONE_ENV == "development":
+    # The demo target service pays with a token anyone can read in the README: never in production.
+    urlpatterns.append(path("demo/", include("demo_payments.urls")))
