@@ -146,6 +146,21 @@ def env_header_value(name: str, *, environ: Mapping[str, str] | None = None) -> 
     return _meta_key(name, header.strip()), expected.strip()
 
 
+_RATE = re.compile(r"([0-9]{1,9})/(s|sec|second|m|min|minute|h|hour|d|day)")
+
+
+def env_rate(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """A request rate in DRF's shape: ``30/min`` (per ``s``/``sec``, ``m``/``min``, ``h``/``hour``,
+    ``d``/``day``), at least one request."""
+    value = _raw(name, environ) or default
+    match = _RATE.fullmatch(value)
+    if match is None or int(match[1]) < 1:
+        raise EnvError(
+            name, f"must be a rate such as 30/min (requests per s, min, hour or day; got {value!r})"
+        )
+    return value
+
+
 def env_database(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """A Django ``DATABASES`` entry from a URL: ``postgres://…`` / ``postgresql://…`` (psycopg 3)
     or ``sqlite:///path``."""

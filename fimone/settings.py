@@ -7,6 +7,7 @@ the channel layer, cache and Celery broker to Redis and runs agent runs on Celer
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import tempfile
 from pathlib import Path
@@ -16,9 +17,11 @@ from fimone.env import (
     env_choice,
     env_database,
     env_float,
+    env_header,
     env_header_value,
     env_int,
     env_list,
+    env_rate,
     env_redis_url,
     env_required,
     env_str,
@@ -65,6 +68,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "django_celery_beat",
+    "axes",
     "agents",
     "hooks",
     "approvals",
@@ -83,6 +87,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a sign-in refused by the lockout into its 429 page (async-capable, in place).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "fimone.urls"
@@ -137,10 +143,27 @@ REDIS_URL = env_redis_url("REDIS_URL")
 EMBEDDED = REDIS_URL is None
 
 if EMBEDDED:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        # Request counters of the throttles (fimone/throttling.py): one process, so local memory is
+        # exact; room enough that counters are never culled to make space.
+        "throttle": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "throttle",
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        },
+    }
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL},
+        # Shared by every server process, so a user's rate is counted once across them.
+        "throttle": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "fimone",
+        },
+    }
     CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
     }
@@ -201,6 +224,31 @@ if not SECURE_HSTS_PRELOAD:
     # HTTPS-only), so it is off unless SECURE_HSTS_PRELOAD=true; Django's reminder is not a defect.
     SILENCED_SYSTEM_CHECKS.append("security.W021")
 
+# --- sign-in lockout (django-axes) and request rates ---------------------------------------------
+# A sign-in is refused (429, even with the right password) after LOGIN_FAILURE_LIMIT failures for
+# one account, or from one address, until LOGIN_COOLOFF_MINUTES after the last failure; failures
+# during a lockout extend it. Both login pages (/approvals/login/, /admin/login/) go through it.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each counted on its own
+AXES_LOCKOUT_CALLABLE = "approvals.views.login_locked_out"
+AXES_CLIENT_IP_CALLABLE = "fimone.throttling.client_ip"
+# A success does not wipe the failures: with it, someone owning one account could reset the count
+# of their address between guesses at others.
+AXES_RESET_ON_SUCCESS = False
+# The client's address is the socket's peer, unless a trusted proxy in front sets a header with it
+# (e.g. X-Real-IP, or X-Forwarded-For: its CLIENT_IP_PROXY_COUNT-th entry from the right is used).
+# Set it only behind such a proxy: otherwise any client could claim any address.
+CLIENT_IP_HEADER = env_header("CLIENT_IP_HEADER")
+CLIENT_IP_PROXY_COUNT = env_int("CLIENT_IP_PROXY_COUNT", 1, minimum=1)
+# Per-user request rates of the API (and the web inbox's decisions), e.g. "30/min".
+RUN_START_RATE = env_rate("RUN_START_RATE", "30/min")
+DECISION_RATE = env_rate("DECISION_RATE", "60/min")
+
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
@@ -216,6 +264,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": None,
+    "DEFAULT_THROTTLE_RATES": {"run_start": RUN_START_RATE, "decision": DECISION_RATE},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "FIM One hooks API",
@@ -238,6 +287,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # django-axes announces itself at every start-up; its sign-in failures and lockouts still log.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
     "root": {
         "handlers": ["console"],
         "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR")),
