@@ -26,6 +26,7 @@ from rest_framework.views import APIView
 from agents import selectors, services
 from agents.models import Agent, ExecutionPath, Run, RunStatus
 from agents.services import ServiceError
+from fimone.throttling import ScopedUserRateThrottle
 
 MAX_INPUT_LENGTH = 20_000
 DEFAULT_EVENT_LIMIT = 100
@@ -145,9 +146,18 @@ class RunDetailApi(APIView):
         return Response(self.OutputSerializer(run).data)
 
 
+class RunStartThrottle(ScopedUserRateThrottle):
+    """``RUN_START_RATE`` per user."""
+
+    scope = "run_start"
+    what = "runs started"
+
+
 class RunStartApi(APIView):
     """Start a run of an agent of the caller's organisations (a new conversation unless one of the
     caller's conversations with this agent is given)."""
+
+    throttle_classes = [RunStartThrottle]
 
     @extend_schema_serializer(component_name="RunStart")
     class InputSerializer(serializers.Serializer):
@@ -173,6 +183,7 @@ class RunStartApi(APIView):
                 description="The agent (or its organisation) is archived, or the conversation already "
                 "has a run in progress."
             ),
+            429: OpenApiResponse(description="Too many runs started: `detail` says so; see `Retry-After`."),
         },
     )
     def post(self, request: Request, agent_id: int) -> Response:

@@ -29,6 +29,7 @@ from approvals import selectors
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
 from approvals.services import DecisionOutcome, confirmation_decide
+from fimone.throttling import ScopedUserRateThrottle
 
 MAX_REASON_LENGTH = 2000
 
@@ -135,8 +136,17 @@ def _outcome_status(outcome: DecisionOutcome) -> int:
     return status.HTTP_409_CONFLICT
 
 
+class DecisionThrottle(ScopedUserRateThrottle):
+    """``DECISION_RATE`` per user, shared by this API and the web inbox's decide view."""
+
+    scope = "decision"
+    what = "decisions"
+
+
 class ApprovalDecisionApi(APIView):
     """Approve or reject a request. Only the first verdict counts; every attempt is logged."""
+
+    throttle_classes = [DecisionThrottle]
 
     @extend_schema_serializer(component_name="ApprovalDecision")
     class InputSerializer(serializers.Serializer):
@@ -161,6 +171,7 @@ class ApprovalDecisionApi(APIView):
             403: OpenApiResponse(OutputSerializer, description="The caller may not decide this request."),
             404: OpenApiResponse(OutputSerializer, description="No such request."),
             409: OpenApiResponse(OutputSerializer, description="The request was already final or expired."),
+            429: OpenApiResponse(description="Too many decisions: `detail` says so; see `Retry-After`."),
         },
     )
     def post(self, request: Request, request_id: uuid.UUID) -> Response:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -30,6 +31,7 @@ from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_POST
 
 from approvals import selectors
+from approvals.apis import DecisionThrottle
 from approvals.gate import pretty_arguments
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
@@ -138,7 +140,18 @@ def request_detail(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
 @signed_in
 @require_POST
 def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
-    """Approve or reject, then back to the inbox with the outcome as a flash message."""
+    """Approve or reject, then back to the inbox with the outcome as a flash message. Decisions
+    count against the same per-user rate as the API's (429 past it, nothing decided)."""
+    refused = DecisionThrottle().refusal(request)
+    if refused is not None:
+        response = _page(
+            request,
+            "approvals/too_many_requests.html",
+            {"message": refused.message, "wait": refused.wait},
+            status=429,
+        )
+        response["Retry-After"] = str(refused.wait)
+        return response
     form = DecisionForm(request.POST)
     if not form.is_valid():
         return _bad_request(request, form.errors)
@@ -183,3 +196,12 @@ def history(request: HttpRequest) -> HttpResponse:
             "nav": "history",
         },
     )
+
+
+def login_locked_out(request: HttpRequest, *_details: Any) -> HttpResponse:
+    """The answer to a sign-in refused by the lockout (django-axes' ``AXES_LOCKOUT_CALLABLE``, for
+    both login pages): 429 with how long to wait. It echoes nothing that was posted."""
+    cool_off = int(settings.AXES_COOLOFF_TIME.total_seconds())
+    response = render(request, "registration/locked_out.html", {"minutes": cool_off // 60}, status=429)
+    response["Retry-After"] = str(cool_off)
+    return response

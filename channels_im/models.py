@@ -146,3 +146,18 @@ class ImLinkOffer(models.Model):
 
     def __str__(self) -> str:
         return f"link offer for {self.provider}:{self.external_id}"
+
+
+class ReplayKey(models.Model):
+    """A callback already handled, remembered without Redis (``channels_im.replay``).
+
+    ``key`` is the SHA-256 of the caller's key, so the sender's text never lands in the table.
+    The row counts until ``expires_at``; after it the same key is new again, and expired rows are
+    purged in bulk now and then.
+    """
+
+    key = models.CharField(max_length=64, unique=True)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.key[:12]}… until {self.expires_at:%Y-%m-%d %H:%M:%S}"

@@ -7,10 +7,15 @@ import asyncio
 import contextvars
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fimone.settings")
-django_asgi_app = get_asgi_application()  # must run before importing anything that uses models
+django.setup(set_prefix=False)  # must run before importing anything that uses models
+
+from fimone.middleware import InPlaceASGIHandler  # noqa: E402
+
+# Django's ASGI handler, with the stock middleware run in place (fimone/middleware.py).
+django_asgi_app = InPlaceASGIHandler()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -8,6 +8,7 @@ traceback or, worse, a silent fallback. :class:`EnvError` is a ``SystemExit`` so
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -115,6 +116,49 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
     if value is None:
         return list(default)
     return [item.strip() for item in value.split(",") if item.strip()]
+
+
+_HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
+
+
+def env_header(name: str, *, environ: Mapping[str, str] | None = None) -> str | None:
+    """The ``request.META`` key of the HTTP header named by the variable (``X-Real-IP`` →
+    ``HTTP_X_REAL_IP``), or ``None`` when it is not set."""
+    value = _raw(name, environ)
+    return None if value is None else _meta_key(name, value)
+
+
+def _meta_key(name: str, header: str) -> str:
+    if not _HEADER_NAME.fullmatch(header):
+        raise EnvError(name, f"must name an HTTP header such as X-Forwarded-For (got {header!r})")
+    return "HTTP_" + header.upper().replace("-", "_")
+
+
+def env_header_value(name: str, *, environ: Mapping[str, str] | None = None) -> tuple[str, str] | None:
+    """``("HTTP_X_FORWARDED_PROTO", "https")`` from ``X-Forwarded-Proto: https`` (Django's
+    ``SECURE_PROXY_SSL_HEADER`` shape), or ``None`` when the variable is not set."""
+    value = _raw(name, environ)
+    if value is None:
+        return None
+    header, colon, expected = value.partition(":")
+    if not colon or not expected.strip():
+        raise EnvError(name, f"must be 'Header-Name: value', e.g. 'X-Forwarded-Proto: https' (got {value!r})")
+    return _meta_key(name, header.strip()), expected.strip()
+
+
+_RATE = re.compile(r"([0-9]{1,9})/(s|sec|second|m|min|minute|h|hour|d|day)")
+
+
+def env_rate(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """A request rate in DRF's shape: ``30/min`` (per ``s``/``sec``, ``m``/``min``, ``h``/``hour``,
+    ``d``/``day``), at least one request."""
+    value = _raw(name, environ) or default
+    match = _RATE.fullmatch(value)
+    if match is None or int(match[1]) < 1:
+        raise EnvError(
+            name, f"must be a rate such as 30/min (requests per s, min, hour or day; got {value!r})"
+        )
+    return value
 
 
 def env_database(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:

@@ -6,10 +6,16 @@ stack that is thirteen thread hand-offs per request, most of the server's time o
 machine. None of these hooks does I/O except the ones that save a session or stored messages;
 the subclasses below call the hooks in place and hand off to a thread only when such a write may
 happen. Under WSGI and in the test client (sync mode) nothing changes.
+
+``settings.MIDDLEWARE`` names Django's stock classes, so Django's deployment checks (security,
+clickjacking, CSRF, and the HSTS / SSL checks they gate) see the middleware really in use; the
+ASGI handler (:class:`InPlaceASGIHandler`) loads the in-place subclass of each stock class it
+finds there (:data:`IN_PLACE`). A stock class removed from ``MIDDLEWARE`` is gone from both.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from asgiref.sync import iscoroutinefunction, sync_to_async
@@ -17,6 +23,7 @@ from django.conf import settings
 from django.contrib.auth.middleware import AuthenticationMiddleware as _Authentication
 from django.contrib.messages.middleware import MessageMiddleware as _Messages
 from django.contrib.sessions.middleware import SessionMiddleware as _Session
+from django.core.handlers.asgi import ASGIHandler
 from django.http import HttpRequest, HttpResponseBase
 from django.middleware.clickjacking import XFrameOptionsMiddleware as _XFrameOptions
 from django.middleware.common import CommonMiddleware as _Common
@@ -99,3 +106,45 @@ class CsrfViewMiddleware(InPlaceInAsync, _Csrf):
         if settings.CSRF_USE_SESSIONS:
             return await _Csrf.__acall__(self, request)
         return await super().__acall__(request)
+
+
+IN_PLACE: dict[str, str] = {
+    "django.middleware.security.SecurityMiddleware": "fimone.middleware.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware": "fimone.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware": "fimone.middleware.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware": "fimone.middleware.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware": "fimone.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware": "fimone.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware": "fimone.middleware.XFrameOptionsMiddleware",
+}
+"""Stock middleware (as ``settings.MIDDLEWARE`` names them) → the subclass an ASGI handler runs."""
+
+_loading = threading.Lock()
+
+
+def in_place(middleware: list[str]) -> list[str]:
+    """``middleware`` with each stock class that has an in-place subclass replaced by it, in order."""
+    return [IN_PLACE.get(path, path) for path in middleware]
+
+
+class LoadsInPlaceMiddleware:
+    """Handler mixin: builds the middleware chain from ``settings.MIDDLEWARE`` with each stock class
+    swapped for its in-place subclass.
+
+    Django's ``load_middleware`` reads the list from settings, so the swapped list stands in for it
+    while the chain is built (once per handler, at start-up), under a lock, and the configured list
+    is put back whatever happens.
+    """
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        with _loading:
+            configured = settings.MIDDLEWARE
+            settings.MIDDLEWARE = in_place(list(configured))
+            try:
+                super().load_middleware(is_async)  # type: ignore[misc]
+            finally:
+                settings.MIDDLEWARE = configured
+
+
+class InPlaceASGIHandler(LoadsInPlaceMiddleware, ASGIHandler):
+    """Django's ASGI handler, running the in-place middleware (``fimone.asgi`` serves it)."""

@@ -7,6 +7,7 @@ the channel layer, cache and Celery broker to Redis and runs agent runs on Celer
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import tempfile
 from pathlib import Path
@@ -16,8 +17,11 @@ from fimone.env import (
     env_choice,
     env_database,
     env_float,
+    env_header,
+    env_header_value,
     env_int,
     env_list,
+    env_rate,
     env_redis_url,
     env_required,
     env_str,
@@ -47,7 +51,9 @@ if PRODUCTION and not ALLOWED_HOSTS:
     env_required("ALLOWED_HOSTS", "when FIMONE_ENV=production (comma-separated host names)")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
-DEMO_PAYMENTS_TOKEN = env_str("DEMO_PAYMENTS_TOKEN", "demo-token")
+# The demo payments service (``/demo/``) is mounted in development only; it has no default token
+# in production, where nothing should pay with a well-known one.
+DEMO_PAYMENTS_TOKEN = env_str("DEMO_PAYMENTS_TOKEN", None if PRODUCTION else "demo-token")
 
 INSTALLED_APPS = [
     "daphne",
@@ -62,6 +68,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "channels",
     "django_celery_beat",
+    "axes",
     "agents",
     "hooks",
     "approvals",
@@ -70,16 +77,19 @@ INSTALLED_APPS = [
     "portal",
 ]
 
-# Django's stock middleware, run in place on the event loop when they have no I/O to do
+# Django's stock middleware, named by their stock paths so that `check --deploy` sees what runs;
+# the ASGI handler runs each in place on the event loop when it has no I/O to do
 # (fimone/middleware.py).
 MIDDLEWARE = [
-    "fimone.middleware.SecurityMiddleware",
-    "fimone.middleware.SessionMiddleware",
-    "fimone.middleware.CommonMiddleware",
-    "fimone.middleware.CsrfViewMiddleware",
-    "fimone.middleware.AuthenticationMiddleware",
-    "fimone.middleware.MessageMiddleware",
-    "fimone.middleware.XFrameOptionsMiddleware",
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last: turns a sign-in refused by the lockout into its 429 page (async-capable, in place).
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "fimone.urls"
@@ -134,10 +144,27 @@ REDIS_URL = env_redis_url("REDIS_URL")
 EMBEDDED = REDIS_URL is None
 
 if EMBEDDED:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+        # Request counters of the throttles (fimone/throttling.py): one process, so local memory is
+        # exact; room enough that counters are never culled to make space.
+        "throttle": {
+            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+            "LOCATION": "throttle",
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        },
+    }
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 else:
-    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
+    CACHES = {
+        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL},
+        # Shared by every server process, so a user's rate is counted once across them.
+        "throttle": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "fimone",
+        },
+    }
     CHANNEL_LAYERS = {
         "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
     }
@@ -177,11 +204,51 @@ FIELD_ENCRYPTION_KEY = (
     else env_str("FIELD_ENCRYPTION_KEY")
 )
 SESSION_COOKIE_HTTPONLY = True
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE = PRODUCTION
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
-if PRODUCTION:
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# HTTPS in production: plain HTTP is redirected (except the health probe, which load balancers
+# usually send over plain HTTP), and browsers are told to use HTTPS only for a year.
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", PRODUCTION)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if PRODUCTION else 0, minimum=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", PRODUCTION)
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+# A request counts as HTTPS when this header (set by the TLS-terminating proxy, which must strip
+# it from what clients send) has this value, e.g. "X-Forwarded-Proto: https". Unset, no header
+# is trusted: behind such a proxy it must be set, or SECURE_SSL_REDIRECT redirects forever.
+SECURE_PROXY_SSL_HEADER = env_header_value("SECURE_PROXY_SSL_HEADER")
+SILENCED_SYSTEM_CHECKS: list[str] = []
+if not SECURE_HSTS_PRELOAD:
+    # Preloading is an operator's explicit, hard-to-undo choice (browsers ship the domain as
+    # HTTPS-only), so it is off unless SECURE_HSTS_PRELOAD=true; Django's reminder is not a defect.
+    SILENCED_SYSTEM_CHECKS.append("security.W021")
+
+# --- sign-in lockout (django-axes) and request rates ---------------------------------------------
+# A sign-in is refused (429, even with the right password) after LOGIN_FAILURE_LIMIT failures for
+# one account, or from one address, until LOGIN_COOLOFF_MINUTES after the last failure; failures
+# during a lockout extend it. Both login pages (/approvals/login/, /admin/login/) go through it.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
+AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each counted on its own
+AXES_LOCKOUT_CALLABLE = "approvals.views.login_locked_out"
+AXES_CLIENT_IP_CALLABLE = "fimone.throttling.client_ip"
+# A success does not wipe the failures: with it, someone owning one account could reset the count
+# of their address between guesses at others.
+AXES_RESET_ON_SUCCESS = False
+# The client's address is the socket's peer, unless a trusted proxy in front sets a header with it
+# (e.g. X-Real-IP, or X-Forwarded-For: its CLIENT_IP_PROXY_COUNT-th entry from the right is used).
+# Set it only behind such a proxy: otherwise any client could claim any address.
+CLIENT_IP_HEADER = env_header("CLIENT_IP_HEADER")
+CLIENT_IP_PROXY_COUNT = env_int("CLIENT_IP_PROXY_COUNT", 1, minimum=1)
+# Per-user request rates of the API (and the web inbox's decisions), e.g. "30/min".
+RUN_START_RATE = env_rate("RUN_START_RATE", "30/min")
+DECISION_RATE = env_rate("DECISION_RATE", "60/min")
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -204,6 +271,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": None,
+    "DEFAULT_THROTTLE_RATES": {"run_start": RUN_START_RATE, "decision": DECISION_RATE},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "FIM One hooks API",
@@ -226,6 +294,8 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    # django-axes announces itself at every start-up; its sign-in failures and lockouts still log.
+    "loggers": {"axes.apps": {"level": "WARNING"}},
     "root": {
         "handlers": ["console"],
         "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR")),

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import admin
 from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
@@ -19,9 +20,11 @@ urlpatterns = [
     path("api/", include("agents.urls")),
     path("im/", include("channels_im.urls")),
     path("invitations/<str:token>/", invitation, name="invitation"),
-    path("demo/", include("demo_payments.urls")),
-    path("", include("portal.urls")),
 ]
+if settings.FIMONE_ENV == "development":
+    # The demo target service pays with a token anyone can read in the README: never in production.
+    urlpatterns.append(path("demo/", include("demo_payments.urls")))
+urlpatterns.append(path("", include("portal.urls")))
 
 # Friendly error pages (never a debug page or a bare server message).
 handler400 = "portal.views.bad_request"

@@ -39,6 +39,27 @@ def _fast_passwords(settings):
 
 
 @pytest.fixture(autouse=True)
+def _fresh_request_counters(settings):
+    """Rate counters (fimone/throttling.py) start at zero in every test: user ids repeat across
+    tests and across runs sharing a Redis. Only the counters go: a Redis flush would take the
+    Celery broker's bindings with it."""
+    from fimone.throttling import throttle_cache
+
+    if settings.REDIS_URL is None:
+        throttle_cache().clear()
+        return
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    try:
+        keys = list(client.scan_iter(match="fimone:*:throttle:*", count=1000))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+@pytest.fixture(autouse=True)
 def _celery_eager(settings):
     """Tasks (card deliveries included) run in-process, at once, unless a test starts a real
     worker (``celery_worker_process``) or asks for background delivery itself."""

@@ -46,6 +46,9 @@ MAX_TIMEOUT = 30.0
 
 SIGNATURE_WINDOW_SECONDS = 300
 """Slack's own replay window: a request signed longer ago (or later) than this is refused."""
+REPLAY_MEMORY_SECONDS = 2 * SIGNATURE_WINDOW_SECONDS
+"""How long a click is remembered: a request signed up to the window ahead of our clock stays
+acceptable until the window has passed behind it, so the key must outlive both halves."""
 REPLAY_CACHE_PREFIX = "channels_im:slack:click:"
 CARD_METADATA_TYPE = "fimone_approval_card"
 """Message metadata event type of an approval card (its payload holds the request id)."""
@@ -391,7 +394,8 @@ class SlackChannel(Channel):
         """``decision`` the first time this click arrives; a refusal for any copy of it.
 
         A captured request stays correctly signed, so within the signature window a replay is
-        caught here; after it, the timestamp check refuses it. The key lives as long as the window.
+        caught here; after it, the timestamp check refuses it. The window spans both ways (a
+        timestamp up to 300 s ahead is accepted), so the key lives for both halves of it.
         """
         click = f"{self.config.pk}\x00{decision.external_user_id}\x00{action_ts}\x00{decision.request_id}"
         key = REPLAY_CACHE_PREFIX + hashlib.sha256(click.encode()).hexdigest()
@@ -403,7 +407,7 @@ class SlackChannel(Channel):
             )
 
         try:
-            first = replay.first_time(key, SIGNATURE_WINDOW_SECONDS)
+            first = replay.first_time(key, REPLAY_MEMORY_SECONDS)
         except Exception:  # a cache outage must not let replays through: fail closed
             log.exception("could not record a Slack click for replay protection")
             return refused("FIM One could not record this click; please try again.")

@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import threading
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from django.conf import settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 from rest_framework.views import exception_handler
 
 from agents import events as ev
-from agents.apis import api_error
+from agents.apis import RunStartThrottle, api_error
 from agents.models import Conversation, ExecutionPath, Run, RunEvent, RunStatus
 from agents.services import ServiceError, run_start
-from tests.personas import PASSWORD, make_agent
+from tests.personas import make_agent
 
 
 @pytest.fixture
@@ -340,7 +343,7 @@ def test_an_anonymous_caller_is_refused(personas, member_run) -> None:
 
 def test_a_session_post_without_a_csrf_token_is_refused(personas, agent, dispatched) -> None:
     client = APIClient(enforce_csrf_checks=True)
-    assert client.login(username=personas.member.username, password=PASSWORD)
+    client.force_login(personas.member)
 
     assert client.get("/api/agents/").status_code == 200
     response = client.post(runs_url(agent), {"input": "hi"}, format="json")
@@ -367,3 +370,55 @@ def test_the_openapi_schema_lists_the_agent_and_run_paths(db) -> None:
         "$ref": "#/components/schemas/RunStart"
     }
     assert {"201", "400", "404", "409"} <= set(start["responses"])
+
+
+# --- rates ---------------------------------------------------------------------------------------
+
+
+def test_it_refuses_run_starts_over_the_rate_with_429_and_retry_after(personas, agent, dispatched) -> None:
+    limit = int(settings.RUN_START_RATE.split("/")[0])
+    client = client_for(personas.member)
+
+    accepted = [client.post(runs_url(agent), {"input": f"hi {n}"}, format="json") for n in range(limit)]
+    refused = client.post(runs_url(agent), {"input": "one too many"}, format="json")
+
+    assert [response.status_code for response in accepted] == [201] * limit
+    assert refused.status_code == 429
+    assert refused.json()["detail"].startswith(f"Too many runs started: the limit is {limit} per minute.")
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    assert Run.objects.count() == limit
+
+
+def test_it_counts_run_starts_per_user_so_another_organisation_is_not_held_back(
+    personas, agent, dispatched, settings
+) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "2/min"}}
+    member = client_for(personas.member)
+    for _ in range(2):
+        assert member.post(runs_url(agent), {"input": "hi"}, format="json").status_code == 201
+    assert member.post(runs_url(agent), {"input": "hi"}, format="json").status_code == 429
+
+    theirs = make_agent(personas.other_org, personas.stranger, name="Globex helper")
+    response = client_for(personas.stranger).post(runs_url(theirs), {"input": "hi"}, format="json")
+
+    assert response.status_code == 201
+
+
+def test_it_lets_exactly_the_rate_through_when_starts_arrive_at_once() -> None:
+    user = SimpleNamespace(pk=987_654, is_authenticated=True)
+    request = SimpleNamespace(user=user, META={"REMOTE_ADDR": "127.0.0.1"})
+    limit = int(settings.RUN_START_RATE.split("/")[0])
+    answers: list[bool] = []
+    start = threading.Barrier(limit + 20)
+
+    def ask() -> None:
+        start.wait()
+        answers.append(RunStartThrottle().refusal(request) is None)
+
+    threads = [threading.Thread(target=ask) for _ in range(limit + 20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+
+    assert answers.count(True) == limit and len(answers) == limit + 20

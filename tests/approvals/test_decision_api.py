@@ -252,7 +252,7 @@ def test_the_openapi_schema_documents_the_approval_endpoints(db) -> None:
 
     decide = schema["paths"]["/api/approvals/{request_id}/decision/"]["post"]
     assert decide["operationId"] == "approvals_decide"
-    assert set(decide["responses"]) == {"200", "400", "403", "404", "409"}
+    assert set(decide["responses"]) == {"200", "400", "403", "404", "409", "429"}
     assert decide["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ApprovalDecision"
     }

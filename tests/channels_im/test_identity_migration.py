@@ -21,6 +21,15 @@ def migrate(targets: list[tuple[str, str]]):
     return executor.loader.project_state(targets).apps
 
 
+@pytest.fixture(autouse=True)
+def _schema_back_to_the_latest():
+    """Later tests share the database: leave it at the latest migration of every app."""
+    yield
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(executor.loader.graph.leaf_nodes())
+
+
 def test_it_keeps_only_identities_whose_user_belongs_to_exactly_one_organisation() -> None:
     apps = migrate(BEFORE)
     User = apps.get_model("auth", "User")

@@ -7,11 +7,11 @@ import re
 from typing import Any
 
 import pytest
-from django.test import AsyncClient
 
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import pay_tool, set_policy, suspended_run
+from tests.fimone.asgi_kit import InPlaceAsyncClient as AsyncClient
 from tests.personas import PASSWORD
 
 # The handler's ORM calls run in other threads: they must see committed rows.

@@ -38,6 +38,13 @@ def start_django(**env: str) -> subprocess.CompletedProcess:
         ({"DEBUG": "maybe"}, "DEBUG"),
         ({"FIMONE_ENV": "production"}, "SECRET_KEY"),
         ({"FIMONE_ENV": "staging"}, "FIMONE_ENV"),
+        ({"SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto"}, "SECURE_PROXY_SSL_HEADER"),
+        ({"SECURE_PROXY_SSL_HEADER": "X Forwarded Proto: https"}, "SECURE_PROXY_SSL_HEADER"),
+        ({"SECURE_HSTS_SECONDS": "-1"}, "SECURE_HSTS_SECONDS"),
+        ({"RUN_START_RATE": "30 per minute"}, "RUN_START_RATE"),
+        ({"DECISION_RATE": "0/min"}, "DECISION_RATE"),
+        ({"LOGIN_FAILURE_LIMIT": "0"}, "LOGIN_FAILURE_LIMIT"),
+        ({"CLIENT_IP_HEADER": "X Forwarded For"}, "CLIENT_IP_HEADER"),
     ],
 )
 def test_the_process_refuses_to_start_with_one_line_naming_the_variable(env: dict, variable: str) -> None:
