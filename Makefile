@@ -24,8 +24,9 @@ run: $(STAMP)
 	$(PY) manage.py migrate --no-input
 	$(PY) manage.py demo_setup --base-url http://$(HOST):$(PORT)
 	@echo ""
-	@echo "  FIM One hooks is starting on http://$(HOST):$(PORT)/"
-	@echo "  Admin: http://$(HOST):$(PORT)/admin/   (demo logins are listed above)"
+	@echo "  FIM One hooks is starting. Portal: http://$(HOST):$(PORT)/"
+	@echo "  Sign in as alice to chat, april to approve (Inbox), aude for History;"
+	@echo "  admin: http://$(HOST):$(PORT)/admin/   (demo logins are listed above)"
 	@echo ""
 	$(PY) manage.py runserver $(HOST):$(PORT)
 

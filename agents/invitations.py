@@ -10,9 +10,7 @@ theirs and act on them there.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
-import secrets
 from typing import Any
 
 from django.conf import settings
@@ -22,22 +20,15 @@ from django.utils import timezone
 
 from agents.models import Invitation, Membership, Organization, Role
 from agents.services import ServiceError
+from fimone.onetime import LinkRefused, new_token, token_digest
 
 log = logging.getLogger(__name__)
 
 INVITATION_TTL = dt.timedelta(days=7)
 
 
-class InvitationRefused(Exception):
-    """The invitation cannot be accepted. ``status`` is the HTTP status the page answers with."""
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.message, self.status = message, status
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
+class InvitationRefused(LinkRefused):
+    """The invitation cannot be accepted (``status``: the HTTP status the page answers with)."""
 
 
 def invitation_url(token: str) -> str:
@@ -68,14 +59,14 @@ def invitation_create(
         raise ServiceError(f"unknown role {role!r}", field="role")
     if (invited_user is None) == (not email):
         raise ServiceError("name the invited user or give their e-mail address, not both")
-    token = secrets.token_urlsafe(32)
+    token, digest = new_token()
     invitation = Invitation.objects.create(
         organization=organization,
         invited_user=invited_user,
         email=email or "",
         role=role,
         invited_by=invited_by,
-        token_sha256=_digest(token),
+        token_sha256=digest,
         expires_at=timezone.now() + INVITATION_TTL,
     )
     log.info(
@@ -94,7 +85,7 @@ def invitation_check(*, token: str, user: Any) -> Invitation:
     someone else)."""
     invitation = (
         Invitation.objects.select_related("organization", "invited_by")
-        .filter(token_sha256=_digest(token))
+        .filter(token_sha256=token_digest(token))
         .first()
     )
     if invitation is None:

@@ -11,9 +11,7 @@ organisation. Superusers may also link identities directly in the admin.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import logging
-import secrets
 from typing import Any
 
 from django.conf import settings
@@ -23,23 +21,12 @@ from django.utils import timezone
 
 from agents.models import Membership
 from channels_im.models import ChannelConfig, ImIdentity, ImLinkOffer
+from fimone.onetime import LinkRefused, new_token, token_digest
 
 log = logging.getLogger(__name__)
 
 LINK_OFFER_TTL = dt.timedelta(minutes=15)
 """How long a link URL works after the click that asked for it."""
-
-
-class LinkRefused(Exception):
-    """The link cannot be made. ``status`` is the HTTP status the page answers with."""
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.message, self.status = message, status
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8", "replace")).hexdigest()
 
 
 def identity_for_click(*, config: ChannelConfig, external_id: str) -> ImIdentity | None:
@@ -60,9 +47,9 @@ def link_offer_make(*, config: ChannelConfig, external_id: str, display_name: st
     """A new one-time link URL for the verified clicker ``external_id`` of ``config``. It replaces
     the clicker's earlier unused offer on this channel, so clicks never pile offers up."""
     ImLinkOffer.objects.filter(channel_config=config, external_id=external_id, used_at__isnull=True).delete()
-    token = secrets.token_urlsafe(32)
+    token, digest = new_token()
     ImLinkOffer.objects.create(
-        token_sha256=_digest(token),
+        token_sha256=digest,
         organization_id=config.organization_id,
         channel_config=config,
         provider=config.kind,
@@ -78,7 +65,7 @@ def link_offer_check(*, token: str, user: Any) -> ImLinkOffer:
     (404 unknown or forged, 410 used or expired, 403 not an active member of its organisation)."""
     offer = (
         ImLinkOffer.objects.select_related("organization", "channel_config")
-        .filter(token_sha256=_digest(token))
+        .filter(token_sha256=token_digest(token))
         .first()
     )
     if offer is None:

@@ -17,6 +17,7 @@ from tests.personas import PASSWORD
 
 APPROVALS_LOGIN = "/approvals/login/"
 ADMIN_LOGIN = "/admin/login/"
+PORTAL_LOGIN = "/login/"
 LIMIT = settings.AXES_FAILURE_LIMIT
 
 
@@ -37,7 +38,9 @@ def assert_signed_in(client: Client, response: Any) -> None:
     assert "_auth_user_id" in client.session
 
 
-@pytest.mark.parametrize(("page", "who"), [(APPROVALS_LOGIN, "approver"), (ADMIN_LOGIN, "admin")])
+@pytest.mark.parametrize(
+    ("page", "who"), [(APPROVALS_LOGIN, "approver"), (ADMIN_LOGIN, "admin"), (PORTAL_LOGIN, "member")]
+)
 def test_it_refuses_the_right_password_after_200_wrong_ones_for_the_account(
     personas, page: str, who: str
 ) -> None:
