@@ -102,7 +102,9 @@ class ConfirmationRequest(models.Model):
         "channels_im.ChannelConfig", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     external_message_id = models.CharField(max_length=200, blank=True)
-    approvers = models.ManyToManyField(settings.AUTH_USER_MODEL, related_name="approvable_requests")
+    approvers = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, through="ConfirmationApprover", related_name="approvable_requests"
+    )
     allow_self_approval = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
@@ -130,6 +132,27 @@ class ConfirmationRequest(models.Model):
     @property
     def timeout_seconds(self) -> int:
         return round((self.expires_at - self.created_at).total_seconds())
+
+
+class ConfirmationApprover(models.Model):
+    """One person of a request's approver snapshot (the table Django made for ``approvers``).
+
+    Explicit so that it is history like the rest of the request: deleting a user who was asked
+    to decide is refused (``PROTECT``) instead of silently shrinking the snapshot.
+    """
+
+    request = models.ForeignKey(
+        ConfirmationRequest, on_delete=models.PROTECT, db_column="confirmationrequest_id", related_name="+"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+
+    class Meta:
+        db_table = "approvals_confirmationrequest_approvers"
+        # The same unique index Django made for the implicit table (same columns, same name).
+        unique_together = [("request", "user")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} may decide {self.request_id}"
 
 
 class ConfirmationEvent(models.Model):

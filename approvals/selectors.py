@@ -9,7 +9,12 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from agents.models import Membership, Role
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.models import (
+    ConfirmationApprover,
+    ConfirmationEvent,
+    ConfirmationRequest,
+    ConfirmationStatus,
+)
 from approvals.policy import describe_refusal
 
 
@@ -83,9 +88,7 @@ def requests_visible_to(*, user: Any) -> QuerySet[ConfirmationRequest]:
     if not user.is_superuser:
         # A subquery on the approvers table rather than a join: a join would repeat a request
         # once per matching approver row and need DISTINCT.
-        decidable = ConfirmationRequest.approvers.through.objects.filter(user_id=user.pk).values(
-            "confirmationrequest_id"
-        )
+        decidable = ConfirmationApprover.objects.filter(user_id=user.pk).values("request_id")
         requests = requests.filter(
             Q(pk__in=decidable)
             | Q(requested_by_id=user.pk)

@@ -145,5 +145,5 @@ def parked_runs(count: int, *, channel_config: object | None = None) -> tuple[ob
         for run in runs
     )
     through = ConfirmationRequest.approvers.through
-    through.objects.bulk_create(through(confirmationrequest_id=r.pk, user_id=approver.pk) for r in requests)
+    through.objects.bulk_create(through(request_id=r.pk, user_id=approver.pk) for r in requests)
     return org, approver, requests

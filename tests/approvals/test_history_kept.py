@@ -157,6 +157,19 @@ def test_it_refuses_to_delete_a_user_whose_refused_click_is_logged(personas, par
     assert parked.request.events.filter(kind=Kind.CLICK_REFUSED, actor=outsider).exists()
 
 
+def test_it_refuses_to_delete_a_user_who_was_only_asked_to_decide(personas, parked) -> None:
+    # Adam (an organisation admin) is in the snapshot but never clicked: the snapshot is history.
+    snapshot = set(parked.request.approvers.values_list("pk", flat=True))
+    assert personas.admin.pk in snapshot
+
+    with pytest.raises(ProtectedError):
+        personas.admin.delete()
+    with pytest.raises(ProtectedError):
+        User.objects.filter(pk=personas.admin.pk).delete()
+
+    assert set(parked.request.approvers.values_list("pk", flat=True)) == snapshot
+
+
 def test_it_refuses_to_delete_a_connector_whose_tool_was_only_put_to_approvers(personas, parked) -> None:
     # The pay call was never executed (still pending): the request alone is its history.
     connector = make_http_connector(personas.org, "https://oa.example.test", slug="oa")
