@@ -319,3 +319,52 @@ def test_the_admin_form_refuses_a_wecom_channel_with_a_short_encoding_aes_key(ch
     channel.secrets = {**channel.secrets, "encoding_aes_key": "tooshort"}
     with pytest.raises(ValidationError, match="EncodingAESKey"):
         channel.full_clean()
+
+
+# --- the admin -----------------------------------------------------------------------------------
+
+
+def _wecom_form(personas: Any, secrets: dict, settings: dict) -> dict[str, Any]:
+    import json
+
+    return {
+        "organization": personas.org.pk,
+        "kind": "wecom",
+        "name": "WeCom approvals",
+        "active": "on",
+        "secrets": json.dumps(secrets),
+        "settings_json": json.dumps(settings),
+    }
+
+
+def test_the_admin_refuses_a_wecom_channel_whose_encoding_aes_key_is_not_43_characters(
+    superuser, personas, wecom: FakeWecom
+) -> None:
+    from tests.admin_kit import logged_in, page_text, url
+
+    secrets = {"secret": "s3cr3t-never-shown", "token": TOKEN, "encoding_aes_key": ENCODING_AES_KEY[:40]}
+    settings = {"corp_id": CORP_ID, "agent_id": 1000002, "touser": "april"}
+    client = logged_in(superuser)
+
+    response = client.post(url(ChannelConfig, "add"), _wecom_form(personas, secrets, settings))
+
+    assert response.status_code == 200
+    assert "EncodingAESKey" in " ".join(response.context["adminform"].form.non_field_errors())
+    assert "s3cr3t-never-shown" not in page_text(response)
+    assert not ChannelConfig.objects.filter(kind="wecom").exists()
+    assert "encoding_aes_key" in page_text(client.get(url(ChannelConfig, "add"))), "the help text shows it"
+
+
+def test_the_admin_test_card_action_sends_a_wecom_card(
+    superuser, channel: ChannelConfig, wecom: FakeWecom
+) -> None:
+    from tests.admin_kit import logged_in, url
+
+    logged_in(superuser).post(
+        url(ChannelConfig, "changelist"),
+        {"action": "send_test_card", "_selected_action": [channel.pk]},
+        follow=True,
+    )
+
+    [send] = wecom.calls("/cgi-bin/message/send")
+    assert send.body["template_card"]["card_type"] == "text_notice" and send.body["touser"] == "april|adam"
