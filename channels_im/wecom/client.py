@@ -115,18 +115,17 @@ def post(conf: WecomSettings, path: str, body: dict[str, Any], *, operation: str
     """POST ``body`` to ``path`` with the access token; the answer when ``errcode`` is 0. Raises
     :class:`DeliveryError` (retryable for transport failures, rate limits and "system busy"; not
     for what only an operator can fix: credentials, permissions, recipients, content)."""
-    for attempt in (1, 2):
-        token = access_token(conf)
-        answer = _request(conf, "POST", path, operation, params={"access_token": token}, json=body)
-        code = _errcode(answer)
-        if code == 0:
-            return answer
-        if code in INVALID_TOKEN_CODES:
-            forget_token(conf)
-            if attempt == 1:
-                continue
-        raise DeliveryError(
-            f"WeCom refused the {operation}: errcode {code}: {str(answer.get('errmsg'))[:200]}",
-            retryable=code in RETRYABLE_CODES or code in INVALID_TOKEN_CODES,
+    answer = _request(conf, "POST", path, operation, params={"access_token": access_token(conf)}, json=body)
+    code = _errcode(answer)
+    if code in INVALID_TOKEN_CODES:  # expired or revoked since it was cached: fetch it again, once
+        forget_token(conf)
+        answer = _request(
+            conf, "POST", path, operation, params={"access_token": access_token(conf)}, json=body
         )
-    raise AssertionError("unreachable: the loop returns or raises")
+        code = _errcode(answer)
+    if code == 0:
+        return answer
+    raise DeliveryError(
+        f"WeCom refused the {operation}: errcode {code}: {str(answer.get('errmsg'))[:200]}",
+        retryable=code in RETRYABLE_CODES or code in INVALID_TOKEN_CODES,
+    )

@@ -17,6 +17,7 @@ decided") is sent to them as a private app message.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 from typing import TYPE_CHECKING, Any
@@ -136,7 +137,7 @@ class WecomChannel(Channel):
         (the callback is answered anyway); never raises."""
         try:
             conf = self._settings()
-            conf = WecomSettings(**{**conf.__dict__, "timeout": min(conf.timeout, NOTICE_TIMEOUT_SECONDS)})
+            conf = dataclasses.replace(conf, timeout=min(conf.timeout, NOTICE_TIMEOUT_SECONDS))
             body = {"touser": user_id, "msgtype": "text", "agentid": conf.agent_id, "text": {"content": text}}
             client.post(conf, SEND_PATH, body, operation="private notice")
         except DeliveryError as exc:
