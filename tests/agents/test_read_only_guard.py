@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 
 from agents import events as ev
 from agents.engine.runner import run_execute
-from agents.guards import READ_ONLY_MESSAGE, ToolFacts, write_reason
+from agents.guards import READ_ONLY_MESSAGE, ToolFacts, tool_facts, write_reason
 from agents.models import ToolExecution
 from agents.services import run_start
 from tests.agents.engine_kit import events_of
@@ -191,3 +191,17 @@ def test_it_leaves_writes_alone_outside_read_only_organisations(personas, shop: 
 
     assert events_of(run, ev.TOOL_BLOCKED) == []
     assert ToolExecution.objects.get(run=run).status == ToolExecution.Status.SUCCEEDED
+
+
+@pytest.mark.django_db
+def test_it_reads_the_facts_of_the_agents_own_organisations_connector_only(personas) -> None:
+    ours = make_http_connector(personas.org, "http://oa.invalid")
+    make_action(ours, "purchases", method="GET")
+    theirs = make_http_connector(personas.other_org, "http://globex.invalid")
+    make_action(theirs, "purchases", method="DELETE")
+    make_database_connector(personas.other_org, "postgres://x:y@db.invalid/z", slug="ledger")
+    agent = make_agent(personas.org, personas.operator)
+
+    assert tool_facts(agent_id=agent.pk, tool_name="oa__purchases") == ToolFacts(method="GET")
+    assert tool_facts(agent_id=agent.pk, tool_name="ledger__sql_query") is None
+    assert tool_facts(agent_id=agent.pk, tool_name="calculator") is None
