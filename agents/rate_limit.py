@@ -22,7 +22,6 @@ import asyncio
 import datetime as dt
 import math
 import time
-import weakref
 from typing import Any, ClassVar
 
 from django.conf import settings
@@ -36,27 +35,33 @@ from hooks.contract import HookContext, HookResult, PreToolUseHook
 
 KEY_PREFIX = "fimone:ratelimit"
 
-# One client per event loop: a redis.asyncio connection belongs to the loop that opened it.
-_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+# One process-wide client (its connection pool is thread-safe). Not an asyncio client: those
+# belong to the event loop that opened them, and a Celery task runs each run in a new loop.
+_CLIENT: dict[str, Any] = {}
 
 
 def _redis() -> Any:
-    import redis.asyncio as aioredis
+    import redis
 
-    loop = asyncio.get_running_loop()
-    client = _CLIENTS.get(loop)
+    url = settings.REDIS_URL
+    client = _CLIENT.get(url)
     if client is None:
-        client = _CLIENTS[loop] = aioredis.Redis.from_url(settings.REDIS_URL)
+        client = _CLIENT[url] = redis.Redis.from_url(url)
     return client
 
 
-async def count_in_redis(*, key: str, window_seconds: int) -> int:
-    """Count one call in ``key`` (a key per window) and return the window's count so far."""
-    async with _redis().pipeline(transaction=True) as pipe:
+def _count_in_redis(key: str, window_seconds: int) -> int:
+    with _redis().pipeline(transaction=True) as pipe:
         pipe.incr(key)
         pipe.expire(key, window_seconds + 1)
-        count, _ = await pipe.execute()
+        count, _ = pipe.execute()
     return int(count)
+
+
+async def count_in_redis(*, key: str, window_seconds: int) -> int:
+    """Count one call in ``key`` (a key per window) and return the window's count so far: an
+    ``INCR`` and an ``EXPIRE`` in one ``MULTI`` transaction, one round trip."""
+    return await asyncio.to_thread(_count_in_redis, key, window_seconds)
 
 
 def count_in_database(*, key: str, window_start: int) -> int:
