@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hooks.contract import Hook, HookContext, HookPoint, HookResult, SuspendRun
+from hooks.contract import Hook, HookContext, HookPoint, HookResult, RunEvents, SuspendRun
 
 
 @dataclass(slots=True, frozen=True)
@@ -38,7 +38,7 @@ class PreToolUseOutcome:
     ``approved_args_sha256`` is the hash of the arguments a human approved, taken only from a
     system hook's :attr:`HookResult.approved_args_sha256` (the approval gate's), never from
     ``metadata``; ``None`` when no approval was involved. The engine refuses to run arguments
-    whose hash differs.
+    whose hash differs. ``confirmation_request_id`` (the request that approved) comes the same way.
     """
 
     allow: bool
@@ -48,6 +48,7 @@ class PreToolUseOutcome:
     suspension: SuspendRun | None = None
     side_effects: list[SideEffect] = field(default_factory=list)
     approved_args_sha256: str | None = None
+    confirmation_request_id: str | None = None
 
     @property
     def suspended(self) -> bool:
@@ -196,7 +197,9 @@ def _begin(hook: Hook, ctx: HookContext, triggered: Any) -> HookResult | _Pendin
 _KEEP: Any = object()
 
 
-def _evolve(ctx: HookContext, *, tool_args: Any = _KEEP, tool_result: Any = _KEEP) -> HookContext:
+def _evolve(
+    ctx: HookContext, *, tool_args: Any = _KEEP, tool_result: Any = _KEEP, events: Any = _KEEP
+) -> HookContext:
     """A copy of ``ctx`` with new args or result, several times cheaper than ``dataclasses.replace``
     (this runs on every rewrite of every tool call)."""
     new = object.__new__(HookContext)
@@ -207,6 +210,8 @@ def _evolve(ctx: HookContext, *, tool_args: Any = _KEEP, tool_result: Any = _KEE
     new.metadata = ctx.metadata
     new.tool_result = ctx.tool_result if tool_result is _KEEP else tool_result
     new.hook_point = ctx.hook_point
+    new.confirmation_request_id = ctx.confirmation_request_id
+    new.events = ctx.events if events is _KEEP else events
     return new
 
 
@@ -219,6 +224,8 @@ assert tuple(HookContext.__dataclass_fields__) == (
     "metadata",
     "tool_result",
     "hook_point",
+    "confirmation_request_id",
+    "events",
 ), "update hooks.registry._evolve for the new HookContext field"
 
 
@@ -267,11 +274,19 @@ class HookRegistry:
     def __repr__(self) -> str:
         return f"<HookRegistry {[h.hook_name for h in self._hooks]}>"
 
-    async def run_pre_tool_use(self, ctx: HookContext) -> PreToolUseOutcome:
-        """Run PreToolUse hooks; rewritten args flow on; the first ``allow=False`` stops the chain."""
+    async def run_pre_tool_use(
+        self, ctx: HookContext, *, events: RunEvents | None = None
+    ) -> PreToolUseOutcome:
+        """Run PreToolUse hooks; rewritten args flow on; the first ``allow=False`` stops the chain.
+
+        ``events`` reaches system hooks only (as ``ctx.events``); every other hook sees ``None``,
+        whatever the caller's context carried."""
         ctx.hook_point = HookPoint.PRE_TOOL_USE
+        if ctx.events is not None:
+            ctx = _evolve(ctx, events=None)
         effects: list[SideEffect] = []
         approved: str | None = None
+        request_id: str | None = None
         for hook in self._pre:
             try:
                 # should_trigger is called here, not in _begin: most hooks do not trigger, and
@@ -279,7 +294,9 @@ class HookRegistry:
                 triggered = hook.should_trigger(ctx)
                 if triggered is False:
                     continue
-                result = _begin(hook, ctx, triggered)
+                system = id(hook) in self._system
+                hook_ctx = _evolve(ctx, events=events) if system and events is not None else ctx
+                result = _begin(hook, hook_ctx, triggered)
                 if type(result) is _Pending:
                     result = await result.finish()
             except SuspendRun as suspension:
@@ -310,12 +327,19 @@ class HookRegistry:
                     blocked_by=hook.hook_name,
                     side_effects=effects,
                 )
-            if result.approved_args_sha256 is not None and id(hook) in self._system:
-                approved = str(result.approved_args_sha256)
+            if system:  # what the gate tells the engine counts from system hooks only
+                if result.approved_args_sha256 is not None:
+                    approved = str(result.approved_args_sha256)
+                if result.confirmation_request_id is not None:
+                    request_id = str(result.confirmation_request_id)
             if result.modified_args is not None:
                 ctx = _evolve(ctx, tool_args=result.modified_args)
         return PreToolUseOutcome(
-            allow=True, tool_args=ctx.tool_args, side_effects=effects, approved_args_sha256=approved
+            allow=True,
+            tool_args=ctx.tool_args,
+            side_effects=effects,
+            approved_args_sha256=approved,
+            confirmation_request_id=request_id,
         )
 
     async def run_post_tool_use(self, ctx: HookContext) -> PostToolUseOutcome:
@@ -325,6 +349,8 @@ class HookRegistry:
         never lets the raw result through; later hooks see the notice.
         """
         ctx.hook_point = HookPoint.POST_TOOL_USE
+        if ctx.events is not None:  # given to system PreToolUse hooks only
+            ctx = _evolve(ctx, events=None)
         effects: list[SideEffect] = []
         failed: list[str] = []
         for hook in self._post:
@@ -360,6 +386,8 @@ class HookRegistry:
     async def run_session_start(self, ctx: HookContext) -> SessionStartOutcome:
         """Run SessionStart hooks; collect ``additional_context`` in order; a failure stops the run."""
         ctx.hook_point = HookPoint.SESSION_START
+        if ctx.events is not None:  # given to system PreToolUse hooks only
+            ctx = _evolve(ctx, events=None)
         effects: list[SideEffect] = []
         pieces: list[str] = []
         for hook in self._start:
