@@ -199,6 +199,38 @@ def start_servers(count: int, env: dict[str, str]) -> tuple[list[subprocess.Pope
     return servers, listeners
 
 
+def profile_servers(
+    servers: list[subprocess.Popen], directory: str | None, label: str
+) -> list[subprocess.Popen]:
+    """py-spy sampling each server (folded stacks, idle threads left out), if asked for."""
+    if directory is None:
+        return []
+    if shutil.which("py-spy") is None:
+        sys.exit("--profile needs py-spy: pip install py-spy")
+    os.makedirs(directory, exist_ok=True)
+    profilers = [
+        subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "--pid",
+                str(server.pid),
+                "--format",
+                "raw",
+                "--rate",
+                "200",
+                "--output",
+                os.path.join(directory, f"clicks-{label}-{index}.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for index, server in enumerate(servers)
+    ]
+    time.sleep(1)  # attached before the load starts
+    return profilers
+
+
 def stop_servers(servers: list[subprocess.Popen], listeners: list[socket.socket]) -> None:
     for server in servers:
         server.terminate()
@@ -214,6 +246,11 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8, help="in total, split between the servers")
     parser.add_argument("--servers", default="1,2", help="server counts to measure, comma-separated")
     parser.add_argument("--empty-seconds", type=float, default=10, help="how long the empty load runs")
+    parser.add_argument(
+        "--profile",
+        metavar="DIR",
+        help="record each server's stacks during the clicks with py-spy (pip install py-spy) into DIR",
+    )
     opts = parser.parse_args()
     if shutil.which("wrk") is None:
         sys.exit("this benchmark drives wrk: apt-get install wrk")
@@ -284,7 +321,11 @@ def main() -> None:
                     empty = run_wrk(
                         empty_urls, connections=opts.connections, bodies=None, seconds=opts.empty_seconds
                     )
+                    profilers = profile_servers(servers, opts.profile, f"{servers_count}-daphne")
                     clicks = run_wrk(click_urls, connections=opts.connections, bodies=valid_file, seconds=0)
+                    for profiler in profilers:
+                        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                        profiler.wait(60)
                     replays = run_wrk(
                         click_urls, connections=opts.connections, bodies=hostile_file, seconds=0
                     )

@@ -112,7 +112,11 @@ def chain_append(record: Link) -> Link:
     partition = getattr(record, model.chain_partition)
     if partition is None:
         raise ValueError("a chained row needs its partition")
-    with transaction.atomic(using=router.db_for_write(model)):
+    using = router.db_for_write(model)
+    # Inside the caller's transaction no savepoint (two round trips): a failure here fails that
+    # transaction anyway, and the chain must not outlive it.
+    in_transaction = connections[using].in_atomic_block
+    with transaction.atomic(using=using, savepoint=not in_transaction):
         _lock_partition(model, partition)
         head = (
             model._default_manager.filter(**{model.chain_partition: partition})
