@@ -338,6 +338,9 @@ def main() -> None:
                 ):
                     counts[request_id] += 1
                 doubles = {n: sum(1 for c in counts.values() if c == n) for n in set(counts.values()) - {1}}
+                for request_id in [pk for pk, n in counts.items() if n != 1][:3]:  # what happened instead
+                    history = ConfirmationEvent.objects.filter(request_id=request_id).order_by("chain_seq")
+                    print(f"request {request_id}: {list(history.values_list('kind', 'details'))}")
                 rows.append((servers_count, empty, clicks, replays, doubles))
         finally:
             fake.stop()
