@@ -35,6 +35,7 @@ from _django import ROOT, bench_database, parked_runs, test_database_url
 OPEN_ID = "ou_bench_approver"
 LUA = str(ROOT / "bench" / "wrk_bodies.lua")
 WRK_THREADS = 2  # per wrk process; the host has two cores
+STALL_SECONDS = 30  # a wrk that hears no answer for this long is stopped and its losses reported
 
 
 def _drop_queue(name: str) -> None:
@@ -57,6 +58,7 @@ class Load:
     # (latency in microseconds, weight): each wrk process's 200 quantiles, weighted by its answers.
     latency_us: list[tuple[float, float]] = field(default_factory=list)
     socket_errors: int = 0
+    unanswered: int = 0
 
     @property
     def rate(self) -> float:
@@ -124,11 +126,13 @@ def run_wrk(urls: list[str], *, connections: int, bodies: str | None, seconds: f
             )
         )
     outputs: list[list[str]] = [[] for _ in processes]
+    heard = [time.monotonic() for _ in processes]
 
     def follow(index: int) -> None:
         process, done = processes[index], 0
         for line in process.stdout:
             outputs[index].append(line)
+            heard[index] = time.monotonic()
             if line.strip() == "thread-done":
                 done += 1
                 if done == WRK_THREADS:
@@ -137,8 +141,18 @@ def run_wrk(urls: list[str], *, connections: int, bodies: str | None, seconds: f
     readers = [threading.Thread(target=follow, args=(i,)) for i in range(len(processes))]
     for reader in readers:
         reader.start()
-    for process in processes:
-        process.wait(900)
+    stalled = 0
+    while any(process.poll() is None for process in processes):
+        for index, process in enumerate(processes):
+            if (
+                bodies is not None
+                and process.poll() is None
+                and time.monotonic() - heard[index] > STALL_SECONDS
+            ):
+                stalled += 1  # answers stopped coming: some request was lost or timed out
+                process.send_signal(signal.SIGINT)
+                heard[index] = float("inf")
+        time.sleep(0.2)
     for reader in readers:
         reader.join()
 
@@ -160,6 +174,9 @@ def run_wrk(urls: list[str], *, connections: int, bodies: str | None, seconds: f
         load.latency_us += [(us, answered / len(quantiles)) for us in quantiles]
         load.socket_errors += data["socket_errors"] + data["timeouts"]
     load.seconds = ((last or 0) - (first or 0)) / 1e6
+    if bodies is not None:
+        with open(bodies) as lines:
+            load.unanswered = sum(1 for _ in lines) - load.answered
     return load
 
 
@@ -375,8 +392,9 @@ def main() -> None:
             )
             errors = empty.server_errors + clicks.server_errors + replays.server_errors
             sockets = empty.socket_errors + clicks.socket_errors + replays.socket_errors
+            lost = clicks.unanswered + replays.unanswered
             print(
-                f"  5xx answers: {errors}; socket errors: {sockets}; "
+                f"  5xx answers: {errors}; socket errors: {sockets}; unanswered: {lost}; "
                 f"requests without exactly one decision: {sum(doubles.values())}"
                 + (f" (by number of decisions: {doubles})" if doubles else "")
             )

@@ -6,7 +6,8 @@
 -- Otherwise each line of BODIES_FILE is one POST (tab-separated: header name, value, ..., then the
 -- body, which holds no tab or newline); lines are dealt to this wrk process (SHARE of SHARES, from
 -- 0) and then to its threads. Each body is sent exactly once: a thread that has its answers stops
--- and prints "thread-done", so the caller can end wrk (SIGINT) without waiting for -d.
+-- and prints "thread-done", so the caller can end wrk (SIGINT) without waiting for -d; "progress"
+-- every 20 answers lets it end a wrk whose answers stopped coming (a request lost or timed out).
 -- At the end one line "result {json}" gives, per thread, the clock of its first request and last
 -- answer (CLOCK_MONOTONIC, microseconds), its answers by status, and wrk's latency quantiles.
 
@@ -97,6 +98,10 @@ function response(status, headers, body)
     table.insert(parts, '"' .. code .. '":' .. count)
   end
   statuses = "{" .. table.concat(parts, ",") .. "}"
+  if answered % 20 == 0 then
+    io.write("progress\n") -- the caller ends a wrk whose answers stall (a lost or timed-out click)
+    io.flush()
+  end
   if not empty and answered == #prepared then
     io.write("thread-done\n")
     io.flush()
