@@ -34,8 +34,7 @@ from _django import ROOT, bench_database, parked_runs, test_database_url
 
 OPEN_ID = "ou_bench_approver"
 LUA = str(ROOT / "bench" / "wrk_bodies.lua")
-WRK_THREADS = 2  # per wrk process; the host has two cores
-STALL_SECONDS = 30  # a wrk that hears no answer for this long is stopped and its losses reported
+STALL_SECONDS = 15  # a wrk that hears no answer this long is stopped; its losses are reported
 
 
 def _drop_queue(name: str) -> None:
@@ -55,8 +54,7 @@ class Load:
     answered: int = 0
     seconds: float = 0.0
     statuses: dict[str, int] = field(default_factory=dict)
-    # (latency in microseconds, weight): each wrk process's 200 quantiles, weighted by its answers.
-    latency_us: list[tuple[float, float]] = field(default_factory=list)
+    latency_us: list[int] = field(default_factory=list)  # each answer's, from its request's send
     socket_errors: int = 0
     unanswered: int = 0
 
@@ -65,16 +63,10 @@ class Load:
         return self.answered / self.seconds if self.seconds else 0.0
 
     def percentile_ms(self, p: float) -> float:
-        total = sum(weight for _, weight in self.latency_us)
-        if not total:
+        if not self.latency_us:
             return float("nan")
-        rank, seen = p / 100 * total, 0.0
         ordered = sorted(self.latency_us)
-        for us, weight in ordered:
-            seen += weight
-            if seen >= rank:
-                return us / 1000
-        return ordered[-1][0] / 1000
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] / 1000
 
     @property
     def server_errors(self) -> int:
@@ -99,15 +91,15 @@ def run_wrk(urls: list[str], *, connections: int, bodies: str | None, seconds: f
     shares = len(urls)
     processes = []
     for share, url in enumerate(urls):
-        conns = max(WRK_THREADS, connections // shares)
-        args = [bodies or "-", str(share), str(shares), str(WRK_THREADS)]
+        conns = max(1, connections // shares)  # one wrk thread per connection (see the Lua script)
+        args = [bodies or "-", str(share), str(shares), str(conns)]
         duration = f"{int(seconds)}s" if bodies is None else "600s"
         processes.append(
             subprocess.Popen(
                 [
                     "wrk",
                     "-t",
-                    str(WRK_THREADS),
+                    str(conns),
                     "-c",
                     str(conns),
                     "-d",
@@ -126,6 +118,7 @@ def run_wrk(urls: list[str], *, connections: int, bodies: str | None, seconds: f
             )
         )
     outputs: list[list[str]] = [[] for _ in processes]
+    threads_of = [max(1, connections // shares) for _ in processes]
     heard = [time.monotonic() for _ in processes]
 
     def follow(index: int) -> None:
@@ -135,7 +128,7 @@ def run_wrk(urls: list[str], *, connections: int, bodies: str | None, seconds: f
             heard[index] = time.monotonic()
             if line.strip() == "thread-done":
                 done += 1
-                if done == WRK_THREADS:
+                if done == threads_of[index]:
                     process.send_signal(signal.SIGINT)  # ends wrk's -d wait; it then reports
 
     readers = [threading.Thread(target=follow, args=(i,)) for i in range(len(processes))]
@@ -169,9 +162,8 @@ def run_wrk(urls: list[str], *, connections: int, bodies: str | None, seconds: f
             if thread["answered"]:
                 first = thread["first_us"] if first is None else min(first, thread["first_us"])
                 last = thread["last_us"] if last is None else max(last, thread["last_us"])
-        answered = sum(thread["answered"] for thread in data["threads"])
-        quantiles = data["quantiles_us"]
-        load.latency_us += [(us, answered / len(quantiles)) for us in quantiles]
+        for thread in data["threads"]:
+            load.latency_us += thread["latencies_us"]
         load.socket_errors += data["socket_errors"] + data["timeouts"]
     load.seconds = ((last or 0) - (first or 0)) / 1e6
     if bodies is not None:
@@ -394,7 +386,7 @@ def main() -> None:
             sockets = empty.socket_errors + clicks.socket_errors + replays.socket_errors
             lost = clicks.unanswered + replays.unanswered
             print(
-                f"  5xx answers: {errors}; socket errors: {sockets}; unanswered: {lost}; "
+                f"  5xx answers: {errors}; socket errors: {sockets}; unanswered by wrk: {lost}; "
                 f"requests without exactly one decision: {sum(doubles.values())}"
                 + (f" (by number of decisions: {doubles})" if doubles else "")
             )
