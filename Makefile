@@ -1,13 +1,17 @@
 # Two commands for a fresh machine: `make run` and `make test` (see README.md).
 PYTHON ?= python3.11
-VENV := .venv
+VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 PYTEST_ARGS ?=
+# make prod: how many Daphne servers (ports PROD_PORT, PROD_PORT+1, ...) and Celery workers.
+WEB ?= 2
+WORKERS ?= 2
+PROD_PORT ?= 8000
 
-.PHONY: run test lint format install clean
+.PHONY: run prod test lint format install clean
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
@@ -15,7 +19,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,prod]"
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -29,6 +33,15 @@ run: $(STAMP)
 	@echo "  admin: http://$(HOST):$(PORT)/admin/   (demo logins are listed above)"
 	@echo ""
 	$(PY) manage.py runserver $(HOST):$(PORT)
+
+# The production topology on PostgreSQL + Redis: WEB Daphne servers, WORKERS Celery workers and
+# one beat, under honcho (Procfile). SKIP_INSTALL=1 uses an environment provisioned otherwise.
+prod: $(if $(SKIP_INSTALL),,$(STAMP))
+	@test -n "$$DATABASE_URL" || { echo "make prod: set DATABASE_URL (postgres://user:password@host:5432/name)"; exit 2; }
+	@test -n "$$REDIS_URL" || { echo "make prod: set REDIS_URL (redis://host:6379/0)"; exit 2; }
+	$(PY) manage.py migrate --no-input
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/honcho start -f Procfile -p $(PROD_PORT) \
+		-c web=$(WEB),worker=$(WORKERS),beat=1
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)

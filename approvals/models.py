@@ -7,8 +7,10 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from agents.models import Agent, Organization, Run
+from fimone.audit_chain import ChainLink, canonical_time
 
 
 class ApproverPolicy(models.Model):
@@ -155,8 +157,12 @@ class ConfirmationApprover(models.Model):
         return f"{self.user_id} may decide {self.request_id}"
 
 
-class ConfirmationEvent(models.Model):
-    """Append-only audit log of one request: rows are inserted, never updated or deleted."""
+class ConfirmationEvent(ChainLink):
+    """Append-only audit log of one request: rows are inserted, never updated or deleted.
+
+    Tamper-evident (fimone/audit_chain.py): each event is a link of its organisation's hash chain,
+    written only by ``approvals.services.log_event``; ``manage.py audit_verify`` recomputes it.
+    """
 
     class Kind(models.TextChoices):
         CREATED = "created"
@@ -168,6 +174,8 @@ class ConfirmationEvent(models.Model):
         CANCELLED = "cancelled"
         EXECUTED = "executed"
 
+    # The request's organisation, copied: the chain is per organisation and so is its lock.
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
     request = models.ForeignKey(ConfirmationRequest, on_delete=models.PROTECT, related_name="events")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     actor = models.ForeignKey(
@@ -175,10 +183,26 @@ class ConfirmationEvent(models.Model):
     )
     actor_external_id = models.CharField(max_length=200, blank=True)
     details = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    # Set before the hash is computed (not auto_now_add, which would set it after).
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
 
     class Meta:
         ordering = ["created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "chain_seq"], name="confirmation_event_chain_link"
+            ),
+        ]
+
+    def chain_payload(self) -> dict[str, Any]:
+        return {
+            "request": str(self.request_id),
+            "kind": str(self.kind),
+            "actor": self.actor_id,
+            "actor_external_id": self.actor_external_id,
+            "details": self.details,
+            "created_at": canonical_time(self.created_at),
+        }
 
     def __str__(self) -> str:
         return f"{self.kind} @ {self.created_at:%Y-%m-%d %H:%M:%S}"

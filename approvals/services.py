@@ -23,6 +23,7 @@ from approvals.models import ConfirmationEvent, ConfirmationRequest, Confirmatio
 from approvals.policy import approver_ids, describe_refusal, is_outsider, policy_for
 from approvals.selectors import request_for_decision
 from approvals.signals import confirmation_opened, confirmation_settled
+from fimone.audit_chain import chain_append
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +58,21 @@ class NoApprovers(Exception):
 def log_event(
     *, request_id: uuid.UUID, kind: str, actor: Any = None, external_id: str = "", **details: Any
 ) -> ConfirmationEvent:
-    return ConfirmationEvent.objects.create(
-        request_id=request_id,
-        kind=kind,
-        actor=actor if getattr(actor, "pk", None) else None,
-        actor_external_id=external_id,
-        details=details,
+    """Append an event to the request's history, as the next link of its organisation's hash
+    chain (fimone/audit_chain.py), in the caller's transaction: the organisation's chain stays
+    locked until that transaction ends, so log last in long transactions."""
+    organization_id = (
+        ConfirmationRequest.objects.filter(pk=request_id).values_list("organization_id", flat=True).get()
+    )
+    return chain_append(
+        ConfirmationEvent(
+            organization_id=organization_id,
+            request_id=request_id,
+            kind=kind,
+            actor=actor if getattr(actor, "pk", None) else None,
+            actor_external_id=external_id,
+            details=details,
+        )
     )
 
 

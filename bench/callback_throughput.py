@@ -1,27 +1,40 @@
-"""Feishu click callbacks against a running Daphne on PostgreSQL + Redis, from a separate process.
+"""The cost of a verified Feishu click, as a multiple of an empty request through the same stack.
 
-2,000 callbacks: 1,000 valid decisions on 1,000 pending requests (approve / reject), 500 replays
-of them (same event_id) and 500 forgeries (bad signature). Prints callbacks/s and p50 / p99
-latency. Targets: >= 300 verified callbacks/s, p99 <= 100 ms, zero 5xx, zero double decisions.
+For 1 and then 2 Daphne servers (PostgreSQL + Redis), in the same run and on the same servers:
+an empty request (``GET /healthz``: Daphne, Django's handler and middleware, a JSON answer) for a
+fixed time, then every click once: valid signed and encrypted decisions on pending requests
+(approve / reject), then replays of half of them (same event) and forgeries (bad signature). The
+load comes from wrk (C, one wrk process per server, as a balancer would spread it) driven by
+bench/wrk_bodies.lua, so the load generator costs less than the server it loads. Prints requests/s,
+p50 / p99 latency, 5xx, double decisions, and the click's cost as a multiple of the empty request
+(throughput ratio at the same connections; target <= 3x).
 
-    DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/callback_throughput.py [--concurrency 16]
+    apt-get install wrk
+    DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/callback_throughput.py \\
+        [--requests 1000] [--connections 8] [--servers 1,2] [--empty-seconds 10]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import random
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from dataclasses import dataclass, field
 
-from _django import ROOT, bench_database, parked_runs, percentile, test_database_url
+from _django import ROOT, bench_database, parked_runs, test_database_url
 
 OPEN_ID = "ou_bench_approver"
+LUA = str(ROOT / "bench" / "wrk_bodies.lua")
+STALL_SECONDS = 15  # a wrk that hears no answer this long is stopped; its losses are reported
 
 
 def _drop_queue(name: str) -> None:
@@ -34,48 +47,223 @@ def _drop_queue(name: str) -> None:
         client.delete(key)
 
 
-def load(
-    urls: list[str], bodies: list[tuple[str, bytes, dict[str, str]]], concurrency: int, out: object
-) -> None:
-    """The load process: post every body, ``concurrency`` at a time; report (kind, status, ms).
-    Each load thread keeps one connection, to the servers in turn (as a balancer would)."""
-    import itertools
-    import threading
-    from concurrent.futures import ThreadPoolExecutor
+@dataclass
+class Load:
+    """What one phase measured, over every wrk process of it."""
 
+    answered: int = 0
+    seconds: float = 0.0
+    statuses: dict[str, int] = field(default_factory=dict)
+    latency_us: list[int] = field(default_factory=list)  # each answer's, from its request's send
+    socket_errors: int = 0
+    unanswered: int = 0
+
+    @property
+    def rate(self) -> float:
+        return self.answered / self.seconds if self.seconds else 0.0
+
+    def percentile_ms(self, p: float) -> float:
+        if not self.latency_us:
+            return float("nan")
+        ordered = sorted(self.latency_us)
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] / 1000
+
+    @property
+    def server_errors(self) -> int:
+        return sum(count for status, count in self.statuses.items() if int(status) >= 500)
+
+
+def write_bodies(items: list[tuple[bytes, dict[str, str]]]) -> str:
+    """One line per request for the Lua script: header, value, ..., body (tab-separated)."""
+    handle, path = tempfile.mkstemp(prefix="bench-bodies-", suffix=".tsv")
+    with os.fdopen(handle, "w") as out:
+        for body, headers in items:
+            text = body.decode()
+            assert "\t" not in text and "\n" not in text
+            fields = [value for pair in headers.items() for value in pair]
+            out.write("\t".join([*fields, text]) + "\n")
+    return path
+
+
+def run_wrk(urls: list[str], *, connections: int, bodies: str | None, seconds: float) -> Load:
+    """One wrk per server, at the same time, ``connections`` split between them. With ``bodies``
+    each line is sent once and wrk is stopped when every answer is in; else it runs ``seconds``."""
+    shares = len(urls)
+    processes = []
+    for share, url in enumerate(urls):
+        conns = max(1, connections // shares)  # one wrk thread per connection (see the Lua script)
+        args = [bodies or "-", str(share), str(shares), str(conns)]
+        duration = f"{int(seconds)}s" if bodies is None else "600s"
+        processes.append(
+            subprocess.Popen(
+                [
+                    "wrk",
+                    "-t",
+                    str(conns),
+                    "-c",
+                    str(conns),
+                    "-d",
+                    duration,
+                    "--timeout",
+                    "10s",
+                    "-s",
+                    LUA,
+                    url,
+                    "--",
+                    *args,
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    outputs: list[list[str]] = [[] for _ in processes]
+    threads_of = [max(1, connections // shares) for _ in processes]
+    heard = [time.monotonic() for _ in processes]
+
+    def follow(index: int) -> None:
+        process, done = processes[index], 0
+        for line in process.stdout:
+            outputs[index].append(line)
+            heard[index] = time.monotonic()
+            if line.strip() == "thread-done":
+                done += 1
+                if done == threads_of[index]:
+                    process.send_signal(signal.SIGINT)  # ends wrk's -d wait; it then reports
+
+    readers = [threading.Thread(target=follow, args=(i,)) for i in range(len(processes))]
+    for reader in readers:
+        reader.start()
+    stalled = 0
+    while any(process.poll() is None for process in processes):
+        for index, process in enumerate(processes):
+            if (
+                bodies is not None
+                and process.poll() is None
+                and time.monotonic() - heard[index] > STALL_SECONDS
+            ):
+                stalled += 1  # answers stopped coming: some request was lost or timed out
+                process.send_signal(signal.SIGINT)
+                heard[index] = float("inf")
+        time.sleep(0.2)
+    for reader in readers:
+        reader.join()
+
+    load, first, last = Load(), None, None
+    for lines in outputs:
+        result = next((line for line in lines if line.startswith("result ")), None)
+        if result is None:
+            sys.exit("wrk gave no result:\n" + "".join(lines[-20:]))
+        data = json.loads(result.removeprefix("result "))
+        for thread in data["threads"]:
+            load.answered += thread["answered"]
+            for status, count in thread["statuses"].items():
+                load.statuses[status] = load.statuses.get(status, 0) + count
+            if thread["answered"]:
+                first = thread["first_us"] if first is None else min(first, thread["first_us"])
+                last = thread["last_us"] if last is None else max(last, thread["last_us"])
+        for thread in data["threads"]:
+            load.latency_us += thread["latencies_us"]
+        load.socket_errors += data["socket_errors"] + data["timeouts"]
+    load.seconds = ((last or 0) - (first or 0)) / 1e6
+    if bodies is not None:
+        with open(bodies) as lines:
+            load.unanswered = sum(1 for _ in lines) - load.answered
+    return load
+
+
+def start_servers(count: int, env: dict[str, str]) -> tuple[list[subprocess.Popen], list[socket.socket]]:
+    """``count`` Daphne processes, each on a listening socket opened here and handed over (--fd)."""
     import httpx
 
-    clients: dict[int, tuple[httpx.Client, str]] = {}
-    next_url = itertools.cycle(urls)
-    lock = threading.Lock()
+    listeners, servers = [], []
+    for _ in range(count):
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1024)
+        listener.set_inheritable(True)
+        listeners.append(listener)
+        servers.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "daphne", "--fd", str(listener.fileno()), "fimone.asgi:application"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                pass_fds=[listener.fileno()],
+            )
+        )
+    deadline = time.monotonic() + 30
+    for listener in listeners:
+        port = listener.getsockname()[1]
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                sys.exit("Daphne did not start")
+            time.sleep(0.2)
+    return servers, listeners
 
-    def post(item: tuple[str, bytes, dict[str, str]]) -> tuple[str, int, float]:
-        if threading.get_ident() not in clients:
-            with lock:
-                clients[threading.get_ident()] = (httpx.Client(timeout=30), next(next_url))
-        client, url = clients[threading.get_ident()]
-        kind, body, headers = item
-        started = time.perf_counter()
-        response = client.post(url, content=body, headers={**headers, "Content-Type": "application/json"})
-        return kind, response.status_code, (time.perf_counter() - started) * 1000
 
-    started = time.perf_counter()
-    with ThreadPoolExecutor(concurrency) as pool:
-        results = list(pool.map(post, bodies))
-    out.put((results, time.perf_counter() - started))
+def profile_servers(
+    servers: list[subprocess.Popen], directory: str | None, label: str
+) -> list[subprocess.Popen]:
+    """py-spy sampling each server (folded stacks, idle threads left out), if asked for."""
+    if directory is None:
+        return []
+    if shutil.which("py-spy") is None:
+        sys.exit("--profile needs py-spy: pip install py-spy")
+    os.makedirs(directory, exist_ok=True)
+    profilers = [
+        subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "--pid",
+                str(server.pid),
+                "--format",
+                "raw",
+                "--rate",
+                "200",
+                "--output",
+                os.path.join(directory, f"clicks-{label}-{index}.txt"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for index, server in enumerate(servers)
+    ]
+    time.sleep(1)  # attached before the load starts
+    return profilers
+
+
+def stop_servers(servers: list[subprocess.Popen], listeners: list[socket.socket]) -> None:
+    for server in servers:
+        server.terminate()
+    for server in servers:
+        server.wait(15)
+    for listener in listeners:
+        listener.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=1000)
-    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--requests", type=int, default=1000, help="valid clicks per server count")
+    parser.add_argument("--connections", type=int, default=8, help="in total, split between the servers")
+    parser.add_argument("--servers", default="1,2", help="server counts to measure, comma-separated")
+    parser.add_argument("--empty-seconds", type=float, default=10, help="how long the empty load runs")
     parser.add_argument(
-        "--servers",
-        type=int,
-        default=1,
-        help="Daphne processes, the load spread over them as a balancer would (one process by default)",
+        "--profile",
+        metavar="DIR",
+        help="record each server's stacks during the clicks with py-spy (pip install py-spy) into DIR",
     )
     opts = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("this benchmark drives wrk: apt-get install wrk")
+    server_counts = [int(n) for n in opts.servers.split(",")]
 
     with bench_database(need_redis=True):
         from agents.models import Organization
@@ -99,45 +287,9 @@ def main() -> None:
             },
             settings_json={"chat_id": "oc_bench", "domain": fake.url},
         )
-        _, approver, requests = parked_runs(opts.requests, channel_config=config)
+        _, approver, all_requests = parked_runs(opts.requests * len(server_counts), channel_config=config)
         ImIdentity.objects.create(organization=org, user=approver, provider="feishu", external_id=OPEN_ID)
 
-        valid = []
-        for index, request in enumerate(requests):
-            event = click_event(
-                keys,
-                request_id=str(request.pk),
-                decision="approve" if index % 2 else "reject",
-                open_id=OPEN_ID,
-            )
-            body, headers = signed_body(event, encrypt_key=keys.encrypt_key)
-            valid.append(("valid", body, headers))
-        replays = [("replay", body, headers) for _, body, headers in random.sample(valid, len(valid) // 2)]
-        forged = []
-        for _, body, headers in random.sample(valid, len(valid) // 2):
-            forged.append(("forged", body, {**headers, "X-Lark-Signature": "0" * 64}))
-        bodies = valid + replays + forged
-        random.shuffle(bodies)
-        # A replay must follow its original to be a replay: move each after its first send.
-        seen: set[bytes] = set()
-        ordered, held = [], []
-        for item in bodies:
-            if item[0] == "replay" and item[1] not in seen:
-                held.append(item)
-                continue
-            ordered.append(item)
-            if item[0] == "valid":
-                seen.add(item[1])
-        ordered += held
-
-        # One listening socket per server, opened here and handed over (Daphne --fd).
-        listeners = []
-        for _ in range(opts.servers):
-            listener = socket.socket()
-            listener.bind(("127.0.0.1", 0))
-            listener.listen(512)
-            listener.set_inheritable(True)
-            listeners.append(listener)
         env = {
             **os.environ,
             "DATABASE_URL": test_database_url(),
@@ -146,74 +298,98 @@ def main() -> None:
             # Its own Celery queue: the follow-ups it sends have no worker and are dropped at the end.
             "CELERY_QUEUE": f"bench-callbacks-{os.getpid()}",
         }
-        servers = [
-            subprocess.Popen(
-                [sys.executable, "-m", "daphne", "--fd", str(listener.fileno()), "fimone.asgi:application"],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                pass_fds=[listener.fileno()],
-            )
-            for listener in listeners
-        ]
-        ports = [listener.getsockname()[1] for listener in listeners]
+        rows = []
+        files: list[str] = []
         try:
-            import httpx
+            for round_index, servers_count in enumerate(server_counts):
+                requests = all_requests[round_index * opts.requests : (round_index + 1) * opts.requests]
+                valid = []
+                for index, request in enumerate(requests):
+                    event = click_event(
+                        keys,
+                        request_id=str(request.pk),
+                        decision="approve" if index % 2 else "reject",
+                        open_id=OPEN_ID,
+                    )
+                    valid.append(signed_body(event, encrypt_key=keys.encrypt_key))
+                hostile = random.sample(valid, len(valid) // 2)  # replays: each sent again
+                for body, headers in random.sample(valid, len(valid) // 2):
+                    hostile.append((body, {**headers, "X-Lark-Signature": "0" * 64}))  # forgeries
+                random.shuffle(hostile)
+                valid_file, hostile_file = write_bodies(valid), write_bodies(hostile)
+                files += [valid_file, hostile_file]
 
-            deadline = time.monotonic() + 30
-            for port in ports:
-                while True:
-                    try:
-                        if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    if time.monotonic() > deadline:
-                        sys.exit("Daphne did not start")
-                    time.sleep(0.2)
-            urls = [f"http://127.0.0.1:{port}/im/callback/{config.callback_key}/" for port in ports]
-            queue: multiprocessing.Queue = multiprocessing.Queue()
-            loader = multiprocessing.Process(target=load, args=(urls, ordered, opts.concurrency, queue))
-            loader.start()
-            results, elapsed = queue.get(timeout=600)
-            loader.join()
+                servers, listeners = start_servers(servers_count, env)
+                try:
+                    ports = [listener.getsockname()[1] for listener in listeners]
+                    empty_urls = [f"http://127.0.0.1:{port}/healthz" for port in ports]
+                    click_urls = [
+                        f"http://127.0.0.1:{port}/im/callback/{config.callback_key}/" for port in ports
+                    ]
+                    run_wrk(empty_urls, connections=opts.connections, bodies=None, seconds=2)  # warm-up
+                    empty = run_wrk(
+                        empty_urls, connections=opts.connections, bodies=None, seconds=opts.empty_seconds
+                    )
+                    profilers = profile_servers(servers, opts.profile, f"{servers_count}-daphne")
+                    clicks = run_wrk(click_urls, connections=opts.connections, bodies=valid_file, seconds=0)
+                    for profiler in profilers:
+                        profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
+                        profiler.wait(60)
+                    replays = run_wrk(
+                        click_urls, connections=opts.connections, bodies=hostile_file, seconds=0
+                    )
+                finally:
+                    stop_servers(servers, listeners)
+                decided = ConfirmationEvent.objects.filter(kind=ConfirmationEvent.Kind.DECIDED)
+                counts = dict.fromkeys((r.pk for r in requests), 0)
+                for request_id in decided.filter(request_id__in=list(counts)).values_list(
+                    "request_id", flat=True
+                ):
+                    counts[request_id] += 1
+                doubles = {n: sum(1 for c in counts.values() if c == n) for n in set(counts.values()) - {1}}
+                for request_id in [pk for pk, n in counts.items() if n != 1][:3]:  # what happened instead
+                    history = ConfirmationEvent.objects.filter(request_id=request_id).order_by("chain_seq")
+                    print(f"request {request_id}: {list(history.values_list('kind', 'details'))}")
+                rows.append((servers_count, empty, clicks, replays, doubles))
         finally:
-            for server in servers:
-                server.terminate()
-            for server in servers:
-                server.wait(15)
-            for listener in listeners:
-                listener.close()
             fake.stop()
             _drop_queue(env["CELERY_QUEUE"])
+            for path in files:
+                os.unlink(path)
 
-        latencies = [ms for _, _, ms in results]
-        by_kind: dict[str, dict[int, int]] = {}
-        for kind, status, _ in results:
-            by_kind.setdefault(kind, {}).setdefault(status, 0)
-            by_kind[kind][status] += 1
-        server_errors = sum(1 for _, status, _ in results if status >= 500)
-        verified = sum(1 for kind, status, _ in results if kind != "forged" and status == 200)
-        decided = ConfirmationEvent.objects.filter(kind=ConfirmationEvent.Kind.DECIDED)
-        doubles = sum(1 for request in requests if decided.filter(request_id=request.pk).count() != 1)
-        rate = len(results) / elapsed
-        p99 = percentile(latencies, 99)
         print(
-            f"{len(results)} callbacks ({len(valid)} valid, {len(replays)} replays, {len(forged)} forged), "
-            f"{opts.concurrency} at a time, from a separate process, to "
-            + ("one Daphne" if opts.servers == 1 else f"{opts.servers} Daphne processes")
+            f"wrk, {opts.connections} connections in total, one wrk process per server; "
+            f"{opts.requests} valid clicks per server count, then {opts.requests // 2} replays and "
+            f"{opts.requests // 2} forgeries; the empty request is GET /healthz "
+            f"for {opts.empty_seconds:.0f} s"
         )
-        print(f"answers by kind: {json.dumps(by_kind)}")
-        print(
-            f"throughput: {rate:.0f} callbacks/s, of which verified {verified / elapsed:.0f}/s "
-            f"(target >= 300/s) {'OK' if verified / elapsed >= 300 else 'UNDER'}"
-        )
-        print(
-            f"latency: p50 {percentile(latencies, 50):.1f} ms, p99 {p99:.1f} ms (target <= 100 ms) "
-            f"{'OK' if p99 <= 100 else 'OVER'}"
-        )
-        print(f"5xx answers: {server_errors}; requests without exactly one decision: {doubles}")
+        for servers_count, empty, clicks, replays, doubles in rows:
+            ratio = empty.rate / clicks.rate if clicks.rate else float("inf")
+            name = "1 Daphne" if servers_count == 1 else f"{servers_count} Daphne"
+            print(f"\n{name}:")
+            for label, load in (
+                ("empty request ", empty),
+                ("verified click", clicks),
+                ("replay/forgery", replays),
+            ):
+                print(
+                    f"  {label}: {load.rate:7.0f}/s  p50 {load.percentile_ms(50):6.1f} ms  "
+                    f"p99 {load.percentile_ms(99):6.1f} ms  "
+                    f"answers {json.dumps(load.statuses, sort_keys=True)}"
+                )
+            latency_ratio = clicks.percentile_ms(50) / empty.percentile_ms(50)
+            print(
+                f"  a verified click costs {ratio:.1f}x an empty request (throughput; target <= 3x) "
+                f"{'OK' if ratio <= 3 else 'OVER'}; p50 latency {latency_ratio:.1f}x"
+            )
+            errors = empty.server_errors + clicks.server_errors + replays.server_errors
+            sockets = empty.socket_errors + clicks.socket_errors + replays.socket_errors
+            lost = clicks.unanswered + replays.unanswered
+            print(
+                f"  5xx answers: {errors}; socket errors: {sockets}; unanswered by wrk: {lost}; "
+                f"requests without exactly one decision: {sum(doubles.values())}"
+                + (f" (by number of decisions: {doubles})" if doubles else "")
+            )
 
 
 if __name__ == "__main__":

@@ -1,19 +1,15 @@
 from django.conf import settings
 from django.contrib import admin
-from django.http import HttpRequest, JsonResponse
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from agents.views import invitation
-
-
-async def health(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"status": "ok"})
-
+from fimone.health import healthz, readyz
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("healthz", health, name="health"),
+    path("healthz", healthz, name="health"),
+    path("readyz", readyz, name="ready"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("approvals/", include("approvals.urls")),
     path("api/approvals/", include("approvals.api_urls")),
