@@ -61,6 +61,11 @@ class HookResult:
     :attr:`PreToolUseOutcome.approved_args_sha256`; from any other hook it is ignored. The engine
     refuses to run arguments with another hash. It never travels in ``metadata``, which every hook
     can write.
+
+    ``require_confirmation`` (PreToolUse) asks for a human's approval of this call although the
+    tool itself is not flagged: the registry marks the call ``requires_confirmation`` for the hooks
+    after it, so the approval gate (last) opens a request. A hook can only add this requirement,
+    never lift one.
     """
 
     allow: bool = True
@@ -70,6 +75,7 @@ class HookResult:
     additional_context: str | None = None
     side_effects: list[str] = field(default_factory=list)
     approved_args_sha256: str | None = None
+    require_confirmation: bool = False
 
 
 class SuspendRun(Exception):

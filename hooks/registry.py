@@ -312,6 +312,9 @@ class HookRegistry:
                 )
             if result.approved_args_sha256 is not None and id(hook) in self._system:
                 approved = str(result.approved_args_sha256)
+            if result.require_confirmation is True:
+                # Read by the gate's should_trigger; the metadata is this call's own dict.
+                ctx.metadata["requires_confirmation"] = True
             if result.modified_args is not None:
                 ctx = _evolve(ctx, tool_args=result.modified_args)
         return PreToolUseOutcome(
