@@ -162,12 +162,20 @@ class CommandHook(DeclaredHook):
             asyncio.ensure_future(_read_capped(proc.stdout, cap)),
             asyncio.ensure_future(_read_capped(proc.stderr, cap)),
         ]
+        outputs = asyncio.gather(*tasks)
         try:
+            while True:
+                # Usually the pipes close when the script exits. A child it left in the
+                # background may hold them open: once the script has exited, its group goes.
+                done, _ = await asyncio.wait({outputs}, timeout=0.05)
+                if done:
+                    break
+                if proc.returncode is not None:
+                    _kill_group(proc.pid)
+            _, (stdout, too_long), (stderr, _) = outputs.result()
             code = await proc.wait()
-            # A child left in the background may hold the pipes open: it goes with the script.
-            _kill_group(proc.pid)
-            _, (stdout, too_long), (stderr, _) = await asyncio.gather(*tasks)
         finally:
+            outputs.cancel()
             for task in tasks:
                 task.cancel()
         if too_long:
