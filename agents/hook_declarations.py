@@ -370,6 +370,7 @@ def hooks_import(
             secret = secrets.get(item["name"])
             if secret is None:
                 problems.add(("hooks", index), "an http hook needs 'secret:' (exports never include it)")
+                continue
         row = HookDeclaration(
             organization=organization,
             agent=agent,
