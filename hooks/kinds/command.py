@@ -43,6 +43,9 @@ def check_argv(argv: Any) -> list[str]:
         raise ValueError("argv must not contain NUL characters")
     if not os.path.isabs(argv[0]):
         raise ValueError(f"argv[0] must be an absolute path, not {argv[0]!r}")
+    if not (os.path.isfile(argv[0]) and os.access(argv[0], os.X_OK)):
+        # Checked when declared and again when a run builds its chain (on the worker's machine).
+        raise ValueError(f"argv[0] {argv[0]!r} is not an executable file")
     return list(argv)
 
 

@@ -208,6 +208,8 @@ async def test_it_passes_claude_code_fields_argv_verbatim_a_minimal_env_and_a_fi
         ({"argv": "rm -rf /"}, "argv must be a non-empty list"),
         ({"argv": []}, "argv must be a non-empty list"),
         ({"argv": ["relative.sh"]}, "argv[0] must be an absolute path"),
+        ({"argv": ["/nonexistent/hook.sh"]}, "is not an executable file"),
+        ({"argv": [str(SCRIPTS)]}, "is not an executable file"),
         ({"argv": ["/bin/true"], "shell": True}, "unknown params ['shell']"),
         ({"argv": ["/bin/true"], "env": {"A": 1}}, "env must be an object of string values"),
     ],

@@ -32,7 +32,7 @@ class Command(BaseCommand):
             target = p.add_mutually_exclusive_group(required=p is export)
             target.add_argument("--agent", type=int, help="the agent's id")
             target.add_argument("--organisation", "--organization", dest="organisation", help="its name")
-            p.add_argument("--output", "-o", help="export: write to this file instead of stdout")
+        export.add_argument("--output", "-o", help="write to this file instead of standard output")
 
     def handle(self, *args: Any, **options: Any) -> None:
         agent = organization = None
