@@ -192,13 +192,9 @@ def test_a_declaration_that_could_not_run_is_named_with_its_line(personas) -> No
     ],
 )
 def test_it_refuses_a_malformed_file_naming_the_line(personas, text, expected) -> None:
-    target = (
-        {"agent": make_agent(personas.org, personas.operator)}
-        if "agent:" not in text and "target" not in expected
-        else {}
-    )
-    if expected == "name the target":
-        target = {}
+    # The file names its own target, or is refused for naming none; the others get one.
+    names_its_target = "agent:" in text or expected == "name the target"
+    target = {} if names_its_target else {"agent": make_agent(personas.org, personas.operator)}
 
     problems = problems_of(text, **target)
 
