@@ -30,6 +30,7 @@ from agents.models import (
     Agent,
     Connector,
     ConnectorAction,
+    ConnectorCallLog,
     Conversation,
     HookDeclaration,
     Invitation,
@@ -57,6 +58,7 @@ ORGANIZATION_LOOKUPS: dict[type[Model], str] = {
     Run: "agent__organization_id",
     RunEvent: "run__agent__organization_id",
     ToolExecution: "run__agent__organization_id",
+    ConnectorCallLog: "organization_id",
 }
 """For each organisation-owned model, the lookup from it to its organisation's id (single-valued)."""
 
@@ -821,3 +823,52 @@ class ToolExecutionAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
     @admin.display(description="agent", ordering="run__agent__name")
     def agent(self, obj: ToolExecution) -> Agent:
         return obj.run.agent
+
+
+AUDIT_READER_ROLES = (*selectors.ORG_MANAGER_ROLES, Role.AUDITOR)
+
+
+@admin.register(ConnectorCallLog)
+class ConnectorCallLogAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
+    """The append-only log of connector calls written by the ``audit_log`` hook: nobody adds,
+    changes or deletes a row; staff see the rows of the organisations where they are an operator,
+    an admin or an auditor."""
+
+    list_display = (
+        "created_at",
+        "tool_name",
+        "outcome",
+        "blocked_by",
+        "organization",
+        "agent",
+        "user",
+        "run",
+        "duration_ms",
+        "result_size",
+    )
+    list_select_related = ("organization", "agent", "user", "run")
+    list_filter = (
+        "outcome",
+        ("organization", admin.RelatedOnlyFieldListFilter),
+        ("agent", admin.RelatedOnlyFieldListFilter),
+        "connector_slug",
+    )
+    search_fields = ("tool_name", "tool_call_id", "blocked_by", "=run__id")
+    date_hierarchy = "created_at"
+    fields = (
+        ("organization", "agent", "user"),
+        ("run", "tool_call_id"),
+        ("tool_name", "connector_slug"),
+        "arguments",
+        ("outcome", "blocked_by"),
+        ("duration_ms", "result_size", "result_sha256"),
+        "error",
+        "created_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ConnectorCallLog]:
+        queryset = admin.ModelAdmin.get_queryset(self, request)
+        if request.user.is_superuser:
+            return queryset
+        readable = selectors.organization_ids_of(user=request.user, roles=AUDIT_READER_ROLES)
+        return queryset.filter(organization_id__in=readable)

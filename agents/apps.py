@@ -8,6 +8,10 @@ class AgentsConfig(AppConfig):
     def ready(self) -> None:
         from django.db.models.signals import pre_delete
 
+        # The hooks that need this app's data register themselves in the hook catalog.
+        import agents.audit
+        import agents.guards
+        import agents.rate_limit  # noqa: F401
         from agents.history import refuse_deleting_connector_with_history
         from agents.models import Connector
 

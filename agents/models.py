@@ -561,3 +561,79 @@ class HookDeclaration(models.Model):
             raise ValidationError({"params": str(exc)}) from None
         if not self.point:
             self.point = str(hook.point)
+
+
+class ConnectorCallLogQuerySet(models.QuerySet["ConnectorCallLog"]):
+    def update(self, **kwargs: Any) -> int:
+        raise PermissionError("the connector call log is append-only")
+
+    def delete(self) -> tuple[int, dict[str, int]]:
+        raise PermissionError("the connector call log is append-only")
+
+
+class ConnectorCallLog(models.Model):
+    """One connector call, written once by the ``audit_log`` hook and never changed: who (agent,
+    user, organisation, run), what (tool, arguments with secrets masked), how it ended
+    (``succeeded`` / ``failed`` / ``blocked`` and by which hook), how long it took, and the size
+    and SHA-256 of the tool's full result. History (DESIGN §1.9): every relation is PROTECT."""
+
+    class Outcome(models.TextChoices):
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        BLOCKED = "blocked"
+
+    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+", null=True, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", null=True, blank=True
+    )
+    run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+", null=True, blank=True)
+    tool_call_id = models.CharField(max_length=100, blank=True)
+    tool_name = models.CharField(max_length=120, db_index=True)
+    connector_slug = models.CharField(max_length=40, blank=True, help_text="Empty for built-in tools.")
+    arguments = models.JSONField(default=dict, help_text="Secrets masked.")
+    outcome = models.CharField(max_length=12, choices=Outcome.choices)
+    blocked_by = models.CharField(max_length=120, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    result_size = models.PositiveBigIntegerField(
+        null=True, blank=True, help_text="Bytes of the result's UTF-8 JSON text."
+    )
+    result_sha256 = models.CharField(max_length=64, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    objects = ConnectorCallLogQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["run", "tool_call_id"],
+                condition=models.Q(run__isnull=False),
+                name="connectorcalllog_unique_call",
+            )
+        ]
+        indexes = [models.Index(fields=["organization", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool_name} [{self.outcome}]"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None and not self._state.adding:
+            raise PermissionError("the connector call log is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise PermissionError("the connector call log is append-only")
+
+
+class RateLimitWindow(models.Model):
+    """A call counter of the ``connector_rate_limit`` hook when no Redis is configured (embedded
+    mode): one row per (organisation, connector, user, window) key, counted by one atomic upsert."""
+
+    key = models.CharField(max_length=200, unique=True)
+    window_start = models.BigIntegerField(help_text="Unix time at which the counted window began.")
+    count = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.count} since {self.window_start}"

@@ -120,8 +120,16 @@ class ConfirmationGateHook(PreToolUseHook):
     timeout = 600.0
 
     def should_trigger(self, ctx: HookContext) -> bool:
+        """The call needs a human when its tool is flagged, the agent confirms everything, or an
+        earlier hook asked (``HookResult(require_confirmation=True)``): the registry folds all
+        three into ``ctx.requires_confirmation``. ``metadata`` is read too for callers that run
+        the gate outside a registry; either can only add the gate, never remove it."""
         meta = ctx.metadata
-        return bool(meta.get("requires_confirmation") or meta.get("require_confirmation_for_all"))
+        return bool(
+            ctx.requires_confirmation
+            or meta.get("requires_confirmation")
+            or meta.get("require_confirmation_for_all")
+        )
 
     async def execute(self, ctx: HookContext) -> HookResult:
         run_id = ctx.metadata["run_id"]

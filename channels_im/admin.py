@@ -45,7 +45,9 @@ def callback_url(config: ChannelConfig) -> str:
 class ChannelConfigAdminForm(WriteOnlySecretsForm):
     secrets_example = (
         'Slack {"bot_token": "xoxb-…", "signing_secret": "…"}, Feishu {"app_id": "cli_…", '
-        '"app_secret": "…", "verification_token": "…", "encrypt_key": "…"}'
+        '"app_secret": "…", "verification_token": "…", "encrypt_key": "…"}, WeCom {"secret": "…", '
+        '"token": "<callback Token>", "encoding_aes_key": "<callback EncodingAESKey, 43 characters>"} '
+        '(WeCom settings: {"corp_id": "ww…", "agent_id": 1000002, "touser": "userid1|userid2"})'
     )
 
     class Meta:

@@ -69,6 +69,8 @@ class Channel(abc.ABC):
     """One provider, built per :class:`channels_im.models.ChannelConfig` (``None`` for the web)."""
 
     kind: ClassVar[str]
+    callback_methods: ClassVar[frozenset[str]] = frozenset({"POST"})
+    """HTTP methods the callback URL takes for this provider (WeCom checks the URL with a GET)."""
 
     def __init__(self, config: Any = None) -> None:
         self.config = config

@@ -20,6 +20,7 @@ class ChannelKind(models.TextChoices):
     WEB = "web", "Web inbox"
     FEISHU = "feishu", "Feishu / Lark"
     SLACK = "slack", "Slack"
+    WECOM = "wecom", "WeCom (企业微信)"
 
 
 class ChannelConfig(models.Model):
@@ -35,7 +36,10 @@ class ChannelConfig(models.Model):
     settings_json = models.JSONField(
         default=dict,
         blank=True,
-        help_text="Provider settings: Feishu chat_id / domain, Slack channel / api_url.",
+        help_text=(
+            "Provider settings: Feishu chat_id / domain, Slack channel / api_url, "
+            "WeCom corp_id / agent_id / touser (or toparty, totag) / api_base."
+        ),
     )
     callback_key = models.CharField(
         max_length=64,
@@ -69,7 +73,7 @@ class ChannelConfig(models.Model):
 
 
 class ImIdentity(models.Model):
-    """Maps a platform user id (Feishu open_id, Slack user id) to a user of ours, within one
+    """Maps a platform user id (Feishu open_id, Slack user id, WeCom userid) to a user of ours, within one
     organisation: a click counts only through an identity of the organisation of the channel it
     came through (DESIGN §1.11). Only the person themselves (the link flow, :class:`ImLinkOffer`)
     or a superuser links an identity; organisation staff may only view and unlink."""

@@ -14,11 +14,11 @@ import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods
 
 from approvals.models import ConfirmationEvent, ConfirmationRequest
 from approvals.selectors import request_for_decision
@@ -54,12 +54,14 @@ def _storable(external_id: str) -> bool:
 
 
 @csrf_exempt  # verified by the provider's signature instead; the platform holds no CSRF token
-@require_POST
+@require_http_methods(["GET", "POST"])
 def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
     config = ChannelConfig.objects.filter(callback_key=callback_key, active=True).first()
     if config is None:
         return JsonResponse({"error": "unknown channel"}, status=404)
     channel = channel_for(config)
+    if http_request.method not in channel.callback_methods:  # only WeCom's URL check is a GET
+        return HttpResponseNotAllowed(sorted(channel.callback_methods))
     try:
         result = channel.parse_callback(http_request)
     except Exception:  # a provider bug must not become a 500 or a decision
@@ -92,7 +94,8 @@ def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
             reason="the clicker is not mapped to a user",
             via=config.pk,
         )
-        # Answered to the clicker only (Slack ephemeral, Feishu toast): the URL is theirs to open.
+        # Answered to the clicker only (Slack ephemeral, Feishu toast, WeCom private message): the
+        # URL is theirs to open.
         url = link_offer_make(
             config=config,
             external_id=result.external_user_id,

@@ -1,18 +1,28 @@
 """Built-in hooks. Declarable ones are listed in the catalog by name; ``system`` hooks are attached
-to every agent by the engine and cannot be declared or removed."""
+to every agent by the engine and cannot be declared or removed.
+
+Every built-in states its parameters as a JSON schema (``params_schema``, exposed by
+:func:`hooks.catalog.catalog_entries`); declarations are validated against it before the class is
+built, and the constructor then checks what a schema cannot say (regular expressions compile, …).
+
+Hooks that need the platform's data live in the apps that own it and register themselves in the
+same catalog at start-up: ``read_only_guard``, ``audit_log`` and ``connector_rate_limit`` in
+``agents``, the approval gate in ``approvals``.
+"""
 
 from __future__ import annotations
 
 import fnmatch
 import json
 import re
-from typing import Any
+from decimal import Decimal, InvalidOperation
+from typing import Any, ClassVar
 
 from hooks.catalog import register_hook
 from hooks.contract import HookContext, HookResult, PostToolUseHook, PreToolUseHook, SessionStartHook
 
 
-def _patterns(value: Any, field: str) -> tuple[str, ...]:
+def tool_patterns(value: Any, field: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list | tuple) or not value or not all(isinstance(v, str) and v for v in value):
@@ -20,27 +30,21 @@ def _patterns(value: Any, field: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _matches(name: str, patterns: tuple[str, ...]) -> bool:
+def tool_matches(name: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatch.fnmatchcase(name, p) for p in patterns)
 
 
-@register_hook
-class ReadOnlyGuard(PreToolUseHook):
-    """Blocks write tools while the organisation is read-only. Attached to every agent."""
+TOOL_PATTERNS_SCHEMA: dict[str, Any] = {
+    "description": "Tool-name glob patterns (e.g. 'oa__*'); one pattern or a list.",
+    "oneOf": [
+        {"type": "string", "minLength": 1},
+        {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+    ],
+}
 
-    name = "read_only_guard"
-    system = True
-    priority = 0
 
-    def should_trigger(self, ctx: HookContext) -> bool:
-        return bool(ctx.metadata.get("org_read_only")) and bool(ctx.metadata.get("is_write"))
-
-    async def execute(self, ctx: HookContext) -> HookResult:
-        return HookResult(
-            allow=False,
-            error="This organisation is read-only: write actions are disabled. Do not retry.",
-            side_effects=[f"blocked write tool {ctx.tool_name} (organisation is read-only)"],
-        )
+def _text(result: Any) -> str:
+    return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str)
 
 
 @register_hook
@@ -48,15 +52,25 @@ class DenyTools(PreToolUseHook):
     """Blocks the tools whose names match ``tools`` (glob patterns) with ``message``."""
 
     name = "deny_tools"
+    description = "Blocks the tools whose names match the patterns, with a message for the model."
+    params_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "tools": TOOL_PATTERNS_SCHEMA,
+            "message": {"type": "string", "description": "What the model is told."},
+        },
+        "required": ["tools"],
+        "additionalProperties": False,
+    }
     priority = 10
 
     def __init__(self, *, tools: Any, message: str = "", **kw: Any) -> None:
         super().__init__(**kw)
-        self.tools = _patterns(tools, "tools")
+        self.tools = tool_patterns(tools, "tools")
         self.message = message or "This tool is disabled by policy."
 
     def should_trigger(self, ctx: HookContext) -> bool:
-        return _matches(ctx.tool_name, self.tools)
+        return tool_matches(ctx.tool_name, self.tools)
 
     async def execute(self, ctx: HookContext) -> HookResult:
         return HookResult(allow=False, error=self.message, side_effects=[f"denied {ctx.tool_name}"])
@@ -67,17 +81,27 @@ class SetArguments(PreToolUseHook):
     """Forces argument values on matching tools (e.g. a fixed ``currency`` or a capped ``limit``)."""
 
     name = "set_arguments"
+    description = "Forces argument values on matching tools (a fixed currency, a capped limit)."
+    params_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "tools": TOOL_PATTERNS_SCHEMA,
+            "values": {"type": "object", "minProperties": 1, "description": "Argument name → value."},
+        },
+        "required": ["tools", "values"],
+        "additionalProperties": False,
+    }
     priority = 20
 
     def __init__(self, *, tools: Any, values: dict[str, Any], **kw: Any) -> None:
         super().__init__(**kw)
-        self.tools = _patterns(tools, "tools")
+        self.tools = tool_patterns(tools, "tools")
         if not isinstance(values, dict) or not values:
             raise ValueError("values must be a non-empty object of argument names to values")
         self.values = dict(values)
 
     def should_trigger(self, ctx: HookContext) -> bool:
-        return _matches(ctx.tool_name, self.tools)
+        return tool_matches(ctx.tool_name, self.tools)
 
     async def execute(self, ctx: HookContext) -> HookResult:
         changed = sorted(k for k, v in self.values.items() if ctx.tool_args.get(k) != v)
@@ -94,6 +118,23 @@ class RedactResult(PostToolUseHook):
     """Replaces every match of ``patterns`` (regular expressions) in a tool's result."""
 
     name = "redact_result"
+    description = "Replaces every match of the regular expressions in a tool's result."
+    params_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "patterns": {
+                "description": "Regular expressions (Python syntax).",
+                "oneOf": [
+                    {"type": "string", "minLength": 1},
+                    {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
+                ],
+            },
+            "replacement": {"type": "string", "default": "[redacted]"},
+            "tools": TOOL_PATTERNS_SCHEMA,
+        },
+        "required": ["patterns"],
+        "additionalProperties": False,
+    }
     priority = 10
 
     def __init__(
@@ -109,13 +150,13 @@ class RedactResult(PostToolUseHook):
         except re.error as exc:
             raise ValueError(f"bad regular expression: {exc}") from None
         self.replacement = str(replacement)
-        self.tools = _patterns(tools, "tools")
+        self.tools = tool_patterns(tools, "tools")
 
     def should_trigger(self, ctx: HookContext) -> bool:
-        return _matches(ctx.tool_name, self.tools)
+        return tool_matches(ctx.tool_name, self.tools)
 
     async def execute(self, ctx: HookContext) -> HookResult:
-        text = ctx.tool_result if isinstance(ctx.tool_result, str) else json.dumps(ctx.tool_result)
+        text = _text(ctx.tool_result)
         count = 0
         for regex in self.regexes:
             text, n = regex.subn(self.replacement, text)
@@ -127,28 +168,236 @@ class RedactResult(PostToolUseHook):
         )
 
 
-@register_hook
-class TruncateResult(PostToolUseHook):
-    """Cuts long observations to ``max_chars`` so one tool cannot flood the context."""
+TRUNCATE_DEFAULT_CHARS = 8_000
 
-    name = "truncate_result"
+
+@register_hook
+class ResultTruncate(PostToolUseHook):
+    """Cuts observations longer than ``max_chars`` so that one tool cannot flood the model's
+    context. The cut is marked with how many characters were removed. Only the observation is
+    cut: the tool's full result stays in its ``ToolExecution`` (recorded before this hook's
+    output), and hooks that run before this one (an audit log) see all of it. A non-text result
+    is measured and cut as its JSON text."""
+
+    name = "result_truncate"
+    description = "Cuts long tool results to max_chars (default 8,000) with a marker of what was removed."
+    params_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "max_chars": {
+                "type": "integer",
+                "minimum": 100,
+                "default": TRUNCATE_DEFAULT_CHARS,
+                "description": "Longest observation kept, in characters.",
+            },
+            "tools": TOOL_PATTERNS_SCHEMA,
+        },
+        "additionalProperties": False,
+    }
     priority = 90
 
-    def __init__(self, *, max_chars: int = 4000, **kw: Any) -> None:
+    def __init__(self, *, max_chars: int = TRUNCATE_DEFAULT_CHARS, tools: Any = "*", **kw: Any) -> None:
         super().__init__(**kw)
-        if not isinstance(max_chars, int) or max_chars < 100:
+        if not isinstance(max_chars, int) or isinstance(max_chars, bool) or max_chars < 100:
             raise ValueError("max_chars must be a whole number of at least 100")
         self.max_chars = max_chars
+        self.tools = tool_patterns(tools, "tools")
+
+    def should_trigger(self, ctx: HookContext) -> bool:
+        return tool_matches(ctx.tool_name, self.tools)
 
     async def execute(self, ctx: HookContext) -> HookResult:
-        text = ctx.tool_result if isinstance(ctx.tool_result, str) else json.dumps(ctx.tool_result)
+        text = _text(ctx.tool_result)
         if len(text) <= self.max_chars:
             return HookResult()
         cut = len(text) - self.max_chars
         return HookResult(
-            modified_result=f"{text[: self.max_chars]}… [{cut} more characters cut]",
+            modified_result=(
+                f"{text[: self.max_chars]}\n… [truncated: {cut:,} of {len(text):,} characters removed; "
+                "the full result is kept in the run's record]"
+            ),
             side_effects=[f"truncated {ctx.tool_name} result by {cut} characters"],
         )
+
+
+@register_hook
+class TruncateResult(ResultTruncate):
+    """The former name of ``result_truncate``, kept so that existing declarations (and runs that
+    recorded it in their chain) go on working; same parameters, same default."""
+
+    name = "truncate_result"
+    alias_of: ClassVar[str] = "result_truncate"
+    description = "Former name of result_truncate (same behaviour)."
+
+
+# --- confirm_when ---------------------------------------------------------------------------------
+
+ORDERING_OPS = (">", ">=", "<", "<=")
+CONFIRM_OPS = (*ORDERING_OPS, "==", "!=", "in", "regex")
+_MISSING: Any = object()
+
+
+def _number(value: Any) -> Decimal | None:
+    """A number, or a string spelling one, as a ``Decimal``; ``None`` for anything else (booleans
+    included: ``True`` is not 1 here)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float | str):
+        try:
+            number = Decimal(str(value).strip())
+        except (InvalidOperation, ValueError):
+            return None
+        return number
+    return None
+
+
+def _lookup(args: Any, path: tuple[str, ...]) -> Any:
+    value = args
+    for part in path:
+        if isinstance(value, dict):
+            value = value.get(part, _MISSING)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return _MISSING
+        if value is _MISSING:
+            return _MISSING
+    return value
+
+
+def _equal(left: Any, right: Any) -> bool:
+    a, b = _number(left), _number(right)
+    if a is not None and b is not None and not a.is_nan() and not b.is_nan():
+        return a == b
+    return left == right
+
+
+class _Condition:
+    __slots__ = ("field", "op", "path", "regex", "value")
+
+    def __init__(self, raw: dict[str, Any], where: str) -> None:
+        self.field, self.op, self.value = raw["field"], raw["op"], raw["value"]
+        self.path = tuple(self.field.split("."))
+        self.regex: re.Pattern[str] | None = None
+        if self.op in ORDERING_OPS and _number(self.value) is None:
+            raise ValueError(f"{where}.value must be a number for {self.op!r}")
+        if self.op == "in" and not isinstance(self.value, list):
+            raise ValueError(f"{where}.value must be a list for 'in'")
+        if self.op == "regex":
+            if not isinstance(self.value, str):
+                raise ValueError(f"{where}.value must be a regular expression")
+            try:
+                self.regex = re.compile(self.value)
+            except re.error as exc:
+                raise ValueError(f"{where}.value is not a valid regular expression: {exc}") from None
+
+    def met(self, args: Any) -> bool:
+        """Whether the arguments meet the condition. A missing field does not; a field present
+        but not comparable with the threshold (a text where a number is expected, NaN) does:
+        when in doubt, a human decides."""
+        actual = _lookup(args, self.path)
+        if actual is _MISSING:
+            return False
+        op = self.op
+        if op in ORDERING_OPS:
+            number, threshold = _number(actual), _number(self.value)
+            if number is None or number.is_nan() or threshold is None:
+                return True
+            if op == ">":
+                return number > threshold
+            if op == ">=":
+                return number >= threshold
+            if op == "<":
+                return number < threshold
+            return number <= threshold
+        if op == "==":
+            return _equal(actual, self.value)
+        if op == "!=":
+            return not _equal(actual, self.value)
+        if op == "in":
+            return any(_equal(actual, option) for option in self.value)
+        assert self.regex is not None
+        text = actual if isinstance(actual, str) else _text(actual)
+        return self.regex.search(text) is not None
+
+    def describe(self) -> str:
+        return f"{self.field} {self.op} {json.dumps(self.value, ensure_ascii=False)}"
+
+
+@register_hook
+class ConfirmWhen(PreToolUseHook):
+    """Asks for a human's approval of a call whose arguments meet conditions, although its tool is
+    not flagged ``requires_confirmation``: "payments of 50,000 or more need approval" is
+    ``{"tools": "oa__purchase_pay", "conditions": [{"field": "amount", "op": ">=", "value": 50000}]}``.
+
+    ``conditions`` are on argument fields (a dotted path into nested objects, digits index lists)
+    with ``>``, ``>=``, ``<``, ``<=`` (numbers, or strings spelling numbers), ``==``, ``!=``,
+    ``in`` (a list) and ``regex`` (searched in the text); ``mode`` combines them: ``all``
+    (default) or ``any``. A missing field does not meet its condition; a field that cannot be
+    compared (a text where a number is expected) does. When met, the hook answers
+    ``HookResult(require_confirmation=True)`` and the approval gate asks a human; it never blocks.
+    It runs late (priority 900) so that it sees the arguments as other hooks rewrote them.
+    """
+
+    name = "confirm_when"
+    description = "Requires human approval when the call's arguments meet conditions (e.g. amount >= 50000)."
+    params_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "tools": TOOL_PATTERNS_SCHEMA,
+            "mode": {"enum": ["all", "any"], "default": "all", "description": "How conditions combine."},
+            "conditions": {
+                "type": "array",
+                "minItems": 1,
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "field": {"type": "string", "minLength": 1, "description": "e.g. amount, payee.iban"},
+                        "op": {"enum": list(CONFIRM_OPS)},
+                        "value": {},
+                    },
+                    "required": ["field", "op", "value"],
+                    "additionalProperties": False,
+                },
+            },
+            "reason": {"type": "string", "description": "Why approval is needed, for the trace."},
+        },
+        "required": ["conditions"],
+        "additionalProperties": False,
+    }
+    priority = 900
+
+    def __init__(
+        self, *, conditions: Any, tools: Any = "*", mode: str = "all", reason: str = "", **kw: Any
+    ) -> None:
+        super().__init__(**kw)
+        self.tools = tool_patterns(tools, "tools")
+        if mode not in ("all", "any"):
+            raise ValueError("mode must be 'all' or 'any'")
+        if not isinstance(conditions, list) or not conditions:
+            raise ValueError("conditions must be a non-empty list of {field, op, value}")
+        parsed = []
+        for index, raw in enumerate(conditions):
+            where = f"conditions[{index}]"
+            if not isinstance(raw, dict) or not {"field", "op", "value"} <= set(raw):
+                raise ValueError(f"{where} must be an object with field, op and value")
+            if not isinstance(raw["field"], str) or not raw["field"] or raw["op"] not in CONFIRM_OPS:
+                raise ValueError(f"{where}: field must be a name and op one of {', '.join(CONFIRM_OPS)}")
+            parsed.append(_Condition(raw, where))
+        self.conditions = tuple(parsed)
+        self.mode = mode
+        self.reason = str(reason or "")
+
+    def should_trigger(self, ctx: HookContext) -> bool:
+        return tool_matches(ctx.tool_name, self.tools)
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        combine = all if self.mode == "all" else any
+        if not combine(condition.met(ctx.tool_args) for condition in self.conditions):
+            return HookResult()
+        joined = f" {self.mode} ".join(c.describe() for c in self.conditions)
+        reason = self.reason or f"{ctx.tool_name} arguments meet {joined}"
+        return HookResult(require_confirmation=True, confirmation_reason=reason)
 
 
 @register_hook
@@ -156,6 +405,13 @@ class StaticContext(SessionStartHook):
     """Adds a fixed piece of text to the system prompt of every run (house rules, glossary)."""
 
     name = "static_context"
+    description = "Adds a fixed text to the system prompt of every run (house rules, glossary)."
+    params_schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"text": {"type": "string", "minLength": 1}},
+        "required": ["text"],
+        "additionalProperties": False,
+    }
 
     def __init__(self, *, text: str, **kw: Any) -> None:
         super().__init__(**kw)

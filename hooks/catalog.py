@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from django.conf import settings
+from jsonschema import Draft202012Validator
 
 from hooks.contract import GATE_PRIORITY, Hook
 from hooks.registry import HookRegistry
@@ -52,6 +53,61 @@ def hook_catalog() -> Mapping[str, type[Hook]]:
     return dict(_CATALOG)
 
 
+def _schema_validator(cls: type[Hook]) -> Draft202012Validator:
+    validator = _VALIDATORS.get(cls)
+    if validator is None:
+        Draft202012Validator.check_schema(cls.params_schema)
+        validator = _VALIDATORS[cls] = Draft202012Validator(cls.params_schema)
+    return validator
+
+
+_VALIDATORS: dict[type[Hook], Draft202012Validator] = {}
+
+
+def hook_params_errors(cls: type[Hook], params: Any) -> list[str]:
+    """What is wrong with ``params`` for ``cls`` against its ``params_schema`` (the tunables
+    ``priority``, ``timeout`` and ``on_error`` apart, which every hook takes), in words an operator
+    reads: ``"max_chars: 5 is less than the minimum of 100"``. Empty when they are valid."""
+    if not isinstance(params, dict):
+        return ["params must be an object"]
+    own = {key: value for key, value in params.items() if key not in _TUNABLE}
+    problems = []
+    for error in sorted(_schema_validator(cls).iter_errors(own), key=lambda e: list(e.absolute_path)):
+        where = ".".join(str(p) for p in error.absolute_path)
+        problems.append(f"{where}: {error.message}" if where else error.message)
+    return problems
+
+
+def catalog_entries() -> list[dict[str, Any]]:
+    """Every registered hook described for the admin and for declarations, by name: its point,
+    ``description``, ``params_schema``, whether it is a system hook, its default ``priority``,
+    ``timeout`` and ``on_error``, and ``alias_of`` for an old name kept working."""
+    entries = []
+    for name, cls in sorted(hook_catalog().items()):
+        entries.append(
+            {
+                "name": name,
+                "point": str(cls.point),
+                "description": cls.description or (cls.__doc__ or "").strip().split("\n")[0],
+                "params_schema": cls.params_schema,
+                "system": bool(getattr(cls, "system", False)),
+                "priority": cls.priority,
+                "timeout": cls.timeout,
+                "on_error": cls.on_error,
+                "alias_of": getattr(cls, "alias_of", None),
+            }
+        )
+    return entries
+
+
+def hook_params_schema(name: str) -> dict[str, Any]:
+    """The parameter schema of the catalog hook ``name``, or :class:`HookDeclarationError`."""
+    cls = hook_catalog().get(name)
+    if cls is None:
+        raise HookDeclarationError(f"unknown hook {name!r}")
+    return cls.params_schema
+
+
 def parse_declaration(declaration: Any) -> list[tuple[str, dict[str, Any]]]:
     """Check the shape of a ``class_hooks`` list; return ``(name, params)`` pairs."""
     if declaration is None:
@@ -86,6 +142,9 @@ def build_hooks(declaration: Any) -> list[Hook]:
             raise HookDeclarationError(f"unknown hook {name!r} (known hooks: {known})")
         if getattr(cls, "system", False):
             raise HookDeclarationError(f"hook {name!r} is attached automatically and cannot be declared")
+        problems = hook_params_errors(cls, params)
+        if problems:
+            raise HookDeclarationError(f"hook {name!r}: bad params: {'; '.join(problems[:5])}")
         try:
             hook = cls(**params)
         except (TypeError, ValueError, OverflowError) as exc:
@@ -155,23 +214,6 @@ def system_hook_classes() -> list[type[Hook]]:
     return [cls for cls in hook_catalog().values() if getattr(cls, "system", False) is True]
 
 
-def _check_params_schema(cls: type[Hook], name: str, params: dict[str, Any]) -> None:
-    schema = getattr(cls, "params_schema", None)
-    if not schema:
-        return
-    import jsonschema
-
-    try:
-        jsonschema.validate(params, schema)
-    except jsonschema.ValidationError as exc:
-        where = ".".join(str(p) for p in exc.absolute_path)
-        raise HookDeclarationError(
-            f"hook {name!r}: bad params{f' at {where}' if where else ''}: {exc.message}"
-        ) from None
-    except jsonschema.SchemaError as exc:
-        raise HookDeclarationError(f"hook {name!r} has an invalid params_schema: {exc.message}") from None
-
-
 def _build_class(item: Mapping[str, Any]) -> Hook:
     name = item["name"]
     cls = hook_catalog().get(name)
@@ -186,7 +228,9 @@ def _build_class(item: Mapping[str, Any]) -> Hook:
     params = item.get("params") or {}
     if not isinstance(params, dict):
         raise HookDeclarationError(f"hook {name!r}: params must be an object")
-    _check_params_schema(cls, name, params)
+    problems = hook_params_errors(cls, params)
+    if problems:
+        raise HookDeclarationError(f"hook {name!r}: bad params: {'; '.join(problems[:5])}")
     hook = cls(**params)
     Hook.__init__(hook, **{key: item.get(key) for key in _TUNABLE})
     return hook

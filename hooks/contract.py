@@ -35,6 +35,13 @@ class HookContext:
 
     The registry stamps ``hook_point``; when a hook rewrites arguments or the result, the next hook
     receives a copy carrying them, and the caller's context keeps the originals.
+
+    ``requires_confirmation`` (PreToolUse) says whether the call will need a human's approval:
+    the registry sets it before every hook from the engine's facts (``metadata``'s
+    ``requires_confirmation`` and ``require_confirmation_for_all``) and from every earlier hook
+    that answered ``HookResult(require_confirmation=True)``. A hook can raise it only through its
+    result: whatever a hook writes here is overwritten before the next one runs, so no hook can
+    lower it. The approval gate reads it.
     """
 
     tool_name: str = ""
@@ -44,6 +51,7 @@ class HookContext:
     metadata: dict[str, Any] = field(default_factory=dict)
     tool_result: Any = None
     hook_point: HookPoint | None = None
+    requires_confirmation: bool = False
 
 
 @dataclass(slots=True, kw_only=True)
@@ -62,10 +70,13 @@ class HookResult:
     refuses to run arguments with another hash. It never travels in ``metadata``, which every hook
     can write.
 
-    ``require_confirmation`` (PreToolUse) asks for a human's approval of this call although the
-    tool itself is not flagged: the registry marks the call ``requires_confirmation`` for the hooks
-    after it, so the approval gate (last) opens a request. A hook can only add this requirement,
-    never lift one.
+    ``require_confirmation=True`` (PreToolUse, any hook) asks for a human's approval of this call
+    although its tool is not flagged ``requires_confirmation``: the registry folds it into
+    :attr:`HookContext.requires_confirmation` for the later hooks, the approval gate (last) then
+    treats the call as one that needs approval, and the outcome reports it
+    (:attr:`PreToolUseOutcome.requires_confirmation`, with the hooks that asked). It only ever
+    adds a human in the loop: ``False`` (the default) never removes one, and a blocked call stays
+    blocked. ``confirmation_reason`` says why, for the trace. Ignored at the other points.
     """
 
     allow: bool = True
@@ -76,6 +87,7 @@ class HookResult:
     side_effects: list[str] = field(default_factory=list)
     approved_args_sha256: str | None = None
     require_confirmation: bool = False
+    confirmation_reason: str | None = None
 
 
 class SuspendRun(Exception):
@@ -105,12 +117,27 @@ class Hook(abc.ABC):
 
     Class attributes are the defaults; a declaration may override ``priority``, ``timeout`` and
     ``on_error`` for one instance through the constructor.
+
+    ``description`` (one line for operators) and ``params_schema`` (the JSON schema of the
+    constructor's keyword parameters other than the three above) describe a declarable hook in
+    the catalog: declarations are validated against the schema before the class is built, and the
+    admin builds its forms from it.
+
+    ``observes_blocked_calls``: a hook (at any point) that also wants to hear of PreToolUse calls
+    that were blocked — by a hook's ``allow=False`` or by one that failed closed — sets it and
+    implements :meth:`on_blocked` (an audit log records blocked calls this way). Observers run
+    after the block, under their own timeout; what they do or raise never unblocks the call.
     """
 
     point: ClassVar[HookPoint]
     name: ClassVar[str] = ""
     #: attached by the platform to every agent; cannot be declared or removed by an agent
     system: ClassVar[bool] = False
+    description: ClassVar[str] = ""
+    #: the default accepts any object: a class that does not describe its parameters checks them
+    #: in its constructor (every built-in describes its own)
+    params_schema: ClassVar[dict[str, Any]] = {"type": "object"}
+    observes_blocked_calls: ClassVar[bool] = False
     priority: int = 100
     timeout: float = 5.0
     on_error: OnError = "block"
@@ -144,6 +171,12 @@ class Hook(abc.ABC):
     @abc.abstractmethod
     async def execute(self, ctx: HookContext) -> HookResult:
         """Do the hook's work. Exceptions, timeouts and non-``HookResult`` answers fail closed."""
+
+    async def on_blocked(self, ctx: HookContext, *, blocked_by: str, error: str) -> None:
+        """Called (when ``observes_blocked_calls``) for a PreToolUse call that ``blocked_by`` (a
+        hook's name) refused with ``error`` (what the LLM is told). ``ctx`` carries the arguments
+        as they were when the call was blocked. The default does nothing."""
+        return None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.hook_name} point={self.point} priority={self.priority}>"

@@ -39,6 +39,10 @@ class PreToolUseOutcome:
     system hook's :attr:`HookResult.approved_args_sha256` (the approval gate's), never from
     ``metadata``; ``None`` when no approval was involved. The engine refuses to run arguments
     whose hash differs.
+
+    ``requires_confirmation`` is the call's final need for a human's approval (the engine's facts,
+    or a hook that asked with ``HookResult(require_confirmation=True)``: those hooks are named in
+    ``confirmation_requested_by``).
     """
 
     allow: bool
@@ -48,6 +52,8 @@ class PreToolUseOutcome:
     suspension: SuspendRun | None = None
     side_effects: list[SideEffect] = field(default_factory=list)
     approved_args_sha256: str | None = None
+    requires_confirmation: bool = False
+    confirmation_requested_by: list[str] = field(default_factory=list)
 
     @property
     def suspended(self) -> bool:
@@ -196,7 +202,9 @@ def _begin(hook: Hook, ctx: HookContext, triggered: Any) -> HookResult | _Pendin
 _KEEP: Any = object()
 
 
-def _evolve(ctx: HookContext, *, tool_args: Any = _KEEP, tool_result: Any = _KEEP) -> HookContext:
+def _evolve(
+    ctx: HookContext, *, tool_args: Any = _KEEP, tool_result: Any = _KEEP, confirm: Any = _KEEP
+) -> HookContext:
     """A copy of ``ctx`` with new args or result, several times cheaper than ``dataclasses.replace``
     (this runs on every rewrite of every tool call)."""
     new = object.__new__(HookContext)
@@ -207,6 +215,7 @@ def _evolve(ctx: HookContext, *, tool_args: Any = _KEEP, tool_result: Any = _KEE
     new.metadata = ctx.metadata
     new.tool_result = ctx.tool_result if tool_result is _KEEP else tool_result
     new.hook_point = ctx.hook_point
+    new.requires_confirmation = ctx.requires_confirmation if confirm is _KEEP else confirm
     return new
 
 
@@ -219,6 +228,7 @@ assert tuple(HookContext.__dataclass_fields__) == (
     "metadata",
     "tool_result",
     "hook_point",
+    "requires_confirmation",
 ), "update hooks.registry._evolve for the new HookContext field"
 
 
@@ -233,7 +243,7 @@ class HookRegistry:
     registry is built, from their classes: an instance cannot promote itself later.
     """
 
-    __slots__ = ("_hooks", "_post", "_pre", "_start", "_system")
+    __slots__ = ("_hooks", "_observers", "_post", "_pre", "_start", "_system")
 
     def __init__(self, hooks: Iterable[Hook] = ()) -> None:
         listed = list(hooks)
@@ -249,6 +259,7 @@ class HookRegistry:
         set_(self, "_pre", tuple(h for h in ordered if h.point is HookPoint.PRE_TOOL_USE))
         set_(self, "_post", tuple(h for h in ordered if h.point is HookPoint.POST_TOOL_USE))
         set_(self, "_start", tuple(h for h in ordered if h.point is HookPoint.SESSION_START))
+        set_(self, "_observers", tuple(h for h in ordered if getattr(h, "observes_blocked_calls", False)))
         set_(self, "_system", frozenset(id(h) for h in ordered if getattr(type(h), "system", False) is True))
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -268,11 +279,26 @@ class HookRegistry:
         return f"<HookRegistry {[h.hook_name for h in self._hooks]}>"
 
     async def run_pre_tool_use(self, ctx: HookContext) -> PreToolUseOutcome:
-        """Run PreToolUse hooks; rewritten args flow on; the first ``allow=False`` stops the chain."""
+        """Run PreToolUse hooks; rewritten args flow on; the first ``allow=False`` stops the chain.
+
+        The need for approval only grows along the chain: it starts from the engine's facts and
+        every ``HookResult(require_confirmation=True)`` adds to it; each hook is handed the
+        registry's own value, so what a hook writes into its context cannot lower it. A blocked
+        call is then told to the hooks that observe blocked calls.
+        """
         ctx.hook_point = HookPoint.PRE_TOOL_USE
         effects: list[SideEffect] = []
         approved: str | None = None
+        meta = ctx.metadata
+        needed = bool(
+            ctx.requires_confirmation
+            or meta.get("requires_confirmation")
+            or meta.get("require_confirmation_for_all")
+        )
+        asked: list[str] = []
         for hook in self._pre:
+            if ctx.requires_confirmation is not needed:
+                ctx = _evolve(ctx, confirm=needed)
             try:
                 # should_trigger is called here, not in _begin: most hooks do not trigger, and
                 # this path then costs one call instead of two.
@@ -291,35 +317,70 @@ class HookRegistry:
                 effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
                 if hook.on_error == "allow":
                     continue
+                error = f"Tool call blocked: the safety check '{name}' could not complete."
+                await self._tell_blocked(ctx, name, error, effects)
                 return PreToolUseOutcome(
                     allow=False,
                     tool_args=ctx.tool_args,
-                    error=f"Tool call blocked: the safety check '{name}' could not complete.",
+                    error=error,
                     blocked_by=name,
                     side_effects=effects,
+                    requires_confirmation=needed,
+                    confirmation_requested_by=asked,
                 )
             if result is None:
                 continue
             if result.side_effects:
                 effects.extend(SideEffect(hook.hook_name, str(m)) for m in result.side_effects)
             if not result.allow:
+                error = result.error or f"Tool call blocked by '{hook.hook_name}'."
+                await self._tell_blocked(ctx, hook.hook_name, error, effects)
                 return PreToolUseOutcome(
                     allow=False,
                     tool_args=ctx.tool_args,
-                    error=result.error or f"Tool call blocked by '{hook.hook_name}'.",
+                    error=error,
                     blocked_by=hook.hook_name,
                     side_effects=effects,
+                    requires_confirmation=needed,
+                    confirmation_requested_by=asked,
                 )
+            if result.require_confirmation is True:
+                needed = True
+                asked.append(hook.hook_name)
+                reason = result.confirmation_reason or "the call meets its conditions"
+                effects.append(SideEffect(hook.hook_name, f"asked for human approval: {reason}"))
             if result.approved_args_sha256 is not None and id(hook) in self._system:
                 approved = str(result.approved_args_sha256)
-            if result.require_confirmation is True:
-                # Read by the gate's should_trigger; the metadata is this call's own dict.
-                ctx.metadata["requires_confirmation"] = True
             if result.modified_args is not None:
                 ctx = _evolve(ctx, tool_args=result.modified_args)
         return PreToolUseOutcome(
-            allow=True, tool_args=ctx.tool_args, side_effects=effects, approved_args_sha256=approved
+            allow=True,
+            tool_args=ctx.tool_args,
+            side_effects=effects,
+            approved_args_sha256=approved,
+            requires_confirmation=needed,
+            confirmation_requested_by=asked,
         )
+
+    async def _tell_blocked(
+        self, ctx: HookContext, blocked_by: str, error: str, effects: list[SideEffect]
+    ) -> None:
+        """Tell the observers of blocked calls (an audit log). Each runs under its own timeout;
+        a failure is reported in the trace and changes nothing: the call stays blocked."""
+        for hook in self._observers:
+            try:
+                if not await _settle(hook.should_trigger(ctx), hook.timeout):
+                    continue
+                async with asyncio.timeout(hook.timeout):
+                    await hook.on_blocked(ctx, blocked_by=blocked_by, error=error)
+            except TimeoutError:
+                name = hook.hook_name
+                effects.append(
+                    SideEffect(name, f"hook {name} timed out after {hook.timeout:g} s", failure=True)
+                )
+            except Exception as exc:
+                name = hook.hook_name
+                effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
 
     async def run_post_tool_use(self, ctx: HookContext) -> PostToolUseOutcome:
         """Run PostToolUse hooks over ``ctx.tool_result``; ``modified_result`` chains.

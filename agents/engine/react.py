@@ -590,7 +590,7 @@ class ReactEngine:
             tool_args=ctx.tool_args,
             agent_id=ctx.agent_id,
             user_id=ctx.user_id,
-            metadata={**ctx.metadata, "tool_status": status},
+            metadata={**ctx.metadata, "tool_status": status, "duration_ms": round(ms, 3)},
             tool_result=result,
         )
         post = await self.registry.run_post_tool_use(post_ctx)

@@ -1,55 +1,37 @@
 """Slack: approval cards as Block Kit messages, clicks as signed ``block_actions`` interactions.
 
-Configuration (:class:`~channels_im.models.ChannelConfig`)::
-
-    secrets       = {"bot_token": "xoxb-…", "signing_secret": "…"}
-    settings_json = {"channel": "C…", "api_url": "https://slack.com/api/", "timeout": 5}
-
 Outbound calls go through the official ``slack_sdk.WebClient`` (``chat.postMessage``,
-``chat.update``); the message reference is ``"<channel id>:<ts>"``. Inbound clicks are verified
-(``X-Slack-Signature`` over the raw body, timestamp within 300 s) before a byte of them is parsed,
-then de-duplicated. Protocol notes: ``docs/protocols.md``, section "Slack".
+``chat.update``); the message reference is ``"<channel id>:<ts>"``. The provider is split by
+concern: :mod:`~channels_im.slack.config` validates the configuration, :mod:`~channels_im.slack.inbound`
+verifies and parses clicks, :mod:`~channels_im.slack.blocks` builds the cards; this module talks
+to the Web API and ties them into the :class:`~channels_im.base.Channel` contract.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import http.client
 import logging
-import re
-import time
-import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 from urllib.error import URLError
-from urllib.parse import parse_qs, urlsplit
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
-from channels_im import replay
 from channels_im.base import CallbackResult, Channel, DeliveryError
 from channels_im.cards import card_facts
 from channels_im.providers import register_provider
-from channels_im.slack.blocks import APPROVE, REJECT, approval_blocks, decided_blocks, escape, fallback_text
-from fimone.parsers import loads as json_loads
+from channels_im.slack import inbound
+from channels_im.slack.blocks import approval_blocks, decided_blocks, escape, fallback_text
+from channels_im.slack.config import parse_message_ref, signing_secret, slack_settings
+from channels_im.slack.inbound import SIGNATURE_WINDOW_SECONDS
+
+__all__ = ["SIGNATURE_WINDOW_SECONDS", "SlackChannel", "parse_message_ref", "slack_settings"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_API_URL = "https://slack.com/api/"
-DEFAULT_TIMEOUT = 5.0
-MAX_TIMEOUT = 30.0
-
-SIGNATURE_WINDOW_SECONDS = 300
-"""Slack's own replay window: a request signed longer ago (or later) than this is refused."""
-REPLAY_MEMORY_SECONDS = 2 * SIGNATURE_WINDOW_SECONDS
-"""How long a click is remembered: a request signed up to the window ahead of our clock stays
-acceptable until the window has passed behind it, so the key must outlive both halves."""
-REPLAY_CACHE_PREFIX = "channels_im:slack:click:"
 CARD_METADATA_TYPE = "fimone_approval_card"
 """Message metadata event type of an approval card (its payload holds the request id)."""
 HISTORY_LOOKUP_PAGES = 5
@@ -60,69 +42,6 @@ RETRYABLE_API_ERRORS = frozenset(
 )
 """``ok: false`` errors that may go away by themselves. Any other error (``invalid_auth``,
 ``channel_not_found``, ``not_in_channel``, ``invalid_blocks``…) needs a person to fix something."""
-
-_LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
-_TIMESTAMP = re.compile(r"[0-9]{1,12}")
-_USER_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
-"""Slack user ids are short and alphanumeric (U…, W…); anything else (NUL bytes, kilobytes of text)
-must not reach the identity lookup or the audit log."""
-_ACTION_TS = re.compile(r"[0-9]{1,12}\.[0-9]{1,9}")
-_MAX_FORM_FIELDS = 20
-_MESSAGE_REF = re.compile(r"(?P<channel>[A-Z0-9]+):(?P<ts>[0-9]+\.[0-9]+)")
-
-
-@dataclass(frozen=True)
-class SlackSettings:
-    """What an outbound call needs, validated."""
-
-    bot_token: str
-    channel: str
-    api_url: str
-    timeout: float
-
-
-def _misconfigured(config: Any, problem: str) -> DeliveryError:
-    # Retrying cannot fix a configuration: the request stays pending (and expires) until an
-    # operator repairs the channel in the admin and sends a test card.
-    return DeliveryError(f"Slack channel {config.name!r} is misconfigured: {problem}", retryable=False)
-
-
-def slack_settings(config: Any) -> SlackSettings:
-    """The outbound settings of ``config``; raises ``DeliveryError(retryable=False)`` naming the
-    first missing or invalid value (never echoing a secret)."""
-    secrets = config.secrets if isinstance(config.secrets, dict) else {}
-    options = config.settings_json if isinstance(config.settings_json, dict) else {}
-    token = secrets.get("bot_token")
-    if not isinstance(token, str) or not token.strip():
-        raise _misconfigured(config, 'secrets need "bot_token" (the bot token, xoxb-…)')
-    channel = options.get("channel")
-    if not isinstance(channel, str) or not channel.strip():
-        raise _misconfigured(config, 'settings need "channel" (a channel id such as C0123ABCD)')
-    api_url = options.get("api_url") or DEFAULT_API_URL
-    if not isinstance(api_url, str):
-        raise _misconfigured(config, '"api_url" must be a URL')
-    parts = urlsplit(api_url)
-    # The bot token travels in a header: plain http is allowed only to this machine (test fakes).
-    if not parts.hostname or not (
-        parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK_HOSTS)
-    ):
-        raise _misconfigured(config, '"api_url" must be an https:// URL')
-    timeout = options.get("timeout", DEFAULT_TIMEOUT)
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 < timeout <= MAX_TIMEOUT:
-        raise _misconfigured(config, f'"timeout" must be a number of seconds in (0, {MAX_TIMEOUT:g}]')
-    return SlackSettings(
-        bot_token=token.strip(),
-        channel=channel.strip(),
-        api_url=api_url if api_url.endswith("/") else api_url + "/",
-        timeout=float(timeout),
-    )
-
-
-def parse_message_ref(ref: str) -> tuple[str, str] | None:
-    """``(channel, ts)`` of a reference made by :meth:`SlackChannel.send_interactive_card`
-    (``None`` for anything else, e.g. an empty reference or another provider's)."""
-    match = _MESSAGE_REF.fullmatch(ref or "")
-    return (match["channel"], match["ts"]) if match else None
 
 
 def _header(headers: Mapping[str, Any], name: str) -> str | None:
@@ -267,18 +186,6 @@ class SlackChannel(Channel):
                 return None
         log.warning("request %s: its card was not found in the channel's recent history", wanted)
         return None
-        wanted = str(request.pk)
-        for message in response.get("messages") or []:
-            metadata = message.get("metadata") if isinstance(message, dict) else None
-            if not isinstance(metadata, dict) or metadata.get("event_type") != CARD_METADATA_TYPE:
-                continue
-            payload = metadata.get("event_payload")
-            if isinstance(payload, dict) and payload.get("request_id") == wanted:
-                ref = f"{channel}:{message.get('ts')}"
-                if parse_message_ref(ref) is not None:
-                    log.info("request %s: found its card posted by an attempt whose answer was lost", wanted)
-                    return ref
-        return None
 
     def update_card(self, request: Any) -> None:
         """Replace the card's buttons with the outcome line (who decided, when)."""
@@ -299,7 +206,7 @@ class SlackChannel(Channel):
             slack_settings(self.config)
         except DeliveryError as exc:
             raise ValueError(str(exc)) from None
-        if not self._signing_secret():
+        if signing_secret(self.config) is None:
             raise ValueError('secrets need "signing_secret" (from the app\'s Basic Information page)')
 
     def send_test_card(self) -> str:
@@ -318,117 +225,9 @@ class SlackChannel(Channel):
 
     # --- inbound --------------------------------------------------------------------------------
 
-    def _signing_secret(self) -> str | None:
-        secrets = self.config.secrets if isinstance(self.config.secrets, dict) else {}
-        secret = secrets.get("signing_secret")
-        return secret if isinstance(secret, str) and secret else None
-
-    def _verify(self, http_request: HttpRequest, body: bytes) -> CallbackResult | None:
-        """The refusal for a request Slack did not sign (``None`` when the signature holds)."""
-        secret = self._signing_secret()
-        if secret is None:
-            return CallbackResult.refuse("this channel has no signing secret configured", status=401)
-        timestamp = http_request.headers.get("X-Slack-Request-Timestamp")
-        signature = http_request.headers.get("X-Slack-Signature")
-        if not timestamp or not signature:
-            return CallbackResult.refuse(
-                "missing X-Slack-Request-Timestamp or X-Slack-Signature header", status=401
-            )
-        if not _TIMESTAMP.fullmatch(timestamp):
-            return CallbackResult.refuse("X-Slack-Request-Timestamp is not an integer", status=401)
-        age = time.time() - int(timestamp)
-        if age > SIGNATURE_WINDOW_SECONDS:
-            return CallbackResult.refuse(
-                f"stale request: signed more than {SIGNATURE_WINDOW_SECONDS} s ago", status=401
-            )
-        if age < -SIGNATURE_WINDOW_SECONDS:
-            return CallbackResult.refuse("request timestamp is in the future", status=401)
-        # The signature covers the exact bytes received, so it is checked on them, not on a
-        # re-encoding of the parsed form.
-        base = b"v0:" + timestamp.encode("ascii") + b":" + body
-        expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
-        if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
-            return CallbackResult.refuse("invalid X-Slack-Signature", status=401)
-        return None
-
-    def _parse(self, body: bytes) -> CallbackResult:
-        """A verified body → the click it carries, or a 400 refusal saying what is wrong."""
-        try:
-            form = parse_qs(body.decode("utf-8"), strict_parsing=True, max_num_fields=_MAX_FORM_FIELDS)
-            payload = json_loads(form["payload"][0])
-        except (ValueError, KeyError):  # InvalidJSON and UnicodeDecodeError are ValueErrors
-            return CallbackResult.refuse('expected a form field "payload" holding JSON')
-        if not isinstance(payload, dict):
-            return CallbackResult.refuse("payload must be a JSON object")
-        if payload.get("type") != "block_actions":
-            return CallbackResult.refuse(f"unsupported interaction type {str(payload.get('type'))[:40]!r}")
-        user = payload.get("user")
-        user_id = user.get("id") if isinstance(user, dict) else None
-        if not isinstance(user_id, str) or not _USER_ID.fullmatch(user_id):
-            return CallbackResult.refuse("payload has no valid user.id")
-        actions = payload.get("actions")
-        action = actions[0] if isinstance(actions, list) and actions else None
-        if not isinstance(action, dict):
-            return CallbackResult.refuse("payload has no actions")
-        action_id, value, action_ts = action.get("action_id"), action.get("value"), action.get("action_ts")
-        if action_id not in (APPROVE, REJECT):
-            return CallbackResult.refuse(f"unknown action {str(action_id)[:40]!r}")
-        try:
-            request_id = str(uuid.UUID(str(value)))
-        except ValueError:
-            return CallbackResult.refuse("the button carries no approval request id")
-        if not isinstance(action_ts, str) or not _ACTION_TS.fullmatch(action_ts):
-            return CallbackResult.refuse("the action has no valid action_ts")
-        name = user.get("username") or user.get("name")
-        decision = CallbackResult(
-            kind="decision",
-            request_id=request_id,
-            approve=action_id == APPROVE,
-            external_user_id=user_id,
-            # Shown on the link page (escaped) when nobody is linked to this Slack user yet.
-            extra={"display_name": name[:200]} if isinstance(name, str) else {},
-        )
-        return self._first_delivery(decision, action_ts)
-
-    def _first_delivery(self, decision: CallbackResult, action_ts: str) -> CallbackResult:
-        """``decision`` the first time this click arrives; a refusal for any copy of it.
-
-        A captured request stays correctly signed, so within the signature window a replay is
-        caught here; after it, the timestamp check refuses it. The window spans both ways (a
-        timestamp up to 300 s ahead is accepted), so the key lives for both halves of it.
-        """
-        click = f"{self.config.pk}\x00{decision.external_user_id}\x00{action_ts}\x00{decision.request_id}"
-        key = REPLAY_CACHE_PREFIX + hashlib.sha256(click.encode()).hexdigest()
-
-        def refused(reason: str) -> CallbackResult:
-            # Answered on the card (200) and logged on the request with the clicker's id.
-            return CallbackResult.refuse(
-                reason, status=200, request_id=decision.request_id, external_user_id=decision.external_user_id
-            )
-
-        try:
-            first = replay.first_time(key, REPLAY_MEMORY_SECONDS)
-        except Exception:  # a cache outage must not let replays through: fail closed
-            log.exception("could not record a Slack click for replay protection")
-            return refused("FIM One could not record this click; please try again.")
-        if not first:
-            return refused("This click was already received (a replayed request changes nothing).")
-        return decision
-
     def parse_callback(self, http_request: HttpRequest) -> CallbackResult:
-        """Verify the signature and timestamp on the raw body, then parse the click (see module
-        docstring). Refusals: 401 unsigned / stale / future, 400 malformed, 200 replayed."""
-        try:
-            # Read the raw bytes before anything touches request.POST: they are what was signed.
-            body = http_request.body
-        except Exception:  # oversized or unreadable body
-            return CallbackResult.refuse("unreadable request body")
-        try:
-            refusal = self._verify(http_request, body)
-            return refusal if refusal is not None else self._parse(body)
-        except Exception:  # never raise on hostile input; the view would refuse it anyway
-            log.exception("Slack callback parsing failed")
-            return CallbackResult.refuse("malformed callback")
+        """Verify, then parse, a click (:func:`channels_im.slack.inbound.parse_callback`)."""
+        return inbound.parse_callback(self.config, http_request)
 
     def callback_response(self, result: CallbackResult, outcome: Any | None) -> HttpResponse:
         """Slack shows an error unless it gets a 200 within 3 s, so every verified click is

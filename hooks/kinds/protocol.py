@@ -54,6 +54,9 @@ def event_payload(ctx: HookContext, *, hook_name: str) -> bytes:
     for key in SHARED_METADATA:
         if key in meta:
             fimone[key] = meta[key]
+    if ctx.hook_point is HookPoint.PRE_TOOL_USE:
+        # The registry's own value: the engine's flag and every earlier hook that asked.
+        fimone["requires_confirmation"] = bool(ctx.requires_confirmation or meta.get("requires_confirmation"))
     body: dict[str, Any] = {
         "hook_event_name": point,
         "session_id": str(meta.get("run_id", "")),
@@ -117,10 +120,11 @@ def result_from_reply(reply: dict[str, Any], ctx: HookContext, *, hook_name: str
         if updated is not None and not isinstance(updated, dict):
             raise ProtocolError("updatedInput must be an object")
         notes = [f"additional context: {context[:MAX_REASON]}"] if context else []
-        if permission == "ask":
-            why = _reason(specific.get("permissionDecisionReason"), "a hook asked for approval")
-            notes.append(f"asked for approval: {why}")
-        return HookResult(modified_args=updated, require_confirmation=permission == "ask", side_effects=notes)
+        asks = permission == "ask"
+        why = _reason(specific.get("permissionDecisionReason"), "the hook asked") if asks else None
+        return HookResult(
+            modified_args=updated, require_confirmation=asks, confirmation_reason=why, side_effects=notes
+        )
 
     if point is HookPoint.POST_TOOL_USE:
         result = ctx.tool_result

@@ -73,6 +73,11 @@ def load_python_hook(
             raise ValueError(f"{path!r} is a system hook and cannot be declared")
         if getattr(target, "point", None) is not point:
             raise ValueError(f"{path!r} is a {getattr(target, 'point', '?')} hook, not {point}")
+        from hooks.catalog import hook_params_errors
+
+        problems = hook_params_errors(target, params)
+        if problems:
+            raise ValueError("; ".join(problems[:5]))
         hook = target(**params)
         Hook.__init__(hook, **tunables)
         return hook

@@ -15,6 +15,7 @@ from agents.models import (
     Agent,
     Connector,
     ConnectorAction,
+    ConnectorCallLog,
     Conversation,
     Invitation,
     Membership,
@@ -30,7 +31,16 @@ from tests.admin_kit import logged_in, page_text, url
 from tests.personas import make_action, make_agent, make_http_connector, scripted
 
 SECRET = "s3cr3t-bearer-VALUE-42"
-ADMIN_MODELS = (Organization, Agent, Connector, Conversation, Run, ToolExecution, Invitation)
+ADMIN_MODELS = (
+    Organization,
+    Agent,
+    Connector,
+    Conversation,
+    Run,
+    ToolExecution,
+    Invitation,
+    ConnectorCallLog,
+)
 
 
 @pytest.fixture(autouse=True)

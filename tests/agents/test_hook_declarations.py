@@ -134,7 +134,7 @@ def test_a_class_hooks_params_are_checked_against_its_params_schema(personas) ->
     with pytest.raises(ValidationError) as caught:
         make_hook(agent, "test_budget_cap", params={"limit": -5})
 
-    assert "bad params at limit" in str(caught.value)
+    assert "bad params: limit: -5 is less than the minimum of 0" in str(caught.value)
     make_hook(agent, "test_budget_cap", params={"limit": 10})
 
 

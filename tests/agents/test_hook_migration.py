@@ -6,8 +6,8 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-BEFORE = [("agents", "0009_hook_declarations")]
-AFTER = [("agents", "0010_hook_declarations_from_config")]
+BEFORE = [("agents", "0010_hook_declarations")]
+AFTER = [("agents", "0011_hook_declarations_from_config")]
 
 
 @pytest.fixture

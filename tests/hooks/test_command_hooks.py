@@ -82,11 +82,12 @@ async def test_ask_marks_the_call_for_the_approval_gate() -> None:
 
     out = await HookRegistry([command("ask_large_amounts.sh")]).run_pre_tool_use(ctx)
 
-    assert out.allow and ctx.metadata["requires_confirmation"] is True
-    assert [e.message for e in out.side_effects] == ["asked for approval: large payment"]
-    small = pre_context({"purchase_id": "PO-9", "amount": 40000})
-    await HookRegistry([command("ask_large_amounts.sh")]).run_pre_tool_use(small)
-    assert small.metadata["requires_confirmation"] is False
+    assert out.allow and out.requires_confirmation and out.confirmation_requested_by == ["ask_large_amounts"]
+    assert [e.message for e in out.side_effects] == ["asked for human approval: large payment"]
+    small = await HookRegistry([command("ask_large_amounts.sh")]).run_pre_tool_use(
+        pre_context({"purchase_id": "PO-9", "amount": 40000})
+    )
+    assert small.allow and not small.requires_confirmation
 
 
 async def test_updated_mcp_tool_output_rewrites_the_result_and_additional_context_is_appended() -> None:

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agents', '0008_invitation'),
+        ('agents', '0009_connector_call_log_and_rate_windows'),
     ]
 
     operations = [

@@ -83,6 +83,6 @@ def backwards(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("agents", "0009_hook_declarations")]
+    dependencies = [("agents", "0010_hook_declarations")]
 
     operations = [migrations.RunPython(forwards, backwards)]
