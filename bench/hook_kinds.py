@@ -6,10 +6,12 @@
 - command: a shell script reading the event on stdin (``cat``), and one parsing it with ``jq`` as a
            Claude Code hook script would
 
-Printed as a table (median and p95 per call, calls per second). ``audit_log`` writing to
-PostgreSQL is not measured here: that built-in hook is not on this branch yet.
+- audit_log: the built-in PostToolUse hook writing one ConnectorCallLog row per call, on
+           PostgreSQL (only when DATABASE_URL names one: it runs on a throw-away test database)
 
-    python bench/hook_kinds.py [--calls N]
+Printed as a table (median and p95 per call, calls per second).
+
+    DATABASE_URL=postgres://postgres@127.0.0.1:5432/fimone python bench/hook_kinds.py [--calls N]
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import django
 
 django.setup()
 
-from bench._django import percentile  # noqa: E402
+from bench._django import bench_database, percentile  # noqa: E402
 from hooks import HookContext, HookRegistry, HookResult  # noqa: E402
 from hooks.catalog import build_item  # noqa: E402
 from hooks.kinds.http import SIGNATURE_HEADER  # noqa: E402
@@ -90,10 +92,58 @@ async def measure(registry: HookRegistry, calls: int) -> list[float]:
     return times
 
 
-async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=200, help="calls per kind (class/python: x100)")
-    opts = parser.parse_args()
+def audit_fixture() -> dict[str, Any]:
+    from django.contrib.auth import get_user_model
+
+    from agents.models import Agent, Conversation, Organization, Run
+
+    org = Organization.objects.create(name="Bench")
+    user = get_user_model().objects.create_user("bench")
+    agent = Agent.objects.create(organization=org, owner=user, name="bench")
+    conversation = Conversation.objects.create(organization=org, agent=agent, user=user)
+    run = Run.objects.create(conversation=conversation, agent=agent, user=user, input="pay")
+    return {"org_id": org.pk, "agent_id": agent.pk, "user_id": user.pk, "run_id": run.pk}
+
+
+async def measure_audit(calls: int) -> list[float]:
+    """audit_log as the engine calls it: PostToolUse, one new tool call (one row) each time."""
+    from asgiref.sync import sync_to_async
+
+    ids = await sync_to_async(audit_fixture, thread_sensitive=True)()
+    registry = HookRegistry([build_item({"kind": "class", "name": "audit_log"})])
+    times = []
+    for n in range(calls + 20):
+        ctx = HookContext(
+            tool_name="oa__purchase_pay",
+            tool_args={"purchase_id": f"PO-{n}", "amount": 10, "api_key": "sk-masked"},
+            agent_id=ids["agent_id"],
+            user_id=ids["user_id"],
+            metadata={
+                "org_id": ids["org_id"],
+                "run_id": ids["run_id"],
+                "tool_call_id": f"call_{n}",
+                "duration_ms": 3.0,
+                "tool_status": "succeeded",
+            },
+            tool_result={"status": "paid", "purchase_id": f"PO-{n}"},
+        )
+        start = time.perf_counter()
+        out = await registry.run_post_tool_use(ctx)
+        if n >= 20:  # the first calls warm the connection up
+            times.append(time.perf_counter() - start)
+        assert not out.failed_hooks, out.side_effects
+    return times
+
+
+def row(label: str, times: list[float]) -> str:
+    median = percentile(times, 50)
+    return (
+        f"| {label:22} | {len(times):>6} | {fmt(median):>10} | {fmt(percentile(times, 95)):>10} | "
+        f"{1 / median:>9,.0f} |"
+    )
+
+
+async def main(opts: argparse.Namespace, *, postgres: bool) -> None:
 
     logging.getLogger("httpx").setLevel(logging.WARNING)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -138,14 +188,12 @@ async def main() -> None:
     print(f"|{'-' * 24}|{'-' * 8}|{'-' * 12}|{'-' * 12}|{'-' * 11}|")
     for label, item, factor in cases:
         registry = HookRegistry([build_item(item)])
-        calls = opts.calls * factor
-        times = await measure(registry, calls)
-        median = percentile(times, 50)
-        print(
-            f"| {label:22} | {calls:>6} | {fmt(median):>10} | {fmt(percentile(times, 95)):>10} | "
-            f"{1 / median:>9,.0f} |"
-        )
+        print(row(label, await measure(registry, opts.calls * factor)))
     server.shutdown()
+    if postgres:
+        print(row("audit_log (PostgreSQL)", await measure_audit(opts.calls * 5)))
+    else:
+        print("| audit_log (PostgreSQL) | skipped: set DATABASE_URL=postgres://… to measure it |")
 
 
 def fmt(seconds: float) -> str:
@@ -153,4 +201,13 @@ def fmt(seconds: float) -> str:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200, help="calls per kind (class/python: x100)")
+    options = parser.parse_args()
+    from django.db import connection
+
+    if connection.vendor == "postgresql":
+        with bench_database():
+            asyncio.run(main(options, postgres=True))
+    else:
+        asyncio.run(main(options, postgres=False))
