@@ -380,3 +380,25 @@ def test_the_json_form_is_adopted_into_rows_with_the_same_chain(personas) -> Non
     after = hook_chain_of(agent)["declared"]
     strip = lambda items: [{k: v for k, v in i.items() if k != "source"} for i in items]  # noqa: E731
     assert sorted(strip(after), key=str) == sorted(strip(before), key=str)
+
+
+def test_a_chain_recorded_before_declarations_had_kinds_still_rebuilds(personas) -> None:
+    """Runs parked before this change keep their chain: items without kind are class hooks."""
+    chain = {
+        "v": 1,
+        "declared": [
+            {
+                "name": "deny_tools",
+                "params": {"tools": "oa__x"},
+                "priority": 10,
+                "timeout": 5.0,
+                "on_error": "block",
+            }
+        ],
+        "system": [],
+        "require_confirmation_for_all": False,
+    }
+
+    [hook] = registry_from_chain(chain).hooks
+
+    assert (hook.hook_name, hook.priority, hook.tools) == ("deny_tools", 10, ("oa__x",))
