@@ -7,8 +7,10 @@ nobody decided, suspends the run: nothing waits in memory after that (DESIGN §1
 finds the decided request and answers at once.
 
 An approval is bound to the hash of the arguments it was asked for: the gate answers it as
-``HookResult.approved_args_sha256`` (honoured by the registry from system hooks only, never read
-from ``metadata``) and the engine refuses to run anything else (DESIGN §1.3, §1.10).
+``HookResult.approved_args_sha256`` with the request's id (honoured by the registry from system
+hooks only, never read from ``metadata``) and the engine refuses to run anything else (DESIGN
+§1.3, §1.10). Its ``approval.pending`` / ``approval.decided`` events go through ``ctx.events``,
+which the registry gives to system hooks only.
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ class ConfirmationGateHook(PreToolUseHook):
 
     async def execute(self, ctx: HookContext) -> HookResult:
         run_id = ctx.metadata["run_id"]
-        sink = ctx.metadata.get("run_events")
+        sink = ctx.events  # given by the registry to system hooks only
         digest = args_sha256(ctx.tool_args)
         try:
             opened, approvers = await db(_open, run_id=run_id, ctx=ctx, digest=digest)
@@ -181,10 +183,10 @@ class ConfirmationGateHook(PreToolUseHook):
                 side_effects=[f"arguments differ from approval request {request.pk}"],
             )
         if request.status == ConfirmationStatus.APPROVED:
-            ctx.metadata["confirmation_request_id"] = str(request.pk)
             return HookResult(
                 side_effects=[f"approved by {display_name(request.responded_by)}"],
                 approved_args_sha256=request.args_sha256,
+                confirmation_request_id=str(request.pk),
             )
         return HookResult(
             allow=False,
@@ -203,12 +205,14 @@ class ConfirmationExecutedHook(PostToolUseHook):
     on_error = "allow"  # the audit note must not hide the tool's result
 
     def should_trigger(self, ctx: HookContext) -> bool:
-        return "confirmation_request_id" in ctx.metadata
+        # Set by the engine from the gate's own answer, never read from metadata (any hook can
+        # write there, and could name another organisation's request).
+        return ctx.confirmation_request_id is not None
 
     async def execute(self, ctx: HookContext) -> HookResult:
         await db(
             services.confirmation_log_executed,
-            request_id=ctx.metadata["confirmation_request_id"],
+            request_id=ctx.confirmation_request_id,
             tool_status=str(ctx.metadata.get("tool_status", "")),
         )
         return HookResult()

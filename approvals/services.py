@@ -18,9 +18,11 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Run, RunStatus
+from approvals.channels import channel_config_for
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.policy import approver_ids, describe_refusal, is_outsider, policy_for
 from approvals.selectors import request_for_decision
+from approvals.signals import confirmation_opened, confirmation_settled
 
 log = logging.getLogger(__name__)
 
@@ -65,12 +67,12 @@ def log_event(
 
 
 def _after_verdict(request: ConfirmationRequest) -> None:
-    """Wake the waiter, resume the run if it is parked, update the card. Call on commit."""
+    """Wake the waiter, resume the run if it is parked, tell the channel app (which updates the
+    card). Call on commit."""
     from django.conf import settings
 
     from agents import executors
     from approvals.waking import wake
-    from channels_im.delivery import enqueue_card_update
 
     wake(request.pk)
     all_celery = settings.RUN_EXECUTOR == "celery" and settings.CHANNEL_DELIVERY == "celery"
@@ -80,7 +82,14 @@ def _after_verdict(request: ConfirmationRequest) -> None:
         confirmation_settled_task.delay(str(request.pk), request.run_id, request.channel, str(request.status))
         return
     executors.dispatch_resume(request.run_id, reason=f"approval request {request.status}")
-    enqueue_card_update(request.pk, channel=request.channel)
+    announce_settled(request_id=request.pk, channel=request.channel, status=str(request.status))
+
+
+def announce_settled(*, request_id: uuid.UUID | str, channel: str, status: str) -> None:
+    """Send :data:`approvals.signals.confirmation_settled` (after commit)."""
+    confirmation_settled.send(
+        sender=ConfirmationRequest, request_id=request_id, channel=channel, status=status
+    )
 
 
 @transaction.atomic
@@ -90,8 +99,6 @@ def confirmation_request_open(
     """Open the request for ``(run, tool_call_id)``, or return the one already open (a resumed
     run re-enters the same call). A new request is snapshotted with its approvers and handed to
     its channel for delivery after commit. Raises :class:`NoApprovers` if nobody could decide."""
-    from channels_im.delivery import enqueue_card_delivery, resolve_channel
-
     existing = ConfirmationRequest.objects.filter(run=run, tool_call_id=tool_call_id).first()
     agent = run.agent
     policy = policy_for(agent=agent)
@@ -100,7 +107,7 @@ def confirmation_request_open(
     approvers = approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
     if not approvers:
         raise NoApprovers("nobody is authorised to approve this call: check the agent's approver policy")
-    channel_config = resolve_channel(agent=agent, policy_channel_id=policy.channel_config_id)
+    channel_config = channel_config_for(agent=agent, policy_channel_id=policy.channel_config_id)
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -138,7 +145,11 @@ def confirmation_request_open(
         expires_at=request.expires_at.isoformat(),
         channel=request.channel,
     )
-    transaction.on_commit(lambda: enqueue_card_delivery(request.pk, channel=request.channel))
+    transaction.on_commit(
+        lambda: confirmation_opened.send(
+            sender=ConfirmationRequest, request_id=request.pk, channel=request.channel
+        )
+    )
     return Opened(request, True, policy.inline_wait_seconds)
 
 
@@ -266,10 +277,12 @@ def confirmation_cancel(*, request_id: uuid.UUID, reason: str, actor: Any = None
         request = ConfirmationRequest.objects.get(pk=request_id)
         log_event(request_id=request_id, kind=Kind.CANCELLED, actor=actor, reason=reason)
         from approvals.waking import wake
-        from channels_im.delivery import enqueue_card_update
 
         transaction.on_commit(
-            lambda: (wake(request_id), enqueue_card_update(request.pk, channel=request.channel))
+            lambda: (
+                wake(request_id),
+                announce_settled(request_id=request.pk, channel=request.channel, status=request.status),
+            )
         )
     return bool(won)
 

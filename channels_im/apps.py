@@ -4,3 +4,15 @@ from django.apps import AppConfig
 class ChannelsImConfig(AppConfig):
     name = "channels_im"
     verbose_name = "IM channels"
+
+    def ready(self) -> None:
+        # The approvals app sits below this one: it asks for a channel through its registry and
+        # announces requests through signals, and this app answers (DESIGN §2).
+        from approvals.channels import register_channel_resolver
+        from approvals.signals import confirmation_opened, confirmation_settled
+        from channels_im.delivery import resolve_channel
+        from channels_im.receivers import deliver_card, update_card
+
+        register_channel_resolver(resolve_channel)
+        confirmation_opened.connect(deliver_card, dispatch_uid="channels_im.deliver_card")
+        confirmation_settled.connect(update_card, dispatch_uid="channels_im.update_card")

@@ -8,6 +8,7 @@ from hooks.contract import (
     OnError,
     PostToolUseHook,
     PreToolUseHook,
+    RunEvents,
     SessionStartHook,
     SuspendRun,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "PostToolUseOutcome",
     "PreToolUseHook",
     "PreToolUseOutcome",
+    "RunEvents",
     "SessionStartHook",
     "SessionStartOutcome",
     "SideEffect",

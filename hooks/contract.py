@@ -12,7 +12,7 @@ import abc
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 OnError = Literal["block", "allow"]
 
@@ -28,10 +28,23 @@ class HookPoint(enum.StrEnum):
     SESSION_START = "SessionStart"
 
 
+class RunEvents(Protocol):
+    """Where a *system* hook publishes structured run events (the approval gate's
+    ``approval.pending``): the registry hands it to system hooks only, as
+    :attr:`HookContext.events`, so a declared hook can never forge one."""
+
+    async def publish(self, type_: str, payload: dict[str, Any], *, at_once: bool = True) -> None:
+        """Emit an event; ``at_once`` stores and pushes it now, otherwise it goes with the run's
+        next write."""
+
+
 @dataclass(slots=True, kw_only=True)
 class HookContext:
     """What a hook sees. The engine fills ``metadata`` (``org_id``, ``conversation_id``, ``run_id``,
     ``tool_call_id``, ``requires_confirmation``, ``execution_path``, …).
+
+    ``metadata`` holds JSON-able facts only (command and http hooks receive it as JSON); every hook
+    can write it, so nothing in it is trusted by the platform.
 
     The registry stamps ``hook_point``; when a hook rewrites arguments or the result, the next hook
     receives a copy carrying them, and the caller's context keeps the originals.
@@ -42,6 +55,11 @@ class HookContext:
     that answered ``HookResult(require_confirmation=True)``. A hook can raise it only through its
     result: whatever a hook writes here is overwritten before the next one runs, so no hook can
     lower it. The approval gate reads it.
+
+    Two fields travel outside ``metadata`` because the platform relies on them:
+    ``confirmation_request_id`` (PostToolUse) names the approval request that let this call run,
+    set by the engine from the gate's answer (:attr:`PreToolUseOutcome.confirmation_request_id`);
+    ``events`` is given by the registry to system hooks only (``None`` for every other hook).
     """
 
     tool_name: str = ""
@@ -52,6 +70,8 @@ class HookContext:
     tool_result: Any = None
     hook_point: HookPoint | None = None
     requires_confirmation: bool = False
+    confirmation_request_id: str | None = None
+    events: RunEvents | None = None
 
 
 @dataclass(slots=True, kw_only=True)
@@ -68,7 +88,8 @@ class HookResult:
     platform attaches; declared hooks never are) and reports it as
     :attr:`PreToolUseOutcome.approved_args_sha256`; from any other hook it is ignored. The engine
     refuses to run arguments with another hash. It never travels in ``metadata``, which every hook
-    can write.
+    can write. ``confirmation_request_id`` (the approved request) is honoured the same way and
+    reaches the PostToolUse hooks as :attr:`HookContext.confirmation_request_id`.
 
     ``require_confirmation=True`` (PreToolUse, any hook) asks for a human's approval of this call
     although its tool is not flagged ``requires_confirmation``: the registry folds it into
@@ -88,6 +109,7 @@ class HookResult:
     approved_args_sha256: str | None = None
     require_confirmation: bool = False
     confirmation_reason: str | None = None
+    confirmation_request_id: str | None = None
 
 
 class SuspendRun(Exception):

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hooks.contract import Hook, HookContext, HookPoint, HookResult, SuspendRun
+from hooks.contract import Hook, HookContext, HookPoint, HookResult, RunEvents, SuspendRun
 
 
 @dataclass(slots=True, frozen=True)
@@ -38,7 +38,7 @@ class PreToolUseOutcome:
     ``approved_args_sha256`` is the hash of the arguments a human approved, taken only from a
     system hook's :attr:`HookResult.approved_args_sha256` (the approval gate's), never from
     ``metadata``; ``None`` when no approval was involved. The engine refuses to run arguments
-    whose hash differs.
+    whose hash differs. ``confirmation_request_id`` (the request that approved) comes the same way.
 
     ``requires_confirmation`` is the call's final need for a human's approval (the engine's facts,
     or a hook that asked with ``HookResult(require_confirmation=True)``: those hooks are named in
@@ -54,6 +54,7 @@ class PreToolUseOutcome:
     approved_args_sha256: str | None = None
     requires_confirmation: bool = False
     confirmation_requested_by: list[str] = field(default_factory=list)
+    confirmation_request_id: str | None = None
 
     @property
     def suspended(self) -> bool:
@@ -203,7 +204,12 @@ _KEEP: Any = object()
 
 
 def _evolve(
-    ctx: HookContext, *, tool_args: Any = _KEEP, tool_result: Any = _KEEP, confirm: Any = _KEEP
+    ctx: HookContext,
+    *,
+    tool_args: Any = _KEEP,
+    tool_result: Any = _KEEP,
+    confirm: Any = _KEEP,
+    events: Any = _KEEP,
 ) -> HookContext:
     """A copy of ``ctx`` with new args or result, several times cheaper than ``dataclasses.replace``
     (this runs on every rewrite of every tool call)."""
@@ -216,6 +222,8 @@ def _evolve(
     new.tool_result = ctx.tool_result if tool_result is _KEEP else tool_result
     new.hook_point = ctx.hook_point
     new.requires_confirmation = ctx.requires_confirmation if confirm is _KEEP else confirm
+    new.confirmation_request_id = ctx.confirmation_request_id
+    new.events = ctx.events if events is _KEEP else events
     return new
 
 
@@ -229,6 +237,8 @@ assert tuple(HookContext.__dataclass_fields__) == (
     "tool_result",
     "hook_point",
     "requires_confirmation",
+    "confirmation_request_id",
+    "events",
 ), "update hooks.registry._evolve for the new HookContext field"
 
 
@@ -278,8 +288,13 @@ class HookRegistry:
     def __repr__(self) -> str:
         return f"<HookRegistry {[h.hook_name for h in self._hooks]}>"
 
-    async def run_pre_tool_use(self, ctx: HookContext) -> PreToolUseOutcome:
+    async def run_pre_tool_use(
+        self, ctx: HookContext, *, events: RunEvents | None = None
+    ) -> PreToolUseOutcome:
         """Run PreToolUse hooks; rewritten args flow on; the first ``allow=False`` stops the chain.
+
+        ``events`` reaches system hooks only (as ``ctx.events``); every other hook sees ``None``,
+        whatever the caller's context carried.
 
         The need for approval only grows along the chain: it starts from the engine's facts and
         every ``HookResult(require_confirmation=True)`` adds to it; each hook is handed the
@@ -287,6 +302,8 @@ class HookRegistry:
         call is then told to the hooks that observe blocked calls.
         """
         ctx.hook_point = HookPoint.PRE_TOOL_USE
+        if ctx.events is not None:
+            ctx = _evolve(ctx, events=None)
         effects: list[SideEffect] = []
         approved: str | None = None
         meta = ctx.metadata
@@ -296,6 +313,7 @@ class HookRegistry:
             or meta.get("require_confirmation_for_all")
         )
         asked: list[str] = []
+        request_id: str | None = None
         for hook in self._pre:
             if ctx.requires_confirmation is not needed:
                 ctx = _evolve(ctx, confirm=needed)
@@ -305,7 +323,9 @@ class HookRegistry:
                 triggered = hook.should_trigger(ctx)
                 if triggered is False:
                     continue
-                result = _begin(hook, ctx, triggered)
+                system = id(hook) in self._system
+                hook_ctx = _evolve(ctx, events=events) if system and events is not None else ctx
+                result = _begin(hook, hook_ctx, triggered)
                 if type(result) is _Pending:
                     result = await result.finish()
             except SuspendRun as suspension:
@@ -349,8 +369,11 @@ class HookRegistry:
                 asked.append(hook.hook_name)
                 reason = result.confirmation_reason or "the call meets its conditions"
                 effects.append(SideEffect(hook.hook_name, f"asked for human approval: {reason}"))
-            if result.approved_args_sha256 is not None and id(hook) in self._system:
-                approved = str(result.approved_args_sha256)
+            if system:  # what the gate tells the engine counts from system hooks only
+                if result.approved_args_sha256 is not None:
+                    approved = str(result.approved_args_sha256)
+                if result.confirmation_request_id is not None:
+                    request_id = str(result.confirmation_request_id)
             if result.modified_args is not None:
                 ctx = _evolve(ctx, tool_args=result.modified_args)
         return PreToolUseOutcome(
@@ -360,6 +383,7 @@ class HookRegistry:
             approved_args_sha256=approved,
             requires_confirmation=needed,
             confirmation_requested_by=asked,
+            confirmation_request_id=request_id,
         )
 
     async def _tell_blocked(
@@ -389,6 +413,8 @@ class HookRegistry:
         never lets the raw result through; later hooks see the notice.
         """
         ctx.hook_point = HookPoint.POST_TOOL_USE
+        if ctx.events is not None:  # given to system PreToolUse hooks only
+            ctx = _evolve(ctx, events=None)
         effects: list[SideEffect] = []
         failed: list[str] = []
         for hook in self._post:
@@ -424,6 +450,8 @@ class HookRegistry:
     async def run_session_start(self, ctx: HookContext) -> SessionStartOutcome:
         """Run SessionStart hooks; collect ``additional_context`` in order; a failure stops the run."""
         ctx.hook_point = HookPoint.SESSION_START
+        if ctx.events is not None:  # given to system PreToolUse hooks only
+            ctx = _evolve(ctx, events=None)
         effects: list[SideEffect] = []
         pieces: list[str] = []
         for hook in self._start:

@@ -88,8 +88,8 @@ def test_a_stream_that_hangs_or_fails_does_not_hold_or_break_the_run(
             raise ConnectionError("the stream is down")
 
     layer = StuckLayer()
-    monkeypatch.setattr("agents.engine.react.get_channel_layer", lambda: layer)
-    monkeypatch.setattr("agents.engine.react.STREAM_FLUSH_SECONDS", 0.2)
+    monkeypatch.setattr("agents.engine.journal.get_channel_layer", lambda: layer)
+    monkeypatch.setattr("agents.engine.journal.STREAM_FLUSH_SECONDS", 0.2)
     pay = RecordingTool("oa__purchase_pay", result={"status": "paid"}, parameters=PAY_SCHEMA)
     run = start(personas, pay_agent(personas))
 

@@ -1,0 +1,303 @@
+"""The tool-call pipeline: the one way any path runs a tool (DESIGN §1.2, §4).
+
+PreToolUse chain (the approval gate last) → at-most-once execution record → tool → PostToolUse
+chain → events. ReAct turns use it today; DAG steps, delegated agents, workflow nodes (a
+CONNECTOR node calls it with no LLM at all) and the eval runner are to use it too, each with its
+run's :class:`~agents.engine.journal.RunJournal` and registry.
+
+Outcomes are values, not exceptions: :class:`Observation` (the tool ran, or its earlier outcome
+was replayed), :class:`Blocked` (a hook, the approval binding or a bad call refused it: the text is
+what the LLM reads) or :class:`Suspended` (the gate waits for a human: the caller parks the run).
+
+Invariants kept here: a hook that blocks or fails blocks (§1.1); the arguments that run are the
+ones approved (§1.3: the gate's hash, never ``metadata``); a call runs at most once — its
+``ToolExecution`` row is written, lease-guarded, before the tool starts, and a row left
+``started`` by a crash is reported as "outcome unknown", never re-run (§1.5).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import IntegrityError
+
+from agents import events as ev
+from agents.engine import jsonsafe, store
+from agents.engine.db import db
+from agents.engine.journal import RunJournal
+from agents.models import ToolExecution
+from agents.tools.base import Tool, ToolError
+from agents.tools.redaction import redact_credentials
+from agents.tools.schema import argument_errors
+from hooks import HookContext, HookRegistry
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_OUTCOME = (
+    "Outcome unknown: this tool call started but the process running it stopped before its result "
+    "was recorded. It was not run again. Check the target system before doing anything else."
+)
+
+APPROVAL_MISMATCH = (
+    "Refused: the arguments about to run differ from the ones that were approved. The call was not executed."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """The call ran (now or before a crash / suspension); ``text`` is what the LLM reads."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """The call did not run; ``text`` (the refusal) is what the LLM reads."""
+
+    text: str
+    blocked_by: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Suspended:
+    """The call waits for an answer (an approval): the caller parks the run. ``still_waiting``
+    is asked once the run is parked (``False``: the answer arrived meanwhile, resume at once)."""
+
+    call: dict[str, Any]
+    reason: str
+    detail: dict[str, Any] = field(default_factory=dict)
+    still_waiting: Callable[[], Awaitable[bool]] | None = None
+
+
+StepOutcome = Observation | Blocked | Suspended
+
+
+def approval_mismatch(approved: str | None, digest: str) -> str | None:
+    """Refuse arguments that differ from the ones a human approved (DESIGN §1.3, §1.10).
+
+    ``approved`` comes from the registry's outcome, which takes it only from the approval gate (a
+    system hook), never from ``metadata`` that every hook can write: whatever changed the
+    arguments after the approval cannot make them run.
+    """
+    if approved is None or approved == digest:
+        return None
+    return APPROVAL_MISMATCH
+
+
+class ToolPipeline:
+    """Runs tool calls of one run through its hooks. Safe for concurrent calls of one run.
+
+    ``facts`` are the JSON-able facts every hook of the run sees in ``metadata`` (``org_id``,
+    ``run_id``, ``execution_path``, …); each call adds its own (``tool_call_id``,
+    ``requires_confirmation``, ``is_write``). What the gate tells the engine travels outside it.
+    """
+
+    def __init__(
+        self,
+        *,
+        journal: RunJournal,
+        registry: HookRegistry,
+        tools: dict[str, Tool],
+        agent_id: int | None,
+        user_id: int | None,
+        facts: dict[str, Any],
+    ) -> None:
+        self.journal = journal
+        self.registry = registry
+        self.tools = tools
+        self.agent_id = agent_id
+        self.user_id = user_id
+        self.facts = facts
+
+    def context(self, **fields: Any) -> HookContext:
+        """A hook context for this run; ``metadata=`` adds per-call facts."""
+        metadata = {**self.facts, **fields.pop("metadata", {})}
+        return HookContext(agent_id=self.agent_id, user_id=self.user_id, metadata=metadata, **fields)
+
+    async def run(self, call: dict[str, Any], *, fresh: bool) -> StepOutcome:
+        """The outcome of one tool call ``{"id", "name", "arguments"}``.
+
+        ``fresh``: proposed in this process, so it cannot have run yet; otherwise (proposed before
+        a crash or a suspension) an execution already recorded is replayed, never re-run.
+        """
+        journal = self.journal
+        call_id, name = call["id"], call["name"]
+        if not fresh:
+            previous = await db(store.execution_find, run_id=journal.run_id, tool_call_id=call_id)
+            if previous is not None:
+                return await self._replay(call, previous)
+
+        tool = self.tools.get(name)
+        if tool is None:
+            return self._refuse(
+                call, f"Unknown tool {name!r}. Available tools: {', '.join(self.tools) or 'none'}."
+            )
+        args = call["arguments"]
+        problems = argument_errors(tool.spec.parameters, args) if args is not None else ["not valid JSON"]
+        if problems:
+            return self._refuse(call, f"Invalid arguments for {name}: " + "; ".join(problems[:5]))
+
+        ctx = self.context(
+            tool_name=name,
+            tool_args=args,
+            metadata={
+                "tool_call_id": call_id,
+                "requires_confirmation": tool.spec.requires_confirmation,
+                "is_write": tool.spec.is_write,
+            },
+        )
+        pre = await self.registry.run_pre_tool_use(ctx, events=journal)
+        journal.emit_side_effects(pre.side_effects, point="PreToolUse", tool_call_id=call_id)
+        if pre.suspension is not None:
+            signal = pre.suspension
+            return Suspended(call, signal.reason, signal.detail, signal.still_waiting)
+        if not pre.allow:
+            error = redact_credentials(pre.error or "Blocked.")
+            return await self._block(call, error, blocked_by=pre.blocked_by)
+        # The engine's own copy: a hook that kept a reference to the arguments cannot change
+        # them between this check and the tool's run.
+        final_args = copy.deepcopy(pre.tool_args)
+        digest = store.args_sha256(final_args)
+        mismatch = approval_mismatch(pre.approved_args_sha256, digest)
+        if mismatch is not None:
+            return await self._block(call, mismatch, blocked_by="approval_binding")
+        if pre.confirmation_request_id is not None:
+            # A fact for the hooks that follow (JSON, stated by the engine); the audit hook reads
+            # the trusted copy on its context, never this one.
+            ctx.metadata["confirmation_request_id"] = pre.confirmation_request_id
+        journal.emit(
+            ev.TOOL_STARTED,
+            {"tool_call_id": call_id, "tool": name, "arguments": final_args, "args_sha256": digest},
+        )
+        try:
+            # Never start a tool on a run that was cancelled or taken over meanwhile.
+            await journal.commit(
+                writes=(
+                    store.execution_begin(
+                        run_id=journal.run_id, tool_call_id=call_id, tool_name=name, args=final_args
+                    ),
+                ),
+                check_lease=True,
+            )
+        except IntegrityError:  # another process started this very call: never run it twice
+            return await self._unknown(call)
+
+        started = time.perf_counter()
+        try:
+            result: Any = await tool.run(final_args)
+            status = ToolExecution.Status.SUCCEEDED
+        except ToolError as exc:
+            # Tools mask the secrets they know; this catches a credential-shaped text any tool let by.
+            result, status = f"Tool error: {redact_credentials(str(exc))}", ToolExecution.Status.FAILED
+        except Exception as exc:  # a tool bug must not crash the run; the LLM hears it plainly
+            log.exception("tool %s crashed in run %s", name, journal.run_id)
+            result, status = f"Tool error: {name} failed unexpectedly ({type(exc).__name__}).", "failed"
+        duration = (time.perf_counter() - started) * 1000
+        # Whatever the tool returned, its outcome can be stored (and read back): unstorable parts
+        # (huge integers, NaN, NUL, lone surrogates, too deep nesting) become placeholders, so
+        # the execution always ends recorded and the run goes on. Hooks see what is stored.
+        stored = jsonsafe.storable(result)
+        # The outcome is stored with the observation, after the (time-bounded) PostToolUse hooks:
+        # one write instead of two. A crash in between reports the call as "outcome unknown".
+        return await self._post(
+            call,
+            ctx,
+            stored,
+            status,
+            duration,
+            confirmation_request_id=pre.confirmation_request_id,
+            record=store.execution_finish(
+                run_id=journal.run_id,
+                tool_call_id=call_id,
+                status=status,
+                result=stored,
+                duration_ms=duration,
+            ),
+        )
+
+    async def _post(
+        self,
+        call: dict[str, Any],
+        ctx: HookContext,
+        result: Any,
+        status: str,
+        ms: float,
+        *,
+        confirmation_request_id: str | None = None,
+        record: store.Write | None = None,
+    ) -> Observation:
+        post_ctx = HookContext(
+            tool_name=ctx.tool_name,
+            tool_args=ctx.tool_args,
+            agent_id=ctx.agent_id,
+            user_id=ctx.user_id,
+            metadata={**ctx.metadata, "tool_status": status, "duration_ms": round(ms, 3)},
+            tool_result=result,
+            confirmation_request_id=confirmation_request_id,
+        )
+        post = await self.registry.run_post_tool_use(post_ctx)
+        journal = self.journal
+        journal.emit_side_effects(post.side_effects, point="PostToolUse", tool_call_id=call["id"])
+        observation = jsonsafe.text(post.result)
+        journal.emit(
+            ev.TOOL_FINISHED,
+            {
+                "tool_call_id": call["id"],
+                "tool": call["name"],
+                "status": status,
+                "observation": observation,
+                "duration_ms": round(ms, 3),
+            },
+        )
+        # The outcome of a tool that ran is recorded even if the run was cancelled meanwhile: the
+        # run then ends cancelled after it, never leaving the execution "started".
+        await journal.commit(facts=(record,) if record is not None else ())
+        return Observation(observation)
+
+    async def _replay(self, call: dict[str, Any], previous: ToolExecution) -> Observation:
+        if previous.status in (ToolExecution.Status.STARTED, ToolExecution.Status.UNKNOWN):
+            return await self._unknown(call)
+        # It finished but the checkpoint did not record the observation: replay PostToolUse on the
+        # stored result rather than running the tool again.
+        ctx = self.context(
+            tool_name=call["name"], tool_args=previous.args, metadata={"tool_call_id": call["id"]}
+        )
+        return await self._post(call, ctx, previous.result, previous.status, previous.duration_ms or 0.0)
+
+    async def _unknown(self, call: dict[str, Any]) -> Observation:
+        journal = self.journal
+        await db(store.execution_mark_unknown, run_id=journal.run_id, tool_call_id=call["id"])
+        journal.emit(
+            ev.TOOL_FINISHED,
+            {
+                "tool_call_id": call["id"],
+                "tool": call["name"],
+                "status": ToolExecution.Status.UNKNOWN,
+                "observation": UNKNOWN_OUTCOME,
+                "duration_ms": None,
+            },
+        )
+        await journal.commit()
+        return Observation(UNKNOWN_OUTCOME)
+
+    async def _block(self, call: dict[str, Any], error: str, *, blocked_by: str | None) -> Blocked:
+        self.journal.emit(
+            ev.TOOL_BLOCKED,
+            {"tool_call_id": call["id"], "tool": call["name"], "blocked_by": blocked_by, "error": error},
+        )
+        await self.journal.commit()
+        return Blocked(error, blocked_by)
+
+    def _refuse(self, call: dict[str, Any], error: str) -> Blocked:
+        """A call that cannot be run at all (unknown tool, bad arguments): stored with the run's
+        next write."""
+        self.journal.emit(
+            ev.TOOL_BLOCKED,
+            {"tool_call_id": call["id"], "tool": call["name"], "blocked_by": None, "error": error},
+        )
+        return Blocked(error)
