@@ -32,6 +32,7 @@ from agents.models import (
     ConnectorAction,
     ConnectorCallLog,
     Conversation,
+    HookDeclaration,
     Invitation,
     Membership,
     Organization,
@@ -191,6 +192,130 @@ class ReadOnlyAdminMixin:
 # --- organisations --------------------------------------------------------------------------------
 
 
+# --- hook declarations ----------------------------------------------------------------------------
+
+
+class HookDeclarationForm(forms.ModelForm):
+    """The http signing secret is write-only: never rendered, blank keeps the stored one."""
+
+    secret = forms.CharField(
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="http hooks: the HMAC-SHA256 signing secret (16+ characters). Blank keeps the current one.",
+    )
+
+    class Meta:
+        model = HookDeclaration
+        fields = (
+            "name",
+            "kind",
+            "point",
+            "matcher",
+            "priority",
+            "timeout",
+            "on_error",
+            "enabled",
+            "params",
+            "secret",
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.initial.pop("secret", None)
+
+    def clean_secret(self) -> str | None:
+        text = self.cleaned_data.get("secret") or ""
+        if not text:
+            return self.instance.secret if self.instance.pk else None
+        return text
+
+
+class HookDeclarationFormSet(forms.BaseInlineFormSet):
+    """Sets each row's organisation from the page's object and refuses any change to a command,
+    python or http hook by someone without ``agents.manage_code_hooks`` (added, changed or
+    deleted; turning a row into or out of such a kind included)."""
+
+    request: HttpRequest
+
+    def _construct_form(self, i: int, **kwargs: Any) -> Any:
+        form = super()._construct_form(i, **kwargs)
+        parent = self.instance
+        form.instance.organization_id = (
+            parent.pk if isinstance(parent, Organization) else parent.organization_id
+        )
+        return form
+
+    def clean(self) -> None:
+        super().clean()
+        from agents.hook_declarations import check_may_change_kinds
+
+        kinds: set[str] = set()
+        for form in self.forms:
+            if not form.has_changed() and form not in self.deleted_forms:
+                continue
+            kinds.add(form.cleaned_data.get("kind") or "")
+            if form.instance.pk is not None:
+                kinds.add(form.initial.get("kind") or "")
+        try:
+            check_may_change_kinds(actor=self.request.user, kinds=kinds)
+        except ServiceError as exc:
+            raise forms.ValidationError(exc.message) from None
+
+
+class HookDeclarationInlineBase(admin.TabularInline):
+    model = HookDeclaration
+    form = HookDeclarationForm
+    formset = HookDeclarationFormSet
+    extra = 0
+    show_change_link = False
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)
+        formset.request = request
+        return formset
+
+    def formfield_for_dbfield(self, db_field: Field, request: HttpRequest, **kwargs: Any) -> Any:
+        if isinstance(db_field, JSONField):
+            kwargs["form_class"] = JSONFormField
+        return super().formfield_for_dbfield(db_field, request, **kwargs)
+
+
+class AgentHookInline(HookDeclarationInlineBase):
+    """The agent's own hooks. Its organisation's enforced hooks run too, before these."""
+
+    fk_name = "agent"
+    verbose_name = "hook"
+    verbose_name_plural = "hooks (the organisation's enforced hooks also run, first)"
+
+
+class EnforcedHookInline(HookDeclarationInlineBase):
+    """Hooks the organisation enforces on every one of its agents."""
+
+    fk_name = "organization"
+    verbose_name = "enforced hook"
+    verbose_name_plural = "enforced hooks (run for every agent, before the agent's own)"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[HookDeclaration]:
+        return super().get_queryset(request).filter(agent__isnull=True)
+
+    def _may_manage(self, request: HttpRequest, obj: Organization | None) -> bool:
+        if request.user.is_superuser:
+            return True
+        return (
+            obj is not None
+            and Membership.objects.filter(user=request.user, organization=obj, role=Role.ADMIN).exists()
+        )
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_manage(request, obj) and super().has_add_permission(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_manage(request, obj) and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_manage(request, obj) and super().has_delete_permission(request, obj)
+
+
 class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     """Members and their roles. Joining an organisation takes the person's consent: organisation
     admins invite (:class:`InvitationAdmin`) and change the roles of existing members; only a
@@ -235,7 +360,7 @@ class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
     search_fields = ("name",)
     fields = ("name", "read_only", "archived_at", "archived_by")
     readonly_fields = ArchivableAdminMixin.archive_fields
-    inlines = (MembershipInline,)
+    inlines = (MembershipInline, EnforcedHookInline)
     actions = ("archive_selected", "unarchive_selected")
     archive_service, unarchive_service = "organization_archive", "organization_unarchive"
 
@@ -397,6 +522,7 @@ class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
     )
     search_fields = ("name", "organization__name", "owner__username")
     filter_horizontal = ("actions",)
+    inlines = (AgentHookInline,)
     fieldsets = (
         (None, {"fields": ("organization", "owner", "name", "instructions", "engine")}),
         ("Model and hooks", {"fields": ("model_config_json", "secrets_state", "secrets", "max_iterations")}),
@@ -479,7 +605,18 @@ class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
             names = [name for name, _params in parse_declaration(hooks_declaration(obj.model_config_json))]
         except HookDeclarationError:
             return "invalid declaration"
-        return ", ".join(names) or "—"
+        rows = [row.name for row in obj.hook_declarations.all() if row.enabled]
+        return ", ".join([*rows, *names]) or "—"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
+        return super().get_queryset(request).prefetch_related("hook_declarations")
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        # The JSON form (model_config_json.hooks.class_hooks) is still accepted: it becomes rows.
+        from agents.hook_declarations import hook_declarations_adopt_config
+
+        hook_declarations_adopt_config(agent=form.instance)
 
 
 # --- connectors -----------------------------------------------------------------------------------

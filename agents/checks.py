@@ -18,13 +18,28 @@ def hooks_declaration(config: Any) -> Any:
     return hooks.get("class_hooks", [])
 
 
+def hook_declaration_items(agent: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The enabled declarations a run of ``agent`` carries, as ``hooks.catalog`` items:
+    ``(enforced by its organisation, its own)``."""
+    from agents.models import HookDeclaration
+
+    rows = HookDeclaration.objects.filter(organization_id=agent.organization_id, enabled=True)
+    enforced = [row.as_item() for row in rows.filter(agent__isnull=True).order_by("priority", "pk")]
+    own = [row.as_item() for row in rows.filter(agent_id=agent.pk).order_by("priority", "pk")]
+    return enforced, own
+
+
 def hook_chain_of(agent: Any) -> dict[str, Any]:
-    """The hook chain a new run of ``agent`` keeps (``Run.hook_chain``): its declaration resolved
-    now, or the reason it cannot be, recorded so the run fails closed with it."""
+    """The hook chain a new run of ``agent`` keeps (``Run.hook_chain``): its organisation's
+    enforced declarations, its own declarations and its ``model_config_json`` ``class_hooks``,
+    resolved now, or the reason they cannot be, recorded so the run fails closed with it."""
     try:
+        enforced, own = hook_declaration_items(agent)
         return resolve_chain(
             hooks_declaration(agent.model_config_json),
             require_confirmation_for_all=agent.require_confirmation_for_all,
+            enforced=enforced,
+            declared=own,
         )
     except HookDeclarationError as exc:
         return {"v": 1, "error": str(exc)}

@@ -447,6 +447,122 @@ class ToolExecution(models.Model):
         return f"{self.tool_name} [{self.status}]"
 
 
+class HookDeclaration(models.Model):
+    """One hook an agent runs, or, with no agent, one its organisation *enforces* on every agent.
+
+    Kinds (``hooks.catalog.KINDS``): ``class`` names a catalog hook and ``params`` are its
+    parameters; ``command`` has ``{"argv": [...], "env": {...}}``; ``python`` has
+    ``{"path": "package.module.Name", ...params}``; ``http`` has ``{"url": ...}`` and its signing
+    ``secret`` (encrypted). Everything is checked on :meth:`clean` by building the hook exactly as
+    a run would (``hooks.catalog.build_item``). ``priority``, ``timeout`` and ``on_error`` left
+    empty take the kind's (or the catalog class's) defaults.
+
+    Enforced hooks run for every agent of the organisation, before the agent's own hooks of the
+    same point (``hooks.catalog`` states the ordering rule); only the organisation's row can
+    disable one. Creating or changing a command, python or http declaration needs the
+    ``agents.manage_code_hooks`` permission (checked by the services, the admin and the import).
+    """
+
+    class Kind(models.TextChoices):
+        CLASS = "class", "Catalog hook"
+        COMMAND = "command", "Command"
+        PYTHON = "python", "Python"
+        HTTP = "http", "HTTP"
+
+    class Point(models.TextChoices):
+        PRE_TOOL_USE = "PreToolUse"
+        POST_TOOL_USE = "PostToolUse"
+        SESSION_START = "SessionStart"
+
+    class OnError(models.TextChoices):
+        DEFAULT = "", "Kind default"
+        BLOCK = "block", "Block (fail closed)"
+        ALLOW = "allow", "Allow"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="hook_declarations")
+    agent = models.ForeignKey(
+        Agent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="hook_declarations",
+        help_text="Empty: enforced on every agent of the organisation.",
+    )
+    name = models.CharField(max_length=100, help_text="Class hooks: the catalog name. Other kinds: a label.")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.CLASS)
+    point = models.CharField(
+        max_length=16, choices=Point.choices, blank=True, help_text="Empty: the catalog class's point."
+    )
+    matcher = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text='Tool names it runs for: empty or "*" for all, a glob ("oa__*"), or "re:<regex>".',
+    )
+    priority = models.IntegerField(null=True, blank=True, help_text="Lower runs earlier; below the gate.")
+    timeout = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    on_error = models.CharField(max_length=8, choices=OnError.choices, blank=True)
+    enabled = models.BooleanField(default=True)
+    params = models.JSONField(default=dict, blank=True)
+    secret = EncryptedJSONField(
+        null=True, blank=True, help_text="http hooks: the HMAC-SHA256 signing secret. Encrypted, never shown."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["organization", "agent", "priority", "pk"]
+        permissions = [("manage_code_hooks", "Can create or change command, python and http hooks")]
+        indexes = [models.Index(fields=["organization", "agent"])]
+
+    def __str__(self) -> str:
+        owner = self.agent if self.agent_id else f"{self.organization} (enforced)"
+        return f"{self.name} [{self.kind}] on {owner}"
+
+    @property
+    def is_enforced(self) -> bool:
+        return self.agent_id is None
+
+    @property
+    def is_code(self) -> bool:
+        from hooks.catalog import CODE_KINDS
+
+        return self.kind in CODE_KINDS
+
+    def as_item(self) -> dict[str, Any]:
+        """The declaration as ``hooks.catalog`` reads it (the secret in clear, in memory only)."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "point": self.point or None,
+            "matcher": self.matcher,
+            "params": self.params,
+            "priority": self.priority,
+            "timeout": self.timeout,
+            "on_error": self.on_error or None,
+            "secret": self.secret if self.kind == self.Kind.HTTP else None,
+        }
+
+    def clean(self) -> None:
+        from hooks.catalog import HookDeclarationError, build_item
+
+        if (
+            self.agent_id is not None
+            and self.organization_id is not None
+            and self.agent.organization_id != self.organization_id
+        ):
+            raise ValidationError({"agent": "the agent belongs to another organisation"})
+        if not isinstance(self.params, dict):
+            raise ValidationError({"params": "must be a JSON object"})
+        if self.kind != self.Kind.HTTP and self.secret is not None:
+            raise ValidationError({"secret": "only http hooks have a secret"})
+        try:
+            hook = build_item(self.as_item())
+        except HookDeclarationError as exc:
+            raise ValidationError({"params": str(exc)}) from None
+        if not self.point:
+            self.point = str(hook.point)
+
+
 class ConnectorCallLogQuerySet(models.QuerySet["ConnectorCallLog"]):
     def update(self, **kwargs: Any) -> int:
         raise PermissionError("the connector call log is append-only")

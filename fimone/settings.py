@@ -194,6 +194,13 @@ APPROVAL_POLL_SECONDS = env_float("APPROVAL_POLL_SECONDS", 5.0, minimum=0.05)
 APPROVAL_SWEEP_SECONDS = env_int("APPROVAL_SWEEP_SECONDS", 15, minimum=1)
 # Modules whose hook classes (``@register_hook``) agents may declare, beside the built-ins.
 HOOK_MODULES = env_list("HOOK_MODULES", [])
+# Command hooks: the working directory (and HOME) they run in, and the most output they may write.
+HOOK_COMMAND_CWD = env_str("HOOK_COMMAND_CWD", tempfile.gettempdir())
+HOOK_COMMAND_MAX_OUTPUT = env_int("HOOK_COMMAND_MAX_OUTPUT", 1_000_000, minimum=1_024)
+# http hooks: the most reply they may send; the header carrying the body's HMAC-SHA256.
+HOOK_HTTP_MAX_REPLY = env_int("HOOK_HTTP_MAX_REPLY", 1_000_000, minimum=1_024)
+# python hooks: dotted-path prefixes they may name (empty: any module importable by the server).
+HOOK_PYTHON_PREFIXES = env_list("HOOK_PYTHON_PREFIXES", [])
 
 # --- security -------------------------------------------------------------------------------------
 # Secrets stored in the database (connector credentials, channel secrets) are encrypted with this

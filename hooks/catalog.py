@@ -183,13 +183,29 @@ def build_registry(declaration: Any, *, system_hooks: Iterable[Hook] = ()) -> Ho
 # record, so editing an agent never changes a run in flight.
 #
 # {"v": 1,
-#  "declared": [{"name", "params", "priority", "timeout", "on_error"}, …],   declaration order
+#  "declared": [{"kind", "name", "point", "matcher", "params", "priority", "timeout", "on_error",
+#                "source", "secret_enc"?}, …],                                running order
 #  "system": ["read_only_guard", "confirmation_gate", …],                     by name
 #  "require_confirmation_for_all": bool}                                      the agent's flag
 # or {"v": 1, "error": "…"} when the declaration could not be resolved (the run then fails closed).
+# ``kind`` is "class" (a catalog hook), "command", "python" or "http"; items recorded before kinds
+# existed have none and are class hooks. ``source`` is "organisation" (enforced), "agent" or
+# "config" (the agent's model_config_json). An http hook's secret is kept encrypted
+# (``secret_enc``, fimone.fields), never in clear.
+#
+# Ordering rule for organisation-enforced hooks: at each point, every enforced hook runs before
+# every hook the agent declares. An agent hook whose priority is below the highest enforced
+# priority of its point is raised to it (and, on a tie, enforced hooks run first), so an agent can
+# neither remove an enforced hook nor move its own ahead of one. Enforced priorities stay below the
+# gate, so agent hooks do too.
 
 CHAIN_VERSION = 1
 _TUNABLE = ("priority", "timeout", "on_error")
+KINDS = ("class", "command", "python", "http")
+#: Kinds that run code of the declarer's choosing: only holders of ``agents.manage_code_hooks``
+#: may create or change them.
+CODE_KINDS = frozenset({"command", "python", "http"})
+SOURCES = ("organisation", "agent", "config")
 
 
 def system_hook_classes() -> list[type[Hook]]:
@@ -198,24 +214,158 @@ def system_hook_classes() -> list[type[Hook]]:
     return [cls for cls in hook_catalog().values() if getattr(cls, "system", False) is True]
 
 
-def resolve_chain(declaration: Any, *, require_confirmation_for_all: bool = False) -> dict[str, Any]:
-    """Resolve an agent's declaration into the record a run keeps, or raise
-    :class:`HookDeclarationError` (every check of :func:`build_hooks` applies)."""
-    hooks = build_hooks(declaration)
-    declared = []
-    for hook, (name, params) in zip(hooks, parse_declaration(declaration), strict=True):
-        declared.append(
-            {
-                "name": name,
-                "params": {k: v for k, v in params.items() if k not in _TUNABLE},
-                "priority": hook.priority,
-                "timeout": hook.timeout,
-                "on_error": hook.on_error,
-            }
+def _build_class(item: Mapping[str, Any]) -> Hook:
+    name = item["name"]
+    cls = hook_catalog().get(name)
+    if cls is None:
+        known = ", ".join(sorted(n for n, c in hook_catalog().items() if not getattr(c, "system", False)))
+        raise HookDeclarationError(f"unknown hook {name!r} (known hooks: {known})")
+    if getattr(cls, "system", False):
+        raise HookDeclarationError(f"hook {name!r} is attached automatically and cannot be declared")
+    point = item.get("point")
+    if point not in (None, "") and point != cls.point:
+        raise HookDeclarationError(f"hook {name!r} is a {cls.point} hook, not {point}")
+    params = item.get("params") or {}
+    if not isinstance(params, dict):
+        raise HookDeclarationError(f"hook {name!r}: params must be an object")
+    problems = hook_params_errors(cls, params)
+    if problems:
+        raise HookDeclarationError(f"hook {name!r}: bad params: {'; '.join(problems[:5])}")
+    hook = cls(**params)
+    Hook.__init__(hook, **{key: item.get(key) for key in _TUNABLE})
+    return hook
+
+
+def _kind_params(item: Mapping[str, Any], allowed: set[str]) -> dict[str, Any]:
+    params = item.get("params") or {}
+    if not isinstance(params, dict):
+        raise HookDeclarationError(f"hook {item.get('name')!r}: params must be an object")
+    unknown = set(params) - allowed
+    if unknown:
+        raise HookDeclarationError(
+            f"hook {item.get('name')!r}: unknown params {sorted(unknown)} (allowed: {sorted(allowed)})"
         )
+    return params
+
+
+def _secret_of(item: Mapping[str, Any]) -> Any:
+    if item.get("secret") is not None:
+        return item["secret"]
+    if item.get("secret_enc"):
+        from fimone.fields import decrypt_text
+
+        return decrypt_text(item["secret_enc"])
+    return None
+
+
+def build_item(item: Mapping[str, Any]) -> Hook:
+    """The hook one declaration (or one recorded chain item) describes, or
+    :class:`HookDeclarationError` naming the problem. Every check a run applies happens here, so
+    saving a declaration and starting a run refuse the same things."""
+    from hooks.kinds.base import DeclaredHook, MatchedHook, Matcher
+    from hooks.kinds.command import CommandHook
+    from hooks.kinds.http import HttpHook
+    from hooks.kinds.python import load_python_hook
+
+    kind = item.get("kind") or "class"
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise HookDeclarationError("a hook declaration needs a name")
+    tunables = {key: item.get(key) for key in _TUNABLE}
+    declared = {"name": name, "point": item.get("point"), "matcher": item.get("matcher"), **tunables}
+    try:
+        if kind == "class":
+            hook = _build_class(item)
+        elif kind == "command":
+            params = _kind_params(item, {"argv", "env"})
+            hook = CommandHook(argv=params.get("argv"), env=params.get("env"), **declared)
+        elif kind == "http":
+            params = _kind_params(item, {"url"})
+            hook = HttpHook(url=params.get("url"), secret=_secret_of(item), **declared)
+        elif kind == "python":
+            params = dict(item.get("params") or {})
+            path = params.pop("path", None)
+            hook = load_python_hook(path=path, params=params, **declared)
+        else:
+            raise HookDeclarationError(f"hook {name!r}: unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
+        if not isinstance(hook, DeclaredHook):
+            matcher = Matcher(item.get("matcher"))
+            if not matcher.matches_all:
+                hook = MatchedHook(hook, matcher)
+    except HookDeclarationError:
+        raise
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise HookDeclarationError(f"hook {name!r}: bad params: {exc}") from exc
+    check_below_gate(hook)
+    return hook
+
+
+def _record(item: Mapping[str, Any], hook: Hook, source: str) -> dict[str, Any]:
+    kind = item.get("kind") or "class"
+    params = dict(item.get("params") or {})
+    if kind == "class":
+        params = {k: v for k, v in params.items() if k not in _TUNABLE}
+    record = {
+        "kind": kind,
+        "name": item["name"],
+        "point": str(hook.point),
+        "matcher": item.get("matcher") or "",
+        "params": params,
+        "priority": hook.priority,
+        "timeout": hook.timeout,
+        "on_error": hook.on_error,
+        "source": source,
+    }
+    secret = _secret_of(item)
+    if kind == "http" and secret is not None:
+        from fimone.fields import encrypt_text
+
+        record["secret_enc"] = encrypt_text(secret)
+    return record
+
+
+def resolve_chain(
+    declaration: Any,
+    *,
+    require_confirmation_for_all: bool = False,
+    enforced: Iterable[Mapping[str, Any]] = (),
+    declared: Iterable[Mapping[str, Any]] = (),
+) -> dict[str, Any]:
+    """Resolve an agent's hooks into the record a run keeps, or raise :class:`HookDeclarationError`
+    (every check of :func:`build_item` applies).
+
+    ``enforced``: the organisation's enforced declarations; ``declared``: the agent's own; both as
+    items (``kind``, ``name``, ``point``, ``matcher``, ``params``, tunables, ``secret``), enabled
+    ones only. ``declaration``: the agent's ``model_config_json`` ``class_hooks`` list, still
+    honoured. The running order follows the ordering rule above.
+    """
+    enforced_records = []
+    for item in enforced:
+        enforced_records.append(_record(item, build_item(item), "organisation"))
+    agent_records = []
+    for item in declared:
+        agent_records.append(_record(item, build_item(item), "agent"))
+    for name, params in parse_declaration(declaration):
+        item = {
+            "kind": "class",
+            "name": name,
+            "params": {k: v for k, v in params.items() if k not in _TUNABLE},
+            **{k: params.get(k) for k in _TUNABLE},
+        }
+        agent_records.append(_record(item, build_item(item), "config"))
+    floor: dict[str, int | float] = {}
+    for record in enforced_records:
+        floor[record["point"]] = max(floor.get(record["point"], record["priority"]), record["priority"])
+    for record in agent_records:
+        lowest = floor.get(record["point"])
+        if lowest is not None and record["priority"] < lowest:
+            record["priority"] = lowest
+    ordered = sorted(enforced_records, key=lambda r: r["priority"]) + sorted(
+        agent_records, key=lambda r: r["priority"]
+    )
     return {
         "v": CHAIN_VERSION,
-        "declared": declared,
+        "declared": ordered,
         "system": [cls.name for cls in system_hook_classes()],
         "require_confirmation_for_all": bool(require_confirmation_for_all),
     }
@@ -232,14 +382,14 @@ def registry_from_chain(chain: Any) -> HookRegistry:
     hooks: list[Hook] = []
     try:
         for item in chain["declared"]:
-            cls = catalog.get(item["name"])
-            if cls is None or getattr(cls, "system", False):
-                raise HookDeclarationError(f"hook {item['name']!r} is not declarable any more")
-            hook = cls(**item["params"])
+            if not isinstance(item, dict):
+                raise HookDeclarationError("a recorded hook is not an object")
+            if (item.get("kind") or "class") == "class":
+                cls = catalog.get(item["name"])
+                if cls is None or getattr(cls, "system", False):
+                    raise HookDeclarationError(f"hook {item['name']!r} is not declarable any more")
             # The tunables as resolved at the run's start, checked as a declaration would be.
-            Hook.__init__(hook, **{key: item[key] for key in _TUNABLE})
-            check_below_gate(hook)
-            hooks.append(hook)
+            hooks.append(build_item({**item, **{key: item[key] for key in _TUNABLE}}))
         for name in chain["system"]:
             cls = catalog.get(name)
             if cls is None or not getattr(cls, "system", False):

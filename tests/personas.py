@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
-from agents.models import Agent, Connector, ConnectorAction, Membership, Organization, Role
+from agents.models import Agent, Connector, ConnectorAction, HookDeclaration, Membership, Organization, Role
 
 User = get_user_model()
 PASSWORD = "persona-pass-123"
@@ -96,6 +96,19 @@ def make_action(connector: Connector, name: str, *, method: str = "GET", path: s
     return ConnectorAction.objects.create(
         connector=connector, name=name, method=method, path_template=path, **fields
     )
+
+
+def make_hook(
+    owner: Agent | Organization, name: str, *, kind: str = "class", **fields: Any
+) -> HookDeclaration:
+    """A validated hook declaration: an agent's own, or its organisation's enforced one when
+    ``owner`` is an organisation."""
+    agent = owner if isinstance(owner, Agent) else None
+    organization = owner.organization if isinstance(owner, Agent) else owner
+    hook = HookDeclaration(organization=organization, agent=agent, name=name, kind=kind, **fields)
+    hook.full_clean()
+    hook.save()
+    return hook
 
 
 @pytest.fixture

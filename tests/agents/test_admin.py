@@ -149,8 +149,22 @@ def agent_form(personas, config: dict[str, Any], **overrides: Any) -> dict[str, 
         "model_config_json": json.dumps(config),
         "max_iterations": 12,
         "builtin_tools": "[]",
+        **hook_rows(),
     }
     data.update(overrides)
+    return data
+
+
+def hook_rows(*rows: dict[str, Any], initial: int = 0) -> dict[str, Any]:
+    """The hook declarations inline's part of an agent or organisation admin form."""
+    data: dict[str, Any] = {
+        "hook_declarations-TOTAL_FORMS": str(len(rows)),
+        "hook_declarations-INITIAL_FORMS": str(initial),
+        "hook_declarations-MIN_NUM_FORMS": "0",
+        "hook_declarations-MAX_NUM_FORMS": "1000",
+    }
+    for n, row in enumerate(rows):
+        data.update({f"hook_declarations-{n}-{key}": value for key, value in row.items()})
     return data
 
 
@@ -578,6 +592,7 @@ def organization_form(org: Organization, memberships: list[Membership], *new_row
         "memberships-INITIAL_FORMS": str(len(memberships)),
         "memberships-MIN_NUM_FORMS": "0",
         "memberships-MAX_NUM_FORMS": "1000",
+        **hook_rows(),
     }
     rows = [{"id": m.pk, "organization": org.pk, "user": m.user_id, "role": m.role} for m in memberships]
     rows += [{"id": "", "organization": org.pk, **row} for row in new_rows]

@@ -576,9 +576,10 @@ def test_a_parked_run_resumes_with_the_chain_it_started_with_whatever_the_operat
         assert other.calls == [] and run.output == "Outcome: Other is frozen.", "the original deny holds"
     else:
         assert other.calls == [{}] and run.output == "Outcome: other done"
-    assert run.hook_chain["declared"] == [
-        {**h, "priority": 10, "timeout": 5.0, "on_error": "block"} for h in before
-    ]
+    assert [
+        {k: item[k] for k in ("name", "params", "priority", "timeout", "on_error")}
+        for item in run.hook_chain["declared"]
+    ] == [{**h, "priority": 10, "timeout": 5.0, "on_error": "block"} for h in before]
     assert "confirmation_gate" in run.hook_chain["system"]
 
 

@@ -1,0 +1,100 @@
+"""What every declared hook shares: a point and a name set per instance, and a tool-name matcher."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Any
+
+from hooks.contract import Hook, HookContext, HookPoint, OnError
+
+REGEX_PREFIX = "re:"
+
+
+class Matcher:
+    """Which tool names a hook runs for.
+
+    ``""`` or ``"*"``: every tool. ``"re:<pattern>"``: a regular expression that must match the whole
+    tool name (``re:oa__purchase_.*|ledger__sql_execute``). Anything else is a glob (``oa__*``,
+    ``*__sql_?xecute``), case-sensitive. SessionStart has no tool: a matcher never filters it out.
+    """
+
+    __slots__ = ("_match", "text")
+
+    def __init__(self, text: str | None) -> None:
+        text = text or ""
+        if not isinstance(text, str):
+            raise ValueError("matcher must be a string")
+        self.text = text
+        if text in ("", "*"):
+            self._match = None
+        elif text.startswith(REGEX_PREFIX):
+            try:
+                self._match = re.compile(text[len(REGEX_PREFIX) :]).fullmatch
+            except re.error as exc:
+                raise ValueError(f"matcher {text!r} is not a valid regular expression: {exc}") from None
+        else:
+            self._match = re.compile(fnmatch.translate(text)).fullmatch
+
+    def __call__(self, tool_name: str) -> bool:
+        return self._match is None or self._match(tool_name) is not None
+
+    @property
+    def matches_all(self) -> bool:
+        return self._match is None
+
+
+def parse_point(value: Any) -> HookPoint:
+    try:
+        return HookPoint(value)
+    except ValueError:
+        known = ", ".join(p.value for p in HookPoint)
+        raise ValueError(f"point must be one of {known}, not {value!r}") from None
+
+
+class DeclaredHook(Hook):
+    """Base of the command and http kinds: ``point`` and ``name`` come from the declaration."""
+
+    kind = ""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        point: str | HookPoint,
+        matcher: str | None = None,
+        priority: int | None = None,
+        timeout: float | None = None,
+        on_error: OnError | None = None,
+    ) -> None:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError("a declared hook needs a name")
+        self.name = name  # type: ignore[misc]  # per instance, unlike catalog classes
+        self.point = parse_point(point)  # type: ignore[misc]
+        self.matcher = Matcher(matcher)
+        super().__init__(priority=priority, timeout=timeout, on_error=on_error)
+
+    def should_trigger(self, ctx: HookContext) -> bool:
+        return self.point is HookPoint.SESSION_START or self.matcher(ctx.tool_name)
+
+
+class MatchedHook(Hook):
+    """A catalog or python hook restricted to the tool names its declaration's matcher accepts.
+    It delegates everything else to the hook it wraps."""
+
+    def __init__(self, inner: Hook, matcher: Matcher) -> None:
+        self.inner = inner
+        self.matcher = matcher
+        self.point = inner.point  # type: ignore[misc]
+        self.name = inner.hook_name  # type: ignore[misc]
+        self.priority = inner.priority
+        self.timeout = inner.timeout
+        self.on_error = inner.on_error
+
+    def should_trigger(self, ctx: HookContext) -> Any:
+        if self.point is not HookPoint.SESSION_START and not self.matcher(ctx.tool_name):
+            return False
+        return self.inner.should_trigger(ctx)
+
+    async def execute(self, ctx: HookContext) -> Any:
+        return await self.inner.execute(ctx)

@@ -1,0 +1,3 @@
+#!/bin/sh
+cat > /dev/null
+jq -n '{hookSpecificOutput: {hookEventName: "SessionStart", additionalContext: "Today is a payment freeze day."}}'
