@@ -6,10 +6,12 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self) -> None:
+        from agents.engine.pipeline import register_approval_lookup
         from agents.history import register_connector_history
         from agents.signals import run_cancelled
-        from approvals.receivers import cancel_requests_of_run, requests_for_tools_of
+        from approvals.receivers import approval_was_asked, cancel_requests_of_run, requests_for_tools_of
 
         run_cancelled.connect(cancel_requests_of_run, dispatch_uid="approvals.cancel_requests_of_run")
         register_connector_history("approvals.requests", requests_for_tools_of)
+        register_approval_lookup(approval_was_asked)
         import approvals.gate  # noqa: F401 - registers the gate hooks in the catalog

@@ -29,3 +29,8 @@ def requests_for_tools_of(connector: Connector) -> list[Model]:
         organization_id=connector.organization_id, tool_name__startswith=connector.tool_prefix
     )
     return list(requests.order_by("created_at", "pk")[:PROTECTED_SAMPLE])
+
+
+def approval_was_asked(run_id: int, tool_call_id: str) -> bool:
+    """Whether a confirmation request exists for this call (the pipeline asks on re-entry)."""
+    return ConfirmationRequest.objects.filter(run_id=run_id, tool_call_id=tool_call_id).exists()

@@ -89,6 +89,22 @@ def approval_mismatch(approved: str | None, digest: str) -> str | None:
     return APPROVAL_MISMATCH
 
 
+ApprovalLookup = Callable[[int, str], bool]
+_approval_lookups: list[ApprovalLookup] = []
+
+
+def register_approval_lookup(lookup: ApprovalLookup) -> None:
+    """Let a higher app (approvals) answer "was a human's approval asked for this call?"
+    ``lookup(run_id, tool_call_id)`` runs in the database thread. Called at start-up."""
+    if lookup not in _approval_lookups:
+        _approval_lookups.append(lookup)
+
+
+def approval_was_asked(run_id: int, tool_call_id: str) -> bool:
+    """Whether an approval request exists for this call. Runs in the database thread."""
+    return any(lookup(run_id, tool_call_id) for lookup in _approval_lookups)
+
+
 class ToolPipeline:
     """Runs tool calls of one run through its hooks. Safe for concurrent calls of one run.
 
@@ -142,12 +158,19 @@ class ToolPipeline:
         if problems:
             return self._refuse(call, f"Invalid arguments for {name}: " + "; ".join(problems[:5]))
 
+        needs_approval = bool(tool.spec.requires_confirmation)
+        if not fresh and not needs_approval:
+            # Once a human was asked, the call waits for that verdict whatever the hooks say on
+            # re-entry: a hook that asked (confirm_when, a command hook's "ask") might answer
+            # otherwise the second time, and the call must not slip past a pending or rejected
+            # request. Only re-entered calls pay this one query.
+            needs_approval = await db(approval_was_asked, run_id=journal.run_id, tool_call_id=call_id)
         ctx = self.context(
             tool_name=name,
             tool_args=args,
             metadata={
                 "tool_call_id": call_id,
-                "requires_confirmation": tool.spec.requires_confirmation,
+                "requires_confirmation": needs_approval,
                 "is_write": tool.spec.is_write,
             },
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import ClassVar
 
 import pytest
 from django.utils import timezone
@@ -755,3 +756,45 @@ def test_it_refuses_to_let_a_hook_clear_the_need_for_approval_before_the_gate(
 
     assert tool.calls == []
     assert ConfirmationRequest.objects.get(run=run).status == ConfirmationStatus.PENDING
+
+
+@register_hook
+class AsksOnlyTheFirstTime(PreToolUseHook):
+    """A hook that is not deterministic (a command hook answering "ask" once, then "allow")."""
+
+    name = "test_asks_only_the_first_time"
+    asked: ClassVar[list[str]] = []
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        key = f"{ctx.metadata['run_id']}:{ctx.metadata['tool_call_id']}"
+        first = key not in self.asked
+        self.asked.append(key)
+        return HookResult(require_confirmation=first, confirmation_reason="first sight")
+
+
+@pytest.mark.parametrize("approve", [False, True], ids=["rejected", "approved"])
+def test_a_call_once_sent_to_a_human_waits_for_that_verdict_whatever_the_hooks_say_on_resume(
+    personas, resumes, approve: bool
+) -> None:
+    set_policy(personas)
+    tool = RecordingTool("oa__purchase_pay", result={"status": "paid"}, parameters=PAY_SCHEMA)
+    harness = Harness(tool)
+    args = {"purchase_id": "PO-2002", "amount": 10}
+    config = scripted(
+        {"tool_calls": [{"name": "oa__purchase_pay", "arguments": args}]},
+        {"content": "Outcome: {last}"},
+        hooks=["test_asks_only_the_first_time"],
+    )
+    agent = make_agent(personas.org, personas.operator, model_config_json=config)
+    run = run_start(agent=agent, user=personas.member, input="pay PO-2002")
+    assert harness.execute(run) == RunStatus.AWAITING_APPROVAL
+    request = ConfirmationRequest.objects.get(run=run)
+
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=approve, reason="no")
+    assert harness.resume(run) == RunStatus.COMPLETED
+
+    run.refresh_from_db()
+    if approve:
+        assert tool.calls == [args]
+    else:
+        assert tool.calls == [] and run.output.startswith("Outcome: Rejected by april: no.")
