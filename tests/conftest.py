@@ -39,11 +39,18 @@ def _fast_passwords(settings):
 
 
 @pytest.fixture(autouse=True)
-def _fresh_request_counters(settings):
+def _fresh_request_counters(settings, monkeypatch):
     """Rate counters (fimone/throttling.py) start at zero in every test: user ids repeat across
     tests and across runs sharing a Redis. Only the counters go: a Redis flush would take the
-    Celery broker's bindings with it."""
-    from fimone.throttling import throttle_cache
+    Celery broker's bindings with it. The counters' clock stands still in the middle of a window
+    (a test that crossed a minute boundary would find its counts reset); a test that wants time
+    to pass moves ``ScopedUserRateThrottle.timer`` itself."""
+    import time
+
+    from fimone.throttling import ScopedUserRateThrottle, throttle_cache
+
+    still = time.time() // 3600 * 3600 + 1830.0  # mid-minute, mid-hour
+    monkeypatch.setattr(ScopedUserRateThrottle, "timer", staticmethod(lambda: still))
 
     if settings.REDIS_URL is None:
         throttle_cache().clear()
