@@ -26,6 +26,7 @@ from approvals.gate import pretty_arguments
 from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest
 from approvals.selectors import display_name
 from fimone.history import ConfigHistoryAdmin
+from fimone.humanize import duration_text
 
 
 def _visible(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -130,25 +131,12 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
 
     @admin.display(description="timeout", ordering="timeout_seconds")
     def timeout(self, obj: ApproverPolicy) -> str:
-        return _duration(obj.timeout_seconds)
+        return duration_text(obj.timeout_seconds)
 
 
 def _managed_only(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
     managed = agent_selectors.organization_ids_of(user=request.user, roles=agent_selectors.ORG_MANAGER_ROLES)
     return queryset.filter(organization_id__in=managed)
-
-
-def _duration(seconds: float | None) -> str:
-    """``seconds`` rounded for people: "45 s", "12 min", "3 h 5 min"."""
-    if seconds is None:
-        return "—"
-    seconds = round(seconds)
-    if seconds < 120:
-        return f"{seconds} s"
-    minutes = seconds // 60
-    if minutes < 120:
-        return f"{minutes} min"
-    return f"{minutes // 60} h {minutes % 60} min"
 
 
 class ConfirmationEventInline(ReadOnlyAdminMixin, admin.TabularInline):
@@ -277,7 +265,7 @@ class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     def time_to_decision(self, obj: ConfirmationRequest) -> str:
         if obj.responded_at is None:
             return "—"
-        return _duration((obj.responded_at - obj.created_at).total_seconds())
+        return duration_text((obj.responded_at - obj.created_at).total_seconds())
 
     @admin.display(description="who could decide")
     def approver_names(self, obj: ConfirmationRequest) -> str:
