@@ -42,6 +42,7 @@ from agents.models import (
 from agents.services import ServiceError
 from fimone.forms import JSONFormField, WriteOnlySecretsForm, secrets_state
 from fimone.history import ConfigHistoryAdmin
+from fimone.humanize import duration_text
 from fimone.parsers import loads as json_loads
 from hooks.catalog import HookDeclarationError, parse_declaration
 
@@ -668,7 +669,7 @@ class RunEventInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
-    list_display = ("id", "status", "agent", "user", "execution_path", "created_at", "finished_at")
+    list_display = ("id", "status", "agent", "user", "execution_path", "hooks_bypassed", "created_at", "took")
     list_select_related = ("agent", "user")
     list_filter = (
         "status",
@@ -677,18 +678,37 @@ class RunAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
     )
     search_fields = ("=id", "input", "agent__name", "user__username")
     date_hierarchy = "created_at"
-    fields = (
-        ("agent", "user", "conversation", "parent_run"),
-        ("status", "execution_path", "hooks_bypassed", "cancel_requested"),
-        "input",
-        "output",
-        "error",
-        ("created_at", "started_at", "finished_at"),
-        ("lease_owner", "lease_expires_at", "heartbeat_at"),
-        "checkpoint",
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    ("agent", "user", "conversation", "parent_run"),
+                    ("status", "execution_path", "hooks_bypassed", "cancel_requested"),
+                    "input",
+                    "output",
+                    "error",
+                    ("created_at", "started_at", "finished_at"),
+                )
+            },
+        ),
+        # The executor's bookkeeping: rarely what a reader wants, so folded away.
+        (
+            "Lease and checkpoint (internals)",
+            {
+                "fields": (("lease_owner", "lease_expires_at", "heartbeat_at"), "checkpoint", "hook_chain"),
+                "classes": ("collapse",),
+            },
+        ),
     )
     inlines = (RunEventInline,)
     actions = ("cancel_runs",)
+
+    @admin.display(description="took")
+    def took(self, obj: Run) -> str:
+        if obj.started_at is None or obj.finished_at is None:
+            return "—"
+        return duration_text((obj.finished_at - obj.started_at).total_seconds())
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         """Cancelling is the one change made to a run here: it needs the change permission."""
@@ -720,9 +740,14 @@ class RunAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
 
 @admin.register(ToolExecution)
 class ToolExecutionAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
-    list_display = ("tool_name", "status", "run", "agent", "tool_call_id", "started_at", "duration_ms")
-    list_select_related = ("run", "run__agent")
-    list_filter = ("status", ("run__agent__organization", admin.RelatedOnlyFieldListFilter))
+    list_display = ("tool_name", "status", "agent", "requested_by", "run", "started_at", "duration")
+    list_select_related = ("run", "run__agent", "run__user")
+    list_filter = (
+        "status",
+        ("run__agent__organization", admin.RelatedOnlyFieldListFilter),
+        ("run__agent", admin.RelatedOnlyFieldListFilter),
+        "run__hooks_bypassed",
+    )
     search_fields = ("tool_name", "tool_call_id", "=run__id")
     date_hierarchy = "started_at"
     fields = (
@@ -731,8 +756,17 @@ class ToolExecutionAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
         "args",
         "args_sha256",
         "result",
-        ("started_at", "finished_at", "duration_ms"),
+        ("started_at", "finished_at", "duration"),
     )
+    readonly_fields = ("duration",)
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration(self, obj: ToolExecution) -> str:
+        return "—" if obj.duration_ms is None else duration_text(obj.duration_ms / 1000)
+
+    @admin.display(description="requested by", ordering="run__user__username")
+    def requested_by(self, obj: ToolExecution) -> Any:
+        return obj.run.user
 
     @admin.display(description="agent", ordering="run__agent__name")
     def agent(self, obj: ToolExecution) -> Agent:

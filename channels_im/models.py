@@ -66,6 +66,8 @@ class ChannelConfig(models.Model):
 
         if self.secrets is not None and not isinstance(self.secrets, dict):
             raise ValidationError({"secrets": "must be a JSON object"})
+        if self.kind not in ChannelKind.values:
+            return  # the kind field reports it (an empty or unknown kind has no provider to ask)
         try:
             channel_for(self).check_config()
         except ValueError as exc:

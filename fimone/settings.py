@@ -57,7 +57,7 @@ DEMO_PAYMENTS_TOKEN = env_str("DEMO_PAYMENTS_TOKEN", None if PRODUCTION else "de
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "fimone.apps.FimOneAdminConfig",  # django.contrib.admin with the product's site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
