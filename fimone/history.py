@@ -17,8 +17,11 @@ import itertools
 import json
 from typing import Any
 
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
 from django.db import models
 from django.dispatch import receiver
+from django.http import Http404
 from django.utils.crypto import salted_hmac
 from simple_history.admin import SimpleHistoryAdmin
 from simple_history.signals import pre_create_historical_record
@@ -67,6 +70,27 @@ class ConfigHistoryAdmin(SimpleHistoryAdmin):
     """The admin's "History" page of a configuration: who changed which fields when, old and new
     values, and for the secrets only whether they changed. Reverting from the history is disabled
     (``SIMPLE_HISTORY_REVERT_DISABLED``): a version without its secrets must never be saved back."""
+
+    def _reachable(self, request: Any, object_id: str) -> bool:
+        # simple-history looks objects up without the admin's queryset (and falls back on the
+        # history of a missing one): the organisation scope must hold on these pages too.
+        return self.get_queryset(request).filter(pk=unquote(object_id)).exists()
+
+    def history_view(self, request: Any, object_id: str, extra_context: Any = None) -> Any:
+        if not self._reachable(request, object_id):
+            raise Http404("No such object.")
+        return super().history_view(request, object_id, extra_context)
+
+    def history_form_view(
+        self, request: Any, object_id: str, version_id: str, extra_context: Any = None
+    ) -> Any:
+        """A past version, read-only. Its page would save a posted form with only the view
+        permission: every POST is refused (reverting is not offered)."""
+        if not self._reachable(request, object_id):
+            raise Http404("No such object.")
+        if request.method != "GET":
+            raise PermissionDenied("Past versions are read-only.")
+        return super().history_form_view(request, object_id, version_id, extra_context)
 
     def set_history_delta_changes(self, request: Any, historical_records: Any, **kwargs: Any) -> None:
         super().set_history_delta_changes(request, historical_records, **kwargs)
