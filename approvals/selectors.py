@@ -9,11 +9,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Q, QuerySet, TextField
-from django.db.models.functions import Cast
+from django.db.models import CharField, F, FloatField, Q, QuerySet, TextField, Value
+from django.db.models.fields.json import KT
+from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
-from agents.models import Membership, Organization, Role
+from agents.events import TOOL_BLOCKED
+from agents.models import Membership, Organization, Role, RunEvent, ToolExecution
 from approvals.models import (
     ConfirmationApprover,
     ConfirmationEvent,
@@ -219,3 +221,102 @@ def history_channels(*, user: Any) -> list[str]:
             .distinct()
         )
     )
+
+
+# --- tool calls (executions, and calls a hook blocked) ---------------------------------------------
+
+TOOL_CALL_STATUSES = ("succeeded", "failed", "unknown", "started", "blocked")
+TOOL_CALL_COLUMNS = (
+    "at",
+    "tool",
+    "state",
+    "run_ref",
+    "call_id",
+    "agent_name",
+    "organization_name",
+    "requester",
+    "took_ms",
+    "detail",
+    "bypassed",
+)
+"""The columns of one tool-call line (:func:`tool_calls_for`), in this order."""
+
+
+def _tool_call_scope(queryset: QuerySet[Any], f: HistoryFilters, at: str, user: Any) -> QuerySet[Any]:
+    queryset = queryset.filter(run__agent__organization_id__in=audited_organization_ids(user=user))
+    exact = {
+        "run__agent__organization_id": f.organization_id,
+        "run__agent_id": f.agent_id,
+        "run__user_id": f.requester_id,
+        "run__hooks_bypassed": f.hooks_bypassed,
+    }
+    queryset = queryset.filter(**{k: v for k, v in exact.items() if v is not None})
+    if f.since is not None:
+        queryset = queryset.filter(**{f"{at}__gte": _day_start(f.since)})
+    if f.until is not None:
+        queryset = queryset.filter(**{f"{at}__lt": _day_start(f.until + dt.timedelta(days=1))})
+    return queryset
+
+
+def _tool_call_search(query: str) -> Q:
+    words = (
+        Q(tool__icontains=query)
+        | Q(call_id__icontains=query)
+        | Q(_text__icontains=query)
+        | Q(agent_name__icontains=query)
+        | Q(requester__icontains=query)
+    )
+    if query.isdigit() and len(query) < 18:
+        words |= Q(run_ref=int(query))
+    return words
+
+
+def tool_calls_for(*, user: Any, filters: HistoryFilters | None = None) -> QuerySet[Any]:
+    """The tool calls of the organisations ``user`` audits, newest first, as rows of
+    :data:`TOOL_CALL_COLUMNS`: every execution (``ToolExecution``) and every call a hook blocked
+    (``tool.blocked`` run events), matching ``filters`` (``status`` is an execution status or
+    ``"blocked"``; ``query`` searches tools, call ids, arguments, agents and people)."""
+    if not may_view_history(user=user):
+        return ToolExecution.objects.none().values("pk")
+    f = filters or HistoryFilters()
+    executions = _tool_call_scope(ToolExecution.objects.all(), f, "started_at", user)
+    blocked = _tool_call_scope(RunEvent.objects.filter(type=TOOL_BLOCKED), f, "created_at", user)
+    if f.status == "blocked":
+        executions = executions.none()
+    elif f.status:
+        executions, blocked = executions.filter(status=f.status), blocked.none()
+    text = TextField()
+    common = {
+        "agent_name": F("run__agent__name"),
+        "organization_name": F("run__agent__organization__name"),
+        "requester": F("run__user__username"),
+    }
+    # Both sides annotate the same names in the same order: the union lines their columns up.
+    executions = executions.annotate(_text=Cast("args", text)).annotate(
+        at=F("started_at"),
+        tool=F("tool_name"),
+        state=F("status"),
+        run_ref=F("run_id"),
+        call_id=F("tool_call_id"),
+        **common,
+        took_ms=F("duration_ms"),
+        detail=Value("", output_field=text),
+        bypassed=F("run__hooks_bypassed"),
+    )
+    blocked = blocked.annotate(_text=Cast("payload", text)).annotate(
+        at=F("created_at"),
+        tool=KT("payload__tool"),
+        state=Value("blocked", output_field=CharField()),
+        run_ref=F("run_id"),
+        call_id=KT("payload__tool_call_id"),
+        **common,
+        took_ms=Value(None, output_field=FloatField()),
+        detail=Concat(KT("payload__blocked_by"), Value(": "), KT("payload__error"), output_field=text),
+        bypassed=F("run__hooks_bypassed"),
+    )
+    if f.query:
+        executions = executions.filter(_tool_call_search(f.query))
+        blocked = blocked.filter(_tool_call_search(f.query))
+    # Each side unordered (a compound statement orders only as a whole).
+    rows = executions.order_by().values(*TOOL_CALL_COLUMNS)
+    return rows.union(blocked.order_by().values(*TOOL_CALL_COLUMNS), all=True).order_by("-at", "-run_ref")

@@ -34,7 +34,7 @@ from django.views.decorators.http import require_GET, require_POST
 from agents.models import Agent, Organization
 from approvals import selectors
 from approvals.apis import DecisionThrottle
-from approvals.exports import history_csv_lines
+from approvals.exports import history_csv_lines, tool_calls_csv_lines
 from approvals.gate import pretty_arguments
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
@@ -306,6 +306,75 @@ def history_export(request: HttpRequest) -> HttpResponse:
     response = StreamingHttpResponse(history_csv_lines(requests), content_type="text/csv; charset=utf-8")
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="approvals-{stamp}.csv"'
+    return response
+
+
+class ToolCallFilterForm(HistoryFilterForm):
+    """The tool-call record's filters: the history's, with execution statuses and "blocked"."""
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, user=user, **kwargs)
+        del self.fields["approver"], self.fields["channel"]
+        self.fields["status"].choices = [("", "Any outcome")] + [
+            (s, s.capitalize()) for s in selectors.TOOL_CALL_STATUSES
+        ]
+        self.fields["requester"].label = "Run by"
+
+    def filters(self) -> selectors.HistoryFilters:
+        self.cleaned_data.setdefault("approver", None)
+        self.cleaned_data.setdefault("channel", "")
+        return super().filters()
+
+
+def _tool_call_form(request: HttpRequest) -> HttpResponse | ToolCallFilterForm:
+    if not selectors.may_view_history(user=request.user):
+        return _page(request, "approvals/forbidden.html", {}, status=403)
+    form = ToolCallFilterForm(request.GET, user=request.user)
+    if not form.is_valid():
+        return _bad_request(request, form.errors)
+    return form
+
+
+@signed_in
+@require_GET
+def tool_calls(request: HttpRequest) -> HttpResponse:
+    """Every tool call of the organisations the user audits: executions and blocked calls."""
+    form = _tool_call_form(request)
+    if isinstance(form, HttpResponse):
+        return form
+    rows = selectors.tool_calls_for(user=request.user, filters=form.filters())
+    page = Paginator(rows, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    lines = [
+        {**row, "took": "" if row["took_ms"] is None else duration_text(row["took_ms"] / 1000)}
+        for row in page
+    ]
+    return _page(
+        request,
+        "approvals/tool_calls.html",
+        {
+            "form": form,
+            "filtered": any(form.cleaned_data.get(name) for name in form.fields),
+            "query": query.urlencode(),
+            "page": page,
+            "lines": lines,
+            "nav": "history",
+        },
+    )
+
+
+@signed_in
+@require_GET
+def tool_calls_export(request: HttpRequest) -> HttpResponse:
+    """The filtered tool calls as CSV, streamed."""
+    form = _tool_call_form(request)
+    if isinstance(form, HttpResponse):
+        return form
+    rows = selectors.tool_calls_for(user=request.user, filters=form.filters())
+    response = StreamingHttpResponse(tool_calls_csv_lines(rows), content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="tool-calls-{stamp}.csv"'
     return response
 
 

@@ -13,6 +13,8 @@ from django.http import StreamingHttpResponse
 from django.test import Client
 from django.utils import timezone
 
+from agents import events as ev
+from agents.models import RunEvent, ToolExecution
 from approvals import exports
 from tests.approvals.kit import recorded_request
 from tests.personas import make_agent, make_user
@@ -210,3 +212,60 @@ def test_an_approver_opening_a_request_from_the_inbox_goes_back_to_the_inbox(gov
     page = signed_in(record["decider"]).get(f"/approvals/{record['dora'].pk}/").content.decode()
 
     assert '<a href="/approvals/" id="back-link">← Inbox</a>' in page
+
+
+# --- tool calls -----------------------------------------------------------------------------------
+
+TOOLS = "/approvals/history/tools/"
+TOOLS_EXPORT = "/approvals/history/tools/export.csv"
+
+
+@pytest.fixture
+def calls(governed, record) -> dict[str, Any]:
+    """An execution and a blocked call in Acme, an execution in Globex."""
+    acme_run, globex_run = record["old"].run, record["globex"].run
+    ToolExecution.objects.create(
+        run=acme_run, tool_call_id="c-ok", tool_name="oa__purchase_list", args={"status": "pending"},
+        args_sha256="0" * 64, status="succeeded", duration_ms=1234.5678,
+    )  # fmt: skip
+    RunEvent.objects.create(
+        run=acme_run, seq=1, type=ev.TOOL_BLOCKED,
+        payload={"tool_call_id": "c-no", "tool": "oa__purchase_delete", "blocked_by": "deny_tools",
+                 "error": "deleting purchases is not allowed"},
+    )  # fmt: skip
+    ToolExecution.objects.create(
+        run=globex_run, tool_call_id="c-g", tool_name="globex_secret_tool", args={}, args_sha256="0" * 64
+    )
+    return {"run": acme_run}
+
+
+def test_the_tool_call_record_lists_executions_and_blocked_calls_of_the_auditors_organisations(
+    governed, calls
+) -> None:
+    page = signed_in(governed.auditor).get(TOOLS).content.decode()
+
+    assert sorted(tools_listed(page)) == ["oa__purchase_delete", "oa__purchase_list"]
+    assert "deny_tools: deleting purchases is not allowed" in page and "1.2 s" in page
+    assert "globex_secret_tool" not in page
+
+
+def test_the_tool_call_record_filters_by_outcome_and_searches_arguments(governed, calls) -> None:
+    client = signed_in(governed.auditor)
+
+    def listed(**filters: Any) -> list[str]:
+        return tools_listed(client.get(TOOLS, filters).content.decode())
+
+    assert listed(status="blocked") == ["oa__purchase_delete"]
+    assert listed(status="succeeded") == ["oa__purchase_list"]
+    assert listed(q="pending") == ["oa__purchase_list"], "arguments"
+    assert listed(q="not allowed") == ["oa__purchase_delete"], "the block's message"
+    assert listed(q="globex") == []
+    assert client.get(TOOLS, {"status": "exploded"}).status_code == 400
+
+
+def test_the_tool_call_export_streams_the_filtered_calls(governed, calls) -> None:
+    rows = csv_rows(signed_in(governed.auditor).get(TOOLS_EXPORT, {"status": "blocked"}))
+
+    assert [(r["tool"], r["status"]) for r in rows] == [("oa__purchase_delete", "blocked")]
+    assert rows[0]["blocked_by_and_message"] == "deny_tools: deleting purchases is not allowed"
+    assert signed_in(governed.member).get(TOOLS_EXPORT).status_code == 403
