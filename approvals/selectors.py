@@ -137,7 +137,8 @@ def may_view_history(*, user: Any) -> bool:
 @dataclass(frozen=True)
 class HistoryFilters:
     """What the auditor narrows the record to; every field optional. ``approver`` matches a
-    request whose approver snapshot held that person or that they decided; ``query`` searches the
+    request whose approver snapshot held that person or that they decided, ``decider`` one they
+    decided; ``query`` searches the
     tool, the arguments, the ids and the names."""
 
     status: str | None = None
@@ -145,6 +146,7 @@ class HistoryFilters:
     agent_id: int | None = None
     requester_id: int | None = None
     approver_id: int | None = None
+    decider_id: int | None = None
     channel: str | None = None
     since: dt.date | None = None
     until: dt.date | None = None
@@ -196,6 +198,7 @@ def history_for(*, user: Any, filters: HistoryFilters | None = None) -> QuerySet
         "organization_id": f.organization_id,
         "agent_id": f.agent_id,
         "requested_by_id": f.requester_id,
+        "responded_by_id": f.decider_id,
         "channel": f.channel,
         "run__hooks_bypassed": f.hooks_bypassed,
     }

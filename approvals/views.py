@@ -122,7 +122,12 @@ class HistoryFilterForm(forms.Form):
     )
     agent = forms.ModelChoiceField(queryset=Agent.objects.none(), required=False, empty_label="Any agent")
     requester = forms.ModelChoiceField(queryset=User.objects.none(), required=False, empty_label="Anyone")
-    approver = forms.ModelChoiceField(queryset=User.objects.none(), required=False, empty_label="Anyone")
+    approver = forms.ModelChoiceField(
+        queryset=User.objects.none(), required=False, empty_label="Anyone", help_text="Could decide, or did."
+    )
+    decider = forms.ModelChoiceField(
+        queryset=User.objects.none(), required=False, empty_label="Anyone", label="Decided by"
+    )
     channel = forms.ChoiceField(choices=[("", "Any channel")], required=False)
     since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
@@ -138,7 +143,8 @@ class HistoryFilterForm(forms.Form):
         self.fields["agent"].queryset = Agent.objects.filter(organization_id__in=audited).order_by("name")
         self.fields["requester"].queryset = people
         self.fields["approver"].queryset = people
-        for name in ("requester", "approver"):
+        self.fields["decider"].queryset = people
+        for name in ("requester", "approver", "decider"):
             self.fields[name].label_from_instance = display_name
         self.fields["channel"].choices = [("", "Any channel")] + [
             (c, c) for c in selectors.history_channels(user=user)
@@ -153,6 +159,7 @@ class HistoryFilterForm(forms.Form):
             agent_id=data["agent"].pk if data["agent"] else None,
             requester_id=data["requester"].pk if data["requester"] else None,
             approver_id=data["approver"].pk if data["approver"] else None,
+            decider_id=data["decider"].pk if data.get("decider") else None,
             channel=data["channel"] or None,
             since=data["since"],
             until=data["until"],
@@ -314,7 +321,7 @@ class ToolCallFilterForm(HistoryFilterForm):
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, user=user, **kwargs)
-        del self.fields["approver"], self.fields["channel"]
+        del self.fields["approver"], self.fields["decider"], self.fields["channel"]
         self.fields["status"].choices = [("", "Any outcome")] + [
             (s, s.capitalize()) for s in selectors.TOOL_CALL_STATUSES
         ]

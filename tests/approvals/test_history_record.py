@@ -93,6 +93,9 @@ def test_the_history_filters_by_approver_and_by_date_range(governed, record) -> 
     assert set(tools_listed(by_april)) == {"tool_old", "tool_eval"}
     assert set(tools_listed(recent)) == {"tool_dora", "tool_eval"}
     assert tools_listed(old) == ["tool_old"]
+    assert tools_listed(client.get(HISTORY, {"decider": governed.approver.pk}).content.decode()) == [
+        "tool_old"
+    ]
 
 
 def test_the_history_filters_by_status_agent_requester_channel_and_hooks_bypassed(governed, record) -> None:
@@ -119,6 +122,7 @@ def test_it_refuses_filters_naming_another_organisations_agent_person_or_organis
         {"agent": record["globex"].agent_id},
         {"requester": governed.stranger.pk},
         {"approver": governed.stranger.pk},
+        {"decider": governed.stranger.pk},
         {"organization": governed.other_org.pk},
         {"since": "yesterday"},
         {"hooks_bypassed": "maybe"},
