@@ -118,7 +118,10 @@ class HistoryFilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, strip=True, label="Search")
     status = forms.ChoiceField(choices=[("", "Any status"), *ConfirmationStatus.choices], required=False)
     organization = forms.ModelChoiceField(
-        queryset=Organization.objects.none(), required=False, empty_label="Any organisation"
+        queryset=Organization.objects.none(),
+        required=False,
+        empty_label="Any organisation",
+        label="Organisation",
     )
     agent = forms.ModelChoiceField(queryset=Agent.objects.none(), required=False, empty_label="Any agent")
     requester = forms.ModelChoiceField(queryset=User.objects.none(), required=False, empty_label="Anyone")

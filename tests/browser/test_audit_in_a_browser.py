@@ -81,7 +81,7 @@ def test_the_demo_auditor_filters_opens_follows_downloads_and_changes_nothing(
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("april")
     expect(rows.first).to_contain_text("42 s")
-    expect(page.locator(".count")).to_have_text("1 request match the filters.")
+    expect(page.locator(".count")).to_have_text("1 request matches the filters.")
     page.screenshot(path=str(SCREENS / "history-filtered.png"), full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
