@@ -119,9 +119,19 @@ def _role_groups(roles: set[str]) -> list[Group]:
     for role in sorted(r for r in roles if r in GROUP_NAMES):
         group, created = Group.objects.get_or_create(name=GROUP_NAMES[role])
         if created:
+            _create_missing_permissions()
             group.permissions.set(_permissions_of(role, Permission))
         groups.append(group)
     return groups
+
+
+def _create_missing_permissions() -> None:
+    """Model permissions are made after migrations; a database emptied since may lack them."""
+    from django.apps import apps
+    from django.contrib.auth.management import create_permissions
+
+    for app_config in apps.get_app_configs():
+        create_permissions(app_config, verbosity=0)
 
 
 @transaction.atomic
