@@ -129,7 +129,9 @@ def _create_missing_permissions() -> None:
     """Model permissions are made after migrations; a database emptied since may lack them."""
     from django.apps import apps
     from django.contrib.auth.management import create_permissions
+    from django.contrib.contenttypes.models import ContentType
 
+    ContentType.objects.clear_cache()  # ids cached before the database was emptied are stale
     for app_config in apps.get_app_configs():
         create_permissions(app_config, verbosity=0)
 
