@@ -102,9 +102,10 @@ def role_groups_sync(*, apps: Any) -> None:
 
     # Permissions are normally created after all migrations ran; a data migration needs them now.
     for app_config in apps.get_app_configs():
-        app_config.models_module = True
+        models_module = getattr(app_config, "models_module", None)  # a migration's stubs have none
+        app_config.models_module = models_module or True
         create_permissions(app_config, apps=apps, verbosity=0)
-        app_config.models_module = None
+        app_config.models_module = models_module
     group_model = apps.get_model("auth", "Group")
     permission_model = apps.get_model("auth", "Permission")
     for role in ROLE_PERMISSIONS:
