@@ -24,7 +24,7 @@ from django.db.models import Count, Field, ForeignKey, JSONField, ManyToManyFiel
 from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import HttpRequest
 
-from agents import invitations, selectors, services
+from agents import invitations, roles, selectors, services
 from agents.checks import API_KEY_MISPLACED, hooks_declaration
 from agents.models import (
     Agent,
@@ -43,6 +43,8 @@ from agents.models import (
 )
 from agents.services import ServiceError
 from fimone.forms import JSONFormField, WriteOnlySecretsForm, secrets_state
+from fimone.history import ConfigHistoryAdmin
+from fimone.humanize import duration_text
 from fimone.parsers import loads as json_loads
 from hooks.catalog import HookDeclarationError, parse_declaration
 
@@ -63,14 +65,20 @@ ORGANIZATION_LOOKUPS: dict[type[Model], str] = {
 """For each organisation-owned model, the lookup from it to its organisation's id (single-valued)."""
 
 
-def scope_to_managed_organizations(queryset: QuerySet[Any], request: HttpRequest) -> QuerySet[Any]:
+ADMIN_VIEWER_ROLES: tuple[str, ...] = (*selectors.ORG_MANAGER_ROLES, Role.AUDITOR)
+"""Roles whose staff users see their organisation's objects in the admin (auditors read only)."""
+
+
+def scope_to_managed_organizations(
+    queryset: QuerySet[Any], request: HttpRequest, *, roles: tuple[str, ...] = selectors.ORG_MANAGER_ROLES
+) -> QuerySet[Any]:
     """``queryset`` as a non-superuser staff user may see it: only objects of the organisations
-    where they are an operator or an admin (for users: the members of those organisations).
-    Superusers see everything."""
+    where they hold one of ``roles`` (by default: operator or admin; for users: the members of
+    those organisations). Superusers see everything."""
     user = request.user
     if user.is_superuser:
         return queryset
-    managed = selectors.organization_ids_of(user=user, roles=selectors.ORG_MANAGER_ROLES)
+    managed = selectors.organization_ids_of(user=user, roles=roles)
     if queryset.model is User:
         members = Membership.objects.filter(organization_id__in=managed).values("user_id")
         return queryset.filter(pk__in=members)
@@ -116,11 +124,33 @@ class OrganizationScopedFieldsMixin:
         return super().formfield_for_manytomany(db_field, request, **kwargs)  # type: ignore[misc]
 
 
+def manages(request: HttpRequest, obj: Model) -> bool:
+    """Whether the staff user operates or administers the organisation ``obj`` belongs to.
+    Model permissions are global: an operator of one organisation who audits another must still
+    only read the other's objects, so every change and deletion is checked here too."""
+    if request.user.is_superuser:
+        return True
+    model = type(obj)
+    return scope_to_managed_organizations(model._default_manager.filter(pk=obj.pk), request).exists()
+
+
 class OrganizationScopedAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
-    """A model admin whose listing and change pages hold only the staff user's organisations' objects."""
+    """A model admin whose listing and change pages hold only the staff user's organisations'
+    objects (those they operate, administer or audit); changes and deletions only in the
+    organisations they operate or administer."""
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        return scope_to_managed_organizations(super().get_queryset(request), request)
+        return scope_to_managed_organizations(
+            super().get_queryset(request), request, roles=ADMIN_VIEWER_ROLES
+        )
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        allowed = super().has_change_permission(request, obj)
+        return allowed and (obj is None or manages(request, obj))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        allowed = super().has_delete_permission(request, obj)
+        return allowed and (obj is None or manages(request, obj))
 
 
 class ArchivableAdminMixin:
@@ -352,7 +382,7 @@ class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
 
 
 @admin.register(Organization)
-class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
+class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdmin):
     """Archiving an organisation (its admins, or a superuser) stops all its agents from running."""
 
     list_display = ("name", "read_only", "is_archived", "member_count", "agent_count", "created_at")
@@ -363,6 +393,14 @@ class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
     inlines = (MembershipInline, EnforcedHookInline)
     actions = ("archive_selected", "unarchive_selected")
     archive_service, unarchive_service = "organization_archive", "organization_unarchive"
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        """Membership rows changed here: their users' role groups and staff flag follow."""
+        touched = {f.instance.user_id for f in formset.forms if f.instance.user_id is not None}
+        super().save_formset(request, form, formset, change)
+        if formset.model is Membership:
+            for user in User.objects.filter(pk__in=touched):
+                roles.user_roles_sync(user=user)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Organization]:
         return (
@@ -496,7 +534,7 @@ def _without_api_key(text: Any) -> str | None:
 
 
 @admin.register(Agent)
-class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
+class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdmin):
     """The form validates ``model_config_json`` (provider, script, hooks), ``secrets`` and
     ``builtin_tools`` through ``Agent.clean()`` → ``check_agent_config``, so an agent that could
     not run is refused. The provider's API key lives in the write-only, encrypted ``secrets``.
@@ -644,7 +682,23 @@ class ConnectorAdminForm(WriteOnlySecretsForm):
         formfield_callback = _connector_formfield
 
 
-class ConnectorActionInline(admin.TabularInline):
+class ManagedInlineMixin:
+    """An inline editable only on objects of organisations the staff user operates or administers."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        allowed = super().has_add_permission(request, obj)  # type: ignore[misc]
+        return allowed and (obj is None or manages(request, obj))
+
+    def has_change_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        allowed = super().has_change_permission(request, obj)  # type: ignore[misc]
+        return allowed and (obj is None or manages(request, obj))
+
+    def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
+        allowed = super().has_delete_permission(request, obj)  # type: ignore[misc]
+        return allowed and (obj is None or manages(request, obj))
+
+
+class ConnectorActionInline(ManagedInlineMixin, admin.TabularInline):
     model = ConnectorAction
     extra = 0
     fields = (
@@ -665,7 +719,7 @@ class ConnectorActionInline(admin.TabularInline):
 
 
 @admin.register(Connector)
-class ConnectorAdmin(ArchivableAdminMixin, OrganizationScopedAdmin):
+class ConnectorAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdmin):
     """Archiving a connector (operators) withdraws its tools from every agent."""
 
     form = ConnectorAdminForm
@@ -754,7 +808,7 @@ class RunEventInline(ReadOnlyAdminMixin, admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
-    list_display = ("id", "status", "agent", "user", "execution_path", "created_at", "finished_at")
+    list_display = ("id", "status", "agent", "user", "execution_path", "hooks_bypassed", "created_at", "took")
     list_select_related = ("agent", "user")
     list_filter = (
         "status",
@@ -763,18 +817,37 @@ class RunAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
     )
     search_fields = ("=id", "input", "agent__name", "user__username")
     date_hierarchy = "created_at"
-    fields = (
-        ("agent", "user", "conversation", "parent_run"),
-        ("status", "execution_path", "hooks_bypassed", "cancel_requested"),
-        "input",
-        "output",
-        "error",
-        ("created_at", "started_at", "finished_at"),
-        ("lease_owner", "lease_expires_at", "heartbeat_at"),
-        "checkpoint",
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    ("agent", "user", "conversation", "parent_run"),
+                    ("status", "execution_path", "hooks_bypassed", "cancel_requested"),
+                    "input",
+                    "output",
+                    "error",
+                    ("created_at", "started_at", "finished_at"),
+                )
+            },
+        ),
+        # The executor's bookkeeping: rarely what a reader wants, so folded away.
+        (
+            "Lease and checkpoint (internals)",
+            {
+                "fields": (("lease_owner", "lease_expires_at", "heartbeat_at"), "checkpoint", "hook_chain"),
+                "classes": ("collapse",),
+            },
+        ),
     )
     inlines = (RunEventInline,)
     actions = ("cancel_runs",)
+
+    @admin.display(description="took")
+    def took(self, obj: Run) -> str:
+        if obj.started_at is None or obj.finished_at is None:
+            return "—"
+        return duration_text((obj.finished_at - obj.started_at).total_seconds())
 
     def has_cancel_permission(self, request: HttpRequest) -> bool:
         """Cancelling is the one change made to a run here: it needs the change permission."""
@@ -806,9 +879,14 @@ class RunAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
 
 @admin.register(ToolExecution)
 class ToolExecutionAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
-    list_display = ("tool_name", "status", "run", "agent", "tool_call_id", "started_at", "duration_ms")
-    list_select_related = ("run", "run__agent")
-    list_filter = ("status", ("run__agent__organization", admin.RelatedOnlyFieldListFilter))
+    list_display = ("tool_name", "status", "agent", "requested_by", "run", "started_at", "duration")
+    list_select_related = ("run", "run__agent", "run__user")
+    list_filter = (
+        "status",
+        ("run__agent__organization", admin.RelatedOnlyFieldListFilter),
+        ("run__agent", admin.RelatedOnlyFieldListFilter),
+        "run__hooks_bypassed",
+    )
     search_fields = ("tool_name", "tool_call_id", "=run__id")
     date_hierarchy = "started_at"
     fields = (
@@ -817,8 +895,17 @@ class ToolExecutionAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
         "args",
         "args_sha256",
         "result",
-        ("started_at", "finished_at", "duration_ms"),
+        ("started_at", "finished_at", "duration"),
     )
+    readonly_fields = ("duration",)
+
+    @admin.display(description="duration", ordering="duration_ms")
+    def duration(self, obj: ToolExecution) -> str:
+        return "—" if obj.duration_ms is None else duration_text(obj.duration_ms / 1000)
+
+    @admin.display(description="requested by", ordering="run__user__username")
+    def requested_by(self, obj: ToolExecution) -> Any:
+        return obj.run.user
 
     @admin.display(description="agent", ordering="run__agent__name")
     def agent(self, obj: ToolExecution) -> Agent:

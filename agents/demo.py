@@ -12,7 +12,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
-from agents.models import Agent, Connector, ConnectorAction, Membership, Organization, Role
+from agents.models import Agent, Connector, ConnectorAction, Organization, Role
+from agents.roles import membership_set
 from demo_payments.services import purchase_seed_demo
 
 DEMO_PASSWORD = "demo-pass-2026"  # noqa: S105 - published demo credentials, README lists them
@@ -106,11 +107,12 @@ def demo_setup(*, base_url: str | None = None) -> dict[str, Any]:
     for username, role in DEMO_USERS:
         user, _ = User.objects.get_or_create(username=username, defaults={"email": f"{username}@demo.test"})
         user.set_password(DEMO_PASSWORD)
-        user.is_staff = role in (None, Role.OPERATOR, Role.ADMIN, Role.AUDITOR)
         user.is_superuser = role is None
+        user.is_staff = role is None
         user.save()
         if role is not None:
-            Membership.objects.get_or_create(organization=org, user=user, role=role)
+            # The role's group and the staff flag come with the membership (agents.roles).
+            membership_set(organization=org, user=user, role=role)
         users.append((username, "superuser" if role is None else str(role.label)))
 
     purchase_seed_demo()

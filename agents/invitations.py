@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Invitation, Membership, Organization, Role
+from agents.roles import membership_set
 from agents.services import ServiceError
 from fimone.onetime import LinkRefused, new_token, token_digest
 
@@ -114,9 +115,7 @@ def invitation_accept(*, token: str, user: Any) -> Membership:
     )
     if not spent:
         raise InvitationRefused("This invitation was already accepted.", status=410)
-    membership, _ = Membership.objects.get_or_create(
-        organization_id=invitation.organization_id, user=user, role=invitation.role
-    )
+    membership = membership_set(organization=invitation.organization, user=user, role=invitation.role)
     log.info(
         "user %s accepted the invitation %s to organisation %s as %s",
         user.pk,

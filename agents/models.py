@@ -8,8 +8,10 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from fimone.fields import EncryptedJSONField
+from fimone.history import SecretsFingerprint
 
 SLUG_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 
@@ -34,6 +36,7 @@ class Organization(models.Model):
     archived_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+    history = HistoricalRecords()
 
     def __str__(self) -> str:
         return self.name
@@ -145,6 +148,8 @@ class Connector(models.Model):
     )
 
     objects = ConnectorQuerySet.as_manager()
+    # Configuration history; the secrets are never copied into it (fimone.history).
+    history = HistoricalRecords(excluded_fields=["secrets"], bases=[SecretsFingerprint])
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="connector_unique_slug")]
@@ -264,6 +269,9 @@ class Agent(models.Model):
     archived_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
+
+    # Configuration history; the secrets are never copied into it (fimone.history).
+    history = HistoricalRecords(excluded_fields=["secrets"], bases=[SecretsFingerprint])
 
     def __str__(self) -> str:
         return self.name

@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 from agents.models import Agent, Organization, Run
 from fimone.audit_chain import ChainLink, canonical_time
@@ -47,6 +48,7 @@ class ApproverPolicy(models.Model):
         related_name="+",
         help_text="Where cards are sent. Empty: the organisation default, else the web inbox.",
     )
+    history = HistoricalRecords(m2m_fields=[named_users])
 
     class Meta:
         verbose_name_plural = "approver policies"

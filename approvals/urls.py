@@ -12,6 +12,9 @@ app_name = "approvals"
 urlpatterns: list[URLPattern] = [
     path("", views.inbox, name="inbox"),
     path("history/", views.history, name="history"),
+    path("history/export.csv", views.history_export, name="history-export"),
+    path("history/tools/", views.tool_calls, name="tool-calls"),
+    path("history/tools/export.csv", views.tool_calls_export, name="tool-calls-export"),
     path("<uuid:request_id>/", views.request_detail, name="detail"),
     path("<uuid:request_id>/decide/", views.request_decide, name="decide"),
     # The admin's login only admits staff; approvers sign in here (Django's own auth views).

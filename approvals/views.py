@@ -21,22 +21,27 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse_lazy
+from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_POST
 
+from agents.models import Agent, Organization
 from approvals import selectors
 from approvals.apis import DecisionThrottle
+from approvals.exports import history_csv_lines, tool_calls_csv_lines
 from approvals.gate import pretty_arguments
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
 from approvals.services import confirmation_decide
+from fimone.humanize import duration_text
 
+User = get_user_model()
 LOGIN_URL = reverse_lazy("approvals:login")
 HISTORY_PAGE_SIZE = 25
 MAX_REASON_LENGTH = 2000
@@ -107,7 +112,63 @@ class DecisionForm(forms.Form):
 
 
 class HistoryFilterForm(forms.Form):
+    """The history's filters. Organisations, agents and people offered (and accepted) are only
+    those of the organisations the user audits: another organisation's id is a form error."""
+
+    q = forms.CharField(required=False, max_length=200, strip=True, label="Search")
     status = forms.ChoiceField(choices=[("", "Any status"), *ConfirmationStatus.choices], required=False)
+    organization = forms.ModelChoiceField(
+        queryset=Organization.objects.none(),
+        required=False,
+        empty_label="Any organisation",
+        label="Organisation",
+    )
+    agent = forms.ModelChoiceField(queryset=Agent.objects.none(), required=False, empty_label="Any agent")
+    requester = forms.ModelChoiceField(queryset=User.objects.none(), required=False, empty_label="Anyone")
+    approver = forms.ModelChoiceField(
+        queryset=User.objects.none(), required=False, empty_label="Anyone", help_text="Could decide, or did."
+    )
+    decider = forms.ModelChoiceField(
+        queryset=User.objects.none(), required=False, empty_label="Anyone", label="Decided by"
+    )
+    channel = forms.ChoiceField(choices=[("", "Any channel")], required=False)
+    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+    hooks_bypassed = forms.ChoiceField(
+        choices=[("", "Hooks: any"), ("yes", "Hooks bypassed"), ("no", "Hooks ran")], required=False
+    )
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        audited = selectors.audited_organization_ids(user=user)
+        people = selectors.history_people(user=user)
+        self.fields["organization"].queryset = Organization.objects.filter(pk__in=audited).order_by("name")
+        self.fields["agent"].queryset = Agent.objects.filter(organization_id__in=audited).order_by("name")
+        self.fields["requester"].queryset = people
+        self.fields["approver"].queryset = people
+        self.fields["decider"].queryset = people
+        for name in ("requester", "approver", "decider"):
+            self.fields[name].label_from_instance = display_name
+        self.fields["channel"].choices = [("", "Any channel")] + [
+            (c, c) for c in selectors.history_channels(user=user)
+        ]
+
+    def filters(self) -> selectors.HistoryFilters:
+        data = self.cleaned_data
+        bypassed = {"yes": True, "no": False}.get(data["hooks_bypassed"])
+        return selectors.HistoryFilters(
+            status=data["status"] or None,
+            organization_id=data["organization"].pk if data["organization"] else None,
+            agent_id=data["agent"].pk if data["agent"] else None,
+            requester_id=data["requester"].pk if data["requester"] else None,
+            approver_id=data["approver"].pk if data["approver"] else None,
+            decider_id=data["decider"].pk if data.get("decider") else None,
+            channel=data["channel"] or None,
+            since=data["since"],
+            until=data["until"],
+            hooks_bypassed=bypassed,
+            query=data["q"],
+        )
 
 
 @signed_in
@@ -126,15 +187,34 @@ def request_detail(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     if confirmation is None:
         raise Http404("No such approval request.")
     events = [EventLine.of(e) for e in selectors.request_events(request=confirmation)]
+    can_decide = selectors.may_decide(request=confirmation, user=request.user)
+    # Back to where the reader came from: the history for auditors, the inbox for deciders.
+    from_history = request.GET.get("from") == "history" or (
+        not can_decide and selectors.may_view_history(user=request.user)
+    )
     return _page(
         request,
         "approvals/detail.html",
         {
             "card": RequestCard.of(confirmation),
             "events": events,
-            "can_decide": selectors.may_decide(request=confirmation, user=request.user),
+            "can_decide": can_decide,
+            "back": ("History", reverse("approvals:history"))
+            if from_history
+            else ("Inbox", reverse("approvals:inbox")),
+            "run_record_url": _admin_url(request, "agents_run_change", confirmation.run_id),
+            "agent_record_url": _admin_url(request, "agents_agent_change", confirmation.agent_id),
         },
     )
+
+
+def _admin_url(request: HttpRequest, name: str, pk: Any) -> str | None:
+    """The admin page of a record, for staff users who can open it (auditors, operators)."""
+    user = request.user
+    app_label, model = name.split("_")[0], name.split("_")[1]
+    if not user.is_staff or not user.has_perm(f"{app_label}.view_{model}"):
+        return None
+    return reverse(f"admin:{name}", args=[pk])
 
 
 @signed_in
@@ -172,30 +252,140 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     return redirect("approvals:inbox")
 
 
+def _history_form(request: HttpRequest) -> HttpResponse | HistoryFilterForm:
+    """The validated filters, or the page to answer instead (403 for non-auditors, 400 for bad
+    filters)."""
+    if not selectors.may_view_history(user=request.user):
+        return _page(request, "approvals/forbidden.html", {}, status=403)
+    form = HistoryFilterForm(request.GET, user=request.user)
+    if not form.is_valid():
+        return _bad_request(request, form.errors)
+    return form
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """A request as a history line: names, not ids, and how long the decision took."""
+
+    card: RequestCard
+    approvers: str
+    time_to_decision: str
+
+    @classmethod
+    def of(cls, request: ConfirmationRequest) -> HistoryRow:
+        names = sorted(display_name(user) for user in request.approvers.all())
+        waited = ""
+        if request.responded_at is not None:
+            waited = duration_text((request.responded_at - request.created_at).total_seconds())
+        return cls(card=RequestCard.of(request), approvers=", ".join(names), time_to_decision=waited)
+
+
 @signed_in
 @require_GET
 def history(request: HttpRequest) -> HttpResponse:
-    """Every request of the organisations the user audits or administers, newest first."""
-    if not selectors.may_view_history(user=request.user):
-        return _page(request, "approvals/forbidden.html", {}, status=403)
-    form = HistoryFilterForm(request.GET)
-    if not form.is_valid():
-        return _bad_request(request, form.errors)
-    status = form.cleaned_data["status"] or None
-    page = Paginator(selectors.history_for(user=request.user, status=status), HISTORY_PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    """Every request of the organisations the user audits or administers, filtered, newest first."""
+    form = _history_form(request)
+    if isinstance(form, HttpResponse):
+        return form
+    requests = selectors.history_for(user=request.user, filters=form.filters()).prefetch_related("approvers")
+    page = Paginator(requests, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
     return _page(
         request,
         "approvals/history.html",
         {
             "form": form,
-            "status": status or "",
+            "filtered": any(form.cleaned_data.get(name) for name in form.fields),
+            "query": query.urlencode(),
             "page": page,
-            "cards": [RequestCard.of(r) for r in page.object_list],
+            "rows": [HistoryRow.of(r) for r in page.object_list],
             "nav": "history",
         },
     )
+
+
+@signed_in
+@require_GET
+def history_export(request: HttpRequest) -> HttpResponse:
+    """The filtered history as CSV, streamed (see ``approvals.exports``)."""
+    form = _history_form(request)
+    if isinstance(form, HttpResponse):
+        return form
+    requests = selectors.history_for(user=request.user, filters=form.filters())
+    response = StreamingHttpResponse(history_csv_lines(requests), content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="approvals-{stamp}.csv"'
+    return response
+
+
+class ToolCallFilterForm(HistoryFilterForm):
+    """The tool-call record's filters: the history's, with execution statuses and "blocked"."""
+
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, user=user, **kwargs)
+        del self.fields["approver"], self.fields["decider"], self.fields["channel"]
+        self.fields["status"].choices = [("", "Any outcome")] + [
+            (s, s.capitalize()) for s in selectors.TOOL_CALL_STATUSES
+        ]
+        self.fields["requester"].label = "Run by"
+
+    def filters(self) -> selectors.HistoryFilters:
+        self.cleaned_data.setdefault("approver", None)
+        self.cleaned_data.setdefault("channel", "")
+        return super().filters()
+
+
+def _tool_call_form(request: HttpRequest) -> HttpResponse | ToolCallFilterForm:
+    if not selectors.may_view_history(user=request.user):
+        return _page(request, "approvals/forbidden.html", {}, status=403)
+    form = ToolCallFilterForm(request.GET, user=request.user)
+    if not form.is_valid():
+        return _bad_request(request, form.errors)
+    return form
+
+
+@signed_in
+@require_GET
+def tool_calls(request: HttpRequest) -> HttpResponse:
+    """Every tool call of the organisations the user audits: executions and blocked calls."""
+    form = _tool_call_form(request)
+    if isinstance(form, HttpResponse):
+        return form
+    rows = selectors.tool_calls_for(user=request.user, filters=form.filters())
+    page = Paginator(rows, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    lines = [
+        {**row, "took": "" if row["took_ms"] is None else duration_text(row["took_ms"] / 1000)}
+        for row in page
+    ]
+    return _page(
+        request,
+        "approvals/tool_calls.html",
+        {
+            "form": form,
+            "filtered": any(form.cleaned_data.get(name) for name in form.fields),
+            "query": query.urlencode(),
+            "page": page,
+            "lines": lines,
+            "nav": "history",
+        },
+    )
+
+
+@signed_in
+@require_GET
+def tool_calls_export(request: HttpRequest) -> HttpResponse:
+    """The filtered tool calls as CSV, streamed."""
+    form = _tool_call_form(request)
+    if isinstance(form, HttpResponse):
+        return form
+    rows = selectors.tool_calls_for(user=request.user, filters=form.filters())
+    response = StreamingHttpResponse(tool_calls_csv_lines(rows), content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="tool-calls-{stamp}.csv"'
+    return response
 
 
 def login_locked_out(request: HttpRequest, *_details: Any) -> HttpResponse:

@@ -22,19 +22,32 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents import selectors
-from agents.admin import OrganizationScopedFieldsMixin
+from agents.admin import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin
 from agents.models import Membership
 from approvals.models import ConfirmationRequest
 from channels_im.base import DeliveryError
 from channels_im.delivery import channel_for
 from channels_im.models import ChannelConfig, ImIdentity
 from fimone.forms import WriteOnlySecretsForm, secrets_state
+from fimone.history import ConfigHistoryAdmin
 
 log = logging.getLogger(__name__)
 
 
 def _managed_organization_ids(request: HttpRequest) -> QuerySet[Membership]:
     return selectors.organization_ids_of(user=request.user, roles=selectors.ORG_MANAGER_ROLES)
+
+
+def _visible_organization_ids(request: HttpRequest) -> QuerySet[Membership]:
+    return selectors.organization_ids_of(user=request.user, roles=ADMIN_VIEWER_ROLES)
+
+
+def _manages(request: HttpRequest, obj: ChannelConfig | ImIdentity | None) -> bool:
+    """Changes only in the organisations the staff user operates or administers (auditors and
+    operators of another organisation read only)."""
+    if obj is None or request.user.is_superuser:
+        return True
+    return _managed_organization_ids(request).filter(organization_id=obj.organization_id).exists()
 
 
 def callback_url(config: ChannelConfig) -> str:
@@ -56,7 +69,7 @@ class ChannelConfigAdminForm(WriteOnlySecretsForm):
 
 
 @admin.register(ChannelConfig)
-class ChannelConfigAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
+class ChannelConfigAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     form = ChannelConfigAdminForm
     list_display = ("name", "organization", "kind", "active", "is_default", "created_at")
     list_select_related = ("organization",)
@@ -69,7 +82,7 @@ class ChannelConfigAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
             return queryset
-        return queryset.filter(organization_id__in=_managed_organization_ids(request))
+        return queryset.filter(organization_id__in=_visible_organization_ids(request))
 
     def get_fields(self, request: HttpRequest, obj: ChannelConfig | None = None) -> list[str]:
         fields = ["organization", "kind", "name", "active", "is_default", "callback", "secrets_state"]
@@ -84,7 +97,10 @@ class ChannelConfigAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
         selected there gets Django's "protected" page."""
         if obj is not None and ConfirmationRequest.objects.filter(channel_config=obj).exists():
             return False
-        return super().has_delete_permission(request, obj)
+        return super().has_delete_permission(request, obj) and _manages(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: ChannelConfig | None = None) -> bool:
+        return super().has_change_permission(request, obj) and _manages(request, obj)
 
     @admin.display(description="callback URL")
     def callback(self, obj: ChannelConfig) -> str:
@@ -131,13 +147,16 @@ class ImIdentityAdmin(OrganizationScopedFieldsMixin, admin.ModelAdmin):
         queryset = super().get_queryset(request)
         if request.user.is_superuser:
             return queryset
-        return queryset.filter(organization_id__in=_managed_organization_ids(request))
+        return queryset.filter(organization_id__in=_visible_organization_ids(request))
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return request.user.is_superuser and super().has_add_permission(request)
 
     def has_change_permission(self, request: HttpRequest, obj: ImIdentity | None = None) -> bool:
         return request.user.is_superuser and super().has_change_permission(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: ImIdentity | None = None) -> bool:
+        return super().has_delete_permission(request, obj) and _manages(request, obj)
 
     def save_model(self, request: HttpRequest, obj: ImIdentity, form: Any, change: bool) -> None:
         if not change or {"user", "external_id", "provider", "organization"} & set(form.changed_data):

@@ -7,9 +7,11 @@ import secrets as pysecrets
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from agents.models import Organization
 from fimone.fields import EncryptedJSONField
+from fimone.history import SecretsFingerprint
 
 
 def new_callback_key() -> str:
@@ -49,6 +51,8 @@ class ChannelConfig(models.Model):
         help_text="Part of the callback URL.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # Configuration history; the secrets (and the callback URL's key) are never copied into it.
+    history = HistoricalRecords(excluded_fields=["secrets", "callback_key"], bases=[SecretsFingerprint])
 
     class Meta:
         constraints = [
@@ -66,6 +70,8 @@ class ChannelConfig(models.Model):
 
         if self.secrets is not None and not isinstance(self.secrets, dict):
             raise ValidationError({"secrets": "must be a JSON object"})
+        if self.kind not in ChannelKind.values:
+            return  # the kind field reports it (an empty or unknown kind has no provider to ask)
         try:
             channel_for(self).check_config()
         except ValueError as exc:

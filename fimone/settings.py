@@ -57,7 +57,7 @@ DEMO_PAYMENTS_TOKEN = env_str("DEMO_PAYMENTS_TOKEN", None if PRODUCTION else "de
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "fimone.apps.FimOneAdminConfig",  # django.contrib.admin with the product's site
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "channels",
     "django_celery_beat",
     "axes",
+    "simple_history",
     "agents",
     "hooks",
     "approvals",
@@ -88,9 +89,14 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Who made a configuration change, for its history (async-capable).
+    "simple_history.middleware.HistoryRequestMiddleware",
     # Last: turns a sign-in refused by the lockout into its 429 page (async-capable, in place).
     "axes.middleware.AxesMiddleware",
 ]
+
+# A historical version lacks its secrets (fimone.history): it is never saved back.
+SIMPLE_HISTORY_REVERT_DISABLED = True
 
 ROOT_URLCONF = "fimone.urls"
 ASGI_APPLICATION = "fimone.asgi.application"

@@ -119,3 +119,29 @@ def personas(db: None) -> Personas:
 @pytest.fixture
 def superuser(db: None) -> Any:
     return User.objects.create_superuser("root", "root@example.test", PASSWORD)
+
+
+def with_roles(*users: Any) -> None:
+    """Give ``users`` the groups and staff flag of their memberships, as the product does
+    (``agents.roles``): what an operator, auditor or admin really gets in the admin."""
+    from agents.roles import user_roles_sync
+
+    for user in users:
+        user_roles_sync(user=user)
+        user.refresh_from_db()
+
+
+@pytest.fixture
+def governed(personas: Personas) -> Personas:
+    """The personas with the permissions of their roles, and a Globex operator (gina)."""
+    personas.other_operator = make_user("gina", personas.other_org, Role.OPERATOR)  # type: ignore[attr-defined]
+    with_roles(
+        personas.member,
+        personas.operator,
+        personas.approver,
+        personas.auditor,
+        personas.admin,
+        personas.stranger,
+        personas.other_operator,  # type: ignore[attr-defined]
+    )
+    return personas

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import uuid
 from typing import Any
 
-from agents.models import Agent, Run
+from django.utils import timezone
+
+from agents.engine.store import args_sha256
+from agents.models import Agent, Conversation, Run
 from agents.services import run_start
 from approvals.models import ApproverPolicy, ConfirmationRequest
 from tests.agents.engine_kit import Harness, RecordingTool
@@ -56,3 +61,52 @@ def suspended_run(
     run = run_start(agent=agent, user=personas.member, input="pay PO-1001")
     assert harness.execute(run) == "awaiting_approval"
     return run, ConfirmationRequest.objects.get(run=run)
+
+
+def recorded_request(
+    personas: Any,
+    *,
+    agent: Agent | None = None,
+    requester: Any = None,
+    approvers: list[Any] | None = None,
+    tool_name: str = "oa__purchase_pay",
+    tool_args: dict[str, Any] | None = None,
+    status: str = "pending",
+    decided_by: Any = None,
+    decided_after: float | None = None,
+    created_at: Any = None,
+    channel: str = "web",
+    hooks_bypassed: bool = False,
+    reason: str = "",
+) -> ConfirmationRequest:
+    """A confirmation request written straight to the record (no engine): for the history,
+    the export and the admin, which only read it."""
+    agent = agent or make_agent(personas.org, personas.operator, name=f"Agent {uuid.uuid4().hex[:6]}")
+    requester = requester or personas.member
+    args = dict(PAY_ARGS) if tool_args is None else tool_args
+    conversation = Conversation.objects.create(organization=agent.organization, agent=agent, user=requester)
+    run = Run.objects.create(
+        conversation=conversation, agent=agent, user=requester, input="pay", hooks_bypassed=hooks_bypassed
+    )
+    created = created_at or timezone.now()
+    request = ConfirmationRequest.objects.create(
+        organization=agent.organization,
+        agent=agent,
+        requested_by=requester,
+        run=run,
+        tool_call_id=f"call-{uuid.uuid4().hex[:8]}",
+        tool_name=tool_name,
+        tool_args=args,
+        args_sha256=args_sha256(args),
+        status=status,
+        channel=channel,
+        expires_at=created + dt.timedelta(minutes=10),
+        responded_by=decided_by,
+        responded_at=created + dt.timedelta(seconds=decided_after) if decided_after is not None else None,
+        reason=reason,
+    )
+    # ``created_at`` is auto_now_add: set the moment afterwards.
+    ConfirmationRequest.objects.filter(pk=request.pk).update(created_at=created)
+    request.refresh_from_db()
+    request.approvers.set(approvers if approvers is not None else [personas.approver])
+    return request

@@ -187,17 +187,31 @@ def test_a_staff_operator_of_acme_sees_and_assigns_only_acmes_channels(personas,
     assert list(form.fields["organization"].queryset) == [personas.org]
 
 
-def test_a_staff_user_without_an_operator_or_admin_role_sees_no_channels(personas, configs) -> None:
-    personas.auditor.is_staff = True
-    personas.auditor.save()
-    grant(personas.auditor, "view_channelconfig", "view_imidentity")
+def test_a_staff_user_without_a_role_in_the_organisation_sees_no_channels(personas, configs) -> None:
+    personas.member.is_staff = True
+    personas.member.save()
+    grant(personas.member, "view_channelconfig", "view_imidentity")
     ImIdentity.objects.create(
         organization=personas.org, user=personas.approver, provider="slack", external_id="U0APRIL"
     )
-    client = logged_in(personas.auditor)
+    client = logged_in(personas.member)
 
     assert "Acme approvals" not in page_text(client.get(url(ChannelConfig, "changelist")))
     assert "U0APRIL" not in page_text(client.get(url(ImIdentity, "changelist")))
+
+
+def test_an_auditor_reads_their_organisations_channels_and_changes_nothing(personas, configs) -> None:
+    personas.auditor.is_staff = True
+    personas.auditor.save()
+    grant(personas.auditor, "view_channelconfig", "view_imidentity")
+    client = logged_in(personas.auditor)
+
+    listing = page_text(client.get(url(ChannelConfig, "changelist")))
+    assert "Acme approvals" in listing and "Globex approvals" not in listing
+    page = client.get(url(ChannelConfig, "change", configs["acme"].pk))
+    assert page.status_code == 200 and BOT_TOKEN not in page_text(page)
+    posted = client.post(url(ChannelConfig, "change", configs["acme"].pk), config_form(configs["acme"], ""))
+    assert posted.status_code == 403
 
 
 def test_a_staff_operator_sees_and_may_unlink_only_their_organisations_identities(personas) -> None:

@@ -1,0 +1,310 @@
+"""The admin of approver policies and of the approval record.
+
+Approver policies (an organisation's default, or one agent's) are configured here by operators
+and organisation admins of the policy's organisation; their changes are recorded (who, when, old
+and new values). Confirmation requests are read-only for everyone, superusers included: they are
+written only by ``approvals.services`` (DESIGN §1.4, §1.8); the page shows their full arguments,
+the arguments the model proposed when a hook rewrote them, the append-only event log, and links to
+the run and the agent. Deciding is not done here: approvers decide in the inbox or their channel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Model, QuerySet
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
+
+from agents import events as ev
+from agents import selectors as agent_selectors
+from agents.admin import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin, ReadOnlyAdminMixin
+from agents.models import RunEvent
+from approvals.gate import pretty_arguments
+from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest
+from approvals.selectors import display_name
+from fimone.history import ConfigHistoryAdmin
+from fimone.humanize import duration_text
+
+
+def _visible(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    if request.user.is_superuser:
+        return queryset
+    return queryset.filter(
+        organization_id__in=agent_selectors.organization_ids_of(user=request.user, roles=ADMIN_VIEWER_ROLES)
+    )
+
+
+def _manages(request: HttpRequest, obj: Model | None) -> bool:
+    if obj is None or request.user.is_superuser:
+        return True
+    managed = agent_selectors.organization_ids_of(user=request.user, roles=agent_selectors.ORG_MANAGER_ROLES)
+    return managed.filter(organization_id=obj.organization_id).exists()  # type: ignore[attr-defined]
+
+
+@admin.register(ApproverPolicy)
+class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
+    """One policy per organisation with no agent (its default) and at most one per agent."""
+
+    list_display = (
+        "__str__",
+        "organization",
+        "agent",
+        "deciders",
+        "allow_self_approval",
+        "timeout",
+        "inline_wait_seconds",
+        "channel_config",
+    )
+    list_select_related = ("organization", "agent", "channel_config")
+    list_filter = (("organization", admin.RelatedOnlyFieldListFilter), "allow_self_approval")
+    search_fields = ("organization__name", "agent__name")
+    filter_horizontal = ("named_users",)
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": ("organization", "agent"),
+                "description": "Leave the agent empty for the organisation's default policy; a policy "
+                "for one agent replaces the default for that agent's calls.",
+            },
+        ),
+        (
+            "Who may decide",
+            {
+                "fields": (
+                    "allow_org_approvers",
+                    "allow_agent_owner",
+                    "allow_initiator",
+                    "named_users",
+                    "allow_self_approval",
+                ),
+                "description": "Anyone ticked here may decide, while they are active members of the "
+                "organisation. Operators decide nothing unless they are also approvers.",
+            },
+        ),
+        ("Timing and channel", {"fields": ("timeout_seconds", "inline_wait_seconds", "channel_config")}),
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ApproverPolicy]:
+        return _visible(request, super().get_queryset(request))
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "timeout_seconds" and field is not None:
+            field.help_text = (
+                "Seconds before an undecided request expires (at least 10); the tool never runs then."
+            )
+            field.min_value = 10
+        if db_field.name == "allow_agent_owner" and field is not None:
+            field.help_text = "The agent's owner (set by an organisation admin)."
+        if db_field.name == "named_users" and field is not None:
+            field.help_text = "These people too (they must still be members of the organisation)."
+        return field
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "channel_config" and not request.user.is_superuser:
+            # Only the channels of the organisations the staff user manages.
+            kwargs["queryset"] = _managed_only(request, db_field.related_model._default_manager.all())
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def has_change_permission(self, request: HttpRequest, obj: ApproverPolicy | None = None) -> bool:
+        return super().has_change_permission(request, obj) and _manages(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: ApproverPolicy | None = None) -> bool:
+        return super().has_delete_permission(request, obj) and _manages(request, obj)
+
+    @admin.display(description="who may decide")
+    def deciders(self, obj: ApproverPolicy) -> str:
+        who = [
+            label
+            for flag, label in (
+                (obj.allow_org_approvers, "approvers & admins"),
+                (obj.allow_agent_owner, "agent owner"),
+                (obj.allow_initiator, "requester"),
+            )
+            if flag
+        ]
+        return ", ".join(who) or "named users only"
+
+    @admin.display(description="timeout", ordering="timeout_seconds")
+    def timeout(self, obj: ApproverPolicy) -> str:
+        return duration_text(obj.timeout_seconds)
+
+
+def _managed_only(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+    managed = agent_selectors.organization_ids_of(user=request.user, roles=agent_selectors.ORG_MANAGER_ROLES)
+    return queryset.filter(organization_id__in=managed)
+
+
+class ConfirmationEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = ConfirmationEvent
+    extra = 0
+    can_delete = False
+    fields = ("created_at", "kind", "who", "details_text")
+    readonly_fields = fields
+    ordering = ("created_at", "pk")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ConfirmationEvent]:
+        return super().get_queryset(request).select_related("actor")
+
+    @admin.display(description="by")
+    def who(self, obj: ConfirmationEvent) -> str:
+        return display_name(obj.actor) if obj.actor_id else obj.actor_external_id or "system"
+
+    @admin.display(description="details")
+    def details_text(self, obj: ConfirmationEvent) -> str:
+        return (
+            format_html('<pre class="fim-pre">{}</pre>', pretty_arguments(obj.details))
+            if obj.details
+            else "—"
+        )
+
+
+@admin.register(ConfirmationRequest)
+class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    """Read-only, for everyone: the record of one tool call's approval."""
+
+    list_display = (
+        "tool_name",
+        "status",
+        "organization",
+        "agent",
+        "requester",
+        "decider",
+        "channel",
+        "created_at",
+        "time_to_decision",
+    )
+    list_select_related = ("organization", "agent", "requested_by", "responded_by")
+    list_filter = (
+        "status",
+        "channel",
+        "mode",
+        ("organization", admin.RelatedOnlyFieldListFilter),
+        ("agent", admin.RelatedOnlyFieldListFilter),
+    )
+    search_fields = ("=id", "tool_name", "tool_call_id", "agent__name", "requested_by__username")
+    date_hierarchy = "created_at"
+    inlines = (ConfirmationEventInline,)
+    fieldsets = (
+        (None, {"fields": ("tool_name", "status", "organization", "agent_link", "run_link", "tool_call_id")}),
+        ("Arguments", {"fields": ("arguments", "proposed_arguments", "args_sha256")}),
+        (
+            "Decision",
+            {
+                "fields": (
+                    "requester",
+                    "approver_names",
+                    "allow_self_approval",
+                    "decider",
+                    "responded_by_external_id",
+                    "responded_at",
+                    "time_to_decision",
+                    "reason",
+                )
+            },
+        ),
+        (
+            "Delivery",
+            {
+                "fields": (
+                    "mode",
+                    "channel",
+                    "channel_config",
+                    "external_message_id",
+                    "created_at",
+                    "expires_at",
+                ),
+                "classes": ("collapse",),
+            },
+        ),
+    )
+    readonly_fields = (
+        "tool_name",
+        "status",
+        "organization",
+        "agent_link",
+        "run_link",
+        "tool_call_id",
+        "arguments",
+        "proposed_arguments",
+        "args_sha256",
+        "requester",
+        "approver_names",
+        "allow_self_approval",
+        "decider",
+        "responded_by_external_id",
+        "responded_at",
+        "time_to_decision",
+        "reason",
+        "mode",
+        "channel",
+        "channel_config",
+        "external_message_id",
+        "created_at",
+        "expires_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ConfirmationRequest]:
+        return _visible(request, super().get_queryset(request))
+
+    @admin.display(description="requested by", ordering="requested_by__username")
+    def requester(self, obj: ConfirmationRequest) -> str:
+        return display_name(obj.requested_by)
+
+    @admin.display(description="decided by", ordering="responded_by__username")
+    def decider(self, obj: ConfirmationRequest) -> str:
+        if obj.responded_by_id:
+            return display_name(obj.responded_by)
+        return obj.responded_by_external_id or "—"
+
+    @admin.display(description="time to decision")
+    def time_to_decision(self, obj: ConfirmationRequest) -> str:
+        if obj.responded_at is None:
+            return "—"
+        return duration_text((obj.responded_at - obj.created_at).total_seconds())
+
+    @admin.display(description="who could decide")
+    def approver_names(self, obj: ConfirmationRequest) -> str:
+        return ", ".join(sorted(display_name(user) for user in obj.approvers.all())) or "—"
+
+    @admin.display(description="arguments (as approved)")
+    def arguments(self, obj: ConfirmationRequest) -> str:
+        return format_html('<pre class="fim-pre">{}</pre>', pretty_arguments(obj.tool_args))
+
+    @admin.display(description="arguments the model proposed")
+    def proposed_arguments(self, obj: ConfirmationRequest) -> str:
+        proposed = (
+            RunEvent.objects.filter(
+                run_id=obj.run_id, type=ev.TOOL_PROPOSED, payload__tool_call_id=obj.tool_call_id
+            )
+            .values_list("payload", flat=True)
+            .first()
+        )
+        if proposed is None:
+            return "—"
+        arguments = proposed.get("arguments")
+        if arguments == obj.tool_args:
+            return "the same (no hook rewrote them)"
+        return format_html(
+            '<pre class="fim-pre">{}</pre><p class="help">A hook rewrote these before the request.</p>',
+            pretty_arguments(arguments),
+        )
+
+    @admin.display(description="agent")
+    def agent_link(self, obj: ConfirmationRequest) -> str:
+        return format_html(
+            '<a href="{}">{}</a>', reverse("admin:agents_agent_change", args=[obj.agent_id]), obj.agent.name
+        )
+
+    @admin.display(description="run")
+    def run_link(self, obj: ConfirmationRequest) -> str:
+        # The run's record in the admin: its status and its events (the transcript).
+        return format_html(
+            '<a href="{}">Run #{} — transcript and events</a>',
+            reverse("admin:agents_run_change", args=[obj.run_id]),
+            obj.run_id,
+        )

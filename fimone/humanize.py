@@ -1,0 +1,18 @@
+"""Numbers as people read them on pages and in the admin."""
+
+from __future__ import annotations
+
+
+def duration_text(seconds: float | None) -> str:
+    """``seconds`` rounded for people: "—", "0.4 s", "45 s", "12 min", "3 h 5 min"."""
+    if seconds is None:
+        return "—"
+    if seconds < 10:
+        return f"{seconds:.1f} s"
+    whole = round(seconds)
+    if whole < 120:
+        return f"{whole} s"
+    minutes = whole // 60
+    if minutes < 120:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"

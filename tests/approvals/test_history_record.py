@@ -1,0 +1,275 @@
+"""The auditor's record: the approval history's filters, search, names and times, its CSV export
+(streamed, spreadsheet-safe, scoped), and the way back from a request to the history."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+from typing import Any
+
+import pytest
+from django.http import StreamingHttpResponse
+from django.test import Client
+from django.utils import timezone
+
+from agents import events as ev
+from agents.models import RunEvent, ToolExecution
+from approvals import exports
+from tests.approvals.kit import recorded_request
+from tests.personas import make_agent, make_user
+
+HISTORY = "/approvals/history/"
+EXPORT = "/approvals/history/export.csv"
+
+
+def signed_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def csv_rows(response: Any) -> list[dict[str, str]]:
+    assert isinstance(response, StreamingHttpResponse), "the export is streamed"
+    text = b"".join(response.streaming_content).decode()
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def tools_listed(page: str) -> list[str]:
+    return [line.split("</code>")[0] for line in page.split("<td><code>")[1:]]
+
+
+@pytest.fixture
+def record(governed) -> dict[str, Any]:
+    """Three Acme requests told apart by tool name, and one of Globex."""
+    p = governed
+    now = timezone.now()
+    decider = make_user("dora", p.org, "approver")
+    dora_agent = make_agent(p.org, p.operator, name="Ledger bot")
+    return {
+        "old": recorded_request(
+            p,
+            tool_name="tool_old",
+            created_at=now - dt.timedelta(days=10),
+            status="approved",
+            decided_by=p.approver,
+            decided_after=95,
+        ),
+        "dora": recorded_request(
+            p,
+            agent=dora_agent,
+            tool_name="tool_dora",
+            approvers=[decider],
+            status="rejected",
+            decided_by=decider,
+            decided_after=3 * 3600 + 300,
+            channel="slack",
+            reason="over budget",
+            tool_args={"purchase_id": "PO-7777", "amount": 5},
+        ),
+        "bypassed": recorded_request(p, tool_name="tool_eval", hooks_bypassed=True, requester=p.operator),
+        "globex": recorded_request(
+            p,
+            agent=make_agent(p.other_org, p.stranger, name="Globex bot"),
+            requester=p.stranger,
+            approvers=[p.stranger],
+            tool_name="tool_globex",
+        ),
+        "decider": decider,
+        "now": now,
+    }
+
+
+def test_the_history_filters_by_approver_and_by_date_range(governed, record) -> None:
+    client = signed_in(governed.auditor)
+    today = record["now"].date()
+
+    by_dora = client.get(HISTORY, {"approver": record["decider"].pk}).content.decode()
+    by_april = client.get(HISTORY, {"approver": governed.approver.pk}).content.decode()
+    recent = client.get(HISTORY, {"since": today - dt.timedelta(days=1)}).content.decode()
+    old = client.get(HISTORY, {"until": today - dt.timedelta(days=5)}).content.decode()
+
+    assert tools_listed(by_dora) == ["tool_dora"]
+    assert set(tools_listed(by_april)) == {"tool_old", "tool_eval"}
+    assert set(tools_listed(recent)) == {"tool_dora", "tool_eval"}
+    assert tools_listed(old) == ["tool_old"]
+    assert tools_listed(client.get(HISTORY, {"decider": governed.approver.pk}).content.decode()) == [
+        "tool_old"
+    ]
+
+
+def test_the_history_filters_by_status_agent_requester_channel_and_hooks_bypassed(governed, record) -> None:
+    client = signed_in(governed.auditor)
+
+    def listed(**filters: Any) -> list[str]:
+        return tools_listed(client.get(HISTORY, filters).content.decode())
+
+    assert listed(status="rejected") == ["tool_dora"]
+    assert listed(agent=record["dora"].agent_id) == ["tool_dora"]
+    assert listed(requester=governed.operator.pk) == ["tool_eval"]
+    assert listed(channel="slack") == ["tool_dora"]
+    assert listed(hooks_bypassed="yes") == ["tool_eval"]
+    assert set(listed(hooks_bypassed="no")) == {"tool_old", "tool_dora"}
+    assert set(listed(organization=governed.org.pk)) == {"tool_old", "tool_dora", "tool_eval"}
+
+
+def test_it_refuses_filters_naming_another_organisations_agent_person_or_organisation(
+    governed, record
+) -> None:
+    client = signed_in(governed.auditor)
+
+    for filters in (
+        {"agent": record["globex"].agent_id},
+        {"requester": governed.stranger.pk},
+        {"approver": governed.stranger.pk},
+        {"decider": governed.stranger.pk},
+        {"organization": governed.other_org.pk},
+        {"since": "yesterday"},
+        {"hooks_bypassed": "maybe"},
+    ):
+        response = client.get(HISTORY, filters)
+        assert response.status_code == 400, filters
+        assert "tool_globex" not in response.content.decode()
+
+
+def test_the_search_finds_tools_arguments_ids_and_names_within_the_organisation(governed, record) -> None:
+    client = signed_in(governed.auditor)
+
+    def found(q: str) -> list[str]:
+        return tools_listed(client.get(HISTORY, {"q": q}).content.decode())
+
+    assert found("PO-7777") == ["tool_dora"], "arguments"
+    assert found("Ledger") == ["tool_dora"], "agent name"
+    assert found("dora") == ["tool_dora"], "decider's name"
+    assert found(str(record["old"].pk)) == ["tool_old"], "request id"
+    assert "tool_eval" in found(str(record["bypassed"].run_id)), "run id (digits may also match arguments)"
+    assert found("tool_globex") == [], "another organisation's request is never found"
+    assert found("%") == [] and found("'; drop table x; --") == []
+
+
+def test_the_history_names_approvers_and_deciders_and_rounds_the_time_to_decision(governed, record) -> None:
+    page = signed_in(governed.auditor).get(HISTORY, {"q": "tool_"}).content.decode()
+
+    assert "dora" in page and "april" in page
+    assert "3 h 5 min" in page and "95 s" in page
+
+
+def test_the_csv_export_streams_only_the_filtered_requests_of_the_auditors_organisations(
+    governed, record
+) -> None:
+    rows = csv_rows(signed_in(governed.auditor).get(EXPORT, {"status": "rejected"}))
+    everything = csv_rows(signed_in(governed.auditor).get(EXPORT))
+
+    assert [r["tool"] for r in rows] == ["tool_dora"]
+    row = rows[0]
+    assert (
+        row["decided_by"] == "dora" and row["approvers"] == "dora" and row["seconds_to_decision"] == "11100"
+    )
+    assert row["reason"] == "over budget" and row["channel"] == "slack" and row["agent"] == "Ledger bot"
+    assert '"purchase_id": "PO-7777"' in row["arguments"]
+    assert {r["tool"] for r in everything} == {"tool_old", "tool_dora", "tool_eval"}
+
+
+def test_the_csv_export_never_lets_a_spreadsheet_evaluate_hostile_arguments(governed) -> None:
+    recorded_request(governed, tool_name='=HYPERLINK("http://evil")', reason="+cmd|' /C calc'!A0")
+
+    row = csv_rows(signed_in(governed.auditor).get(EXPORT))[0]
+
+    assert row["tool"].startswith("'=") and row["reason"].startswith("'+")
+    assert exports.safe_cell("@SUM(1)") == "'@SUM(1)" and exports.safe_cell("-2") == "'-2"
+    assert exports.safe_cell("PO-1") == "PO-1"
+
+
+def test_the_csv_export_is_refused_to_members_and_operators_who_do_not_audit(governed, record) -> None:
+    assert signed_in(governed.member).get(EXPORT).status_code == 403
+    assert signed_in(governed.operator).get(EXPORT).status_code == 403
+    assert Client().get(EXPORT).status_code == 302
+
+
+def test_the_csv_export_reads_in_chunks_rather_than_loading_the_list(governed, record, monkeypatch) -> None:
+    seen: list[int] = []
+    original = type(record["old"]).objects.all().__class__.iterator
+
+    def spy(self: Any, chunk_size: int | None = None) -> Any:
+        seen.append(chunk_size)
+        return original(self, chunk_size=chunk_size)
+
+    monkeypatch.setattr(type(record["old"]).objects.all().__class__, "iterator", spy)
+
+    rows = csv_rows(signed_in(governed.auditor).get(EXPORT))
+
+    assert len(rows) == 3 and seen == [exports.CHUNK_SIZE]
+
+
+def test_a_request_opened_from_the_history_leads_back_to_the_history_and_to_its_run(governed, record) -> None:
+    client = signed_in(governed.auditor)
+
+    page = client.get(f"/approvals/{record['dora'].pk}/", {"from": "history"}).content.decode()
+
+    assert '<a href="/approvals/history/" id="back-link">← History</a>' in page
+    assert f'href="/admin/agents/run/{record["dora"].run_id}/change/"' in page
+    run_page = client.get(f"/admin/agents/run/{record['dora'].run_id}/change/")
+    assert run_page.status_code == 200
+
+
+def test_an_approver_opening_a_request_from_the_inbox_goes_back_to_the_inbox(governed, record) -> None:
+    page = signed_in(record["decider"]).get(f"/approvals/{record['dora'].pk}/").content.decode()
+
+    assert '<a href="/approvals/" id="back-link">← Inbox</a>' in page
+
+
+# --- tool calls -----------------------------------------------------------------------------------
+
+TOOLS = "/approvals/history/tools/"
+TOOLS_EXPORT = "/approvals/history/tools/export.csv"
+
+
+@pytest.fixture
+def calls(governed, record) -> dict[str, Any]:
+    """An execution and a blocked call in Acme, an execution in Globex."""
+    acme_run, globex_run = record["old"].run, record["globex"].run
+    ToolExecution.objects.create(
+        run=acme_run, tool_call_id="c-ok", tool_name="oa__purchase_list", args={"status": "pending"},
+        args_sha256="0" * 64, status="succeeded", duration_ms=1234.5678,
+    )  # fmt: skip
+    RunEvent.objects.create(
+        run=acme_run, seq=1, type=ev.TOOL_BLOCKED,
+        payload={"tool_call_id": "c-no", "tool": "oa__purchase_delete", "blocked_by": "deny_tools",
+                 "error": "deleting purchases is not allowed"},
+    )  # fmt: skip
+    ToolExecution.objects.create(
+        run=globex_run, tool_call_id="c-g", tool_name="globex_secret_tool", args={}, args_sha256="0" * 64
+    )
+    return {"run": acme_run}
+
+
+def test_the_tool_call_record_lists_executions_and_blocked_calls_of_the_auditors_organisations(
+    governed, calls
+) -> None:
+    page = signed_in(governed.auditor).get(TOOLS).content.decode()
+
+    assert sorted(tools_listed(page)) == ["oa__purchase_delete", "oa__purchase_list"]
+    assert "deny_tools: deleting purchases is not allowed" in page and "1.2 s" in page
+    assert "globex_secret_tool" not in page
+
+
+def test_the_tool_call_record_filters_by_outcome_and_searches_arguments(governed, calls) -> None:
+    client = signed_in(governed.auditor)
+
+    def listed(**filters: Any) -> list[str]:
+        return tools_listed(client.get(TOOLS, filters).content.decode())
+
+    assert listed(status="blocked") == ["oa__purchase_delete"]
+    assert listed(status="succeeded") == ["oa__purchase_list"]
+    assert listed(q="pending") == ["oa__purchase_list"], "arguments"
+    assert listed(q="not allowed") == ["oa__purchase_delete"], "the block's message"
+    assert listed(q="globex") == []
+    assert client.get(TOOLS, {"status": "exploded"}).status_code == 400
+
+
+def test_the_tool_call_export_streams_the_filtered_calls(governed, calls) -> None:
+    rows = csv_rows(signed_in(governed.auditor).get(TOOLS_EXPORT, {"status": "blocked"}))
+
+    assert [(r["tool"], r["status"]) for r in rows] == [("oa__purchase_delete", "blocked")]
+    assert rows[0]["blocked_by_and_message"] == "deny_tools: deleting purchases is not allowed"
+    assert signed_in(governed.member).get(TOOLS_EXPORT).status_code == 403
