@@ -514,6 +514,8 @@ class HookDeclaration(models.Model):
     secret = EncryptedJSONField(
         null=True, blank=True, help_text="http hooks: the HMAC-SHA256 signing secret. Encrypted, never shown."
     )
+    # Every change is recorded (who, when, old and new values); the secret is never copied.
+    history = HistoricalRecords(excluded_fields=["secret"])
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

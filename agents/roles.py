@@ -49,6 +49,8 @@ _AUDIT_RECORD: dict[str, tuple[str, ...]] = {
     "agents.run": _VIEW,
     "agents.runevent": _VIEW,
     "agents.toolexecution": _VIEW,
+    "agents.connectorcalllog": _VIEW,
+    "agents.hookdeclaration": _VIEW,
     "approvals.approverpolicy": _VIEW,
     "approvals.confirmationrequest": _VIEW,
     "approvals.confirmationevent": _VIEW,
@@ -61,6 +63,8 @@ _OPERATOR: dict[str, tuple[str, ...]] = {
     "agents.agent": _CONFIGURE,
     "agents.connector": _CONFIGURE,
     "agents.connectoraction": ("view", "add", "change", "delete"),
+    # class hooks only: command / python / http kinds also take agents.manage_code_hooks
+    "agents.hookdeclaration": ("view", "add", "change", "delete"),
     "agents.run": ("view", "change"),  # "change" is the Cancel action; runs are read-only records
     "approvals.approverpolicy": ("view", "add", "change", "delete"),
     "channels_im.channelconfig": ("view", "add", "change", "delete"),

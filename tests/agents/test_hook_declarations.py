@@ -402,3 +402,19 @@ def test_a_chain_recorded_before_declarations_had_kinds_still_rebuilds(personas)
     [hook] = registry_from_chain(chain).hooks
 
     assert (hook.hook_name, hook.priority, hook.tools) == ("deny_tools", 10, ("oa__x",))
+
+
+def test_every_change_to_a_hook_declaration_is_recorded_without_its_secret(personas) -> None:
+    from agents.models import HookDeclaration
+
+    agent = make_agent(personas.org, personas.operator)
+    hook = make_hook(agent, "deny_tools", params={"tools": ["oa__*_delete"]}, priority=10)
+    hook.priority = 20
+    hook.save()
+
+    versions = list(hook.history.order_by("history_id"))
+    assert [v.priority for v in versions] == [10, 20]
+    delta = versions[1].diff_against(versions[0])
+    assert [(c.field, c.old, c.new) for c in delta.changes] == [("priority", 10, 20)]
+    historical = {f.name for f in HookDeclaration.history.model._meta.get_fields()}
+    assert "secret" not in historical
