@@ -20,6 +20,7 @@ from agents.demo import demo_setup
 from agents.models import (
     Agent,
     Connector,
+    ConnectorCallLog,
     Conversation,
     Invitation,
     Membership,
@@ -52,6 +53,7 @@ CONTRACT: dict[type, dict[str, set[str]]] = {
     ConfirmationRequest: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
     ChannelConfig: {"auditor": {VIEW}, "operator": CONFIGURE | {DELETE}, "admin": CONFIGURE | {DELETE}},
     ImIdentity: {"auditor": {VIEW}, "operator": {VIEW, DELETE}, "admin": {VIEW, DELETE}},
+    ConnectorCallLog: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
 }
 STAFF_ROLES = ("auditor", "operator", "admin")
 SUPERUSER_ONLY = [model for model in admin.site._registry if model not in CONTRACT]
@@ -94,6 +96,14 @@ def estate_of(org: Organization, owner: Any, requester: Any, approver: Any, pref
             organization=org, user=approver, provider="slack", external_id=f"U{prefix.upper()}"
         ),
         Invitation: invitation,
+        ConnectorCallLog: ConnectorCallLog.objects.create(
+            organization=org,
+            agent=agent,
+            run=request.run,
+            tool_call_id="c1",
+            tool_name=f"{prefix.lower()}_lookup",
+            outcome="succeeded",
+        ),
     }
 
 
@@ -254,6 +264,11 @@ def test_an_organisation_admin_changing_roles_in_the_admin_changes_groups_and_st
         form[f"memberships-{i}-id"] = str(m.pk)
         form[f"memberships-{i}-organization"] = str(org.pk)
         form[f"memberships-{i}-role"] = Role.OPERATOR if m.pk == membership.pk else m.role
+    page = client.get(url(Organization, "change", org.pk))
+    for inline in page.context["inline_admin_formsets"]:  # the other inlines (enforced hooks), unchanged
+        management = inline.formset.management_form
+        if management.prefix != "memberships":
+            form.update({f"{management.prefix}-{k}": v for k, v in management.initial.items()})
 
     response = client.post(url(Organization, "change", org.pk), form)
 
