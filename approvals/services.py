@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agents.models import Run, RunStatus
+from approvals.live import OPENED, SETTLED, inbox_changed
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.policy import approver_ids, describe_refusal, is_outsider, policy_for
 from approvals.selectors import request_for_decision
@@ -65,7 +66,8 @@ def log_event(
 
 
 def _after_verdict(request: ConfirmationRequest) -> None:
-    """Wake the waiter, resume the run if it is parked, update the card. Call on commit."""
+    """Wake the waiter, resume the run if it is parked, update the card and the approvers'
+    inboxes. Call on commit."""
     from django.conf import settings
 
     from agents import executors
@@ -73,6 +75,7 @@ def _after_verdict(request: ConfirmationRequest) -> None:
     from channels_im.delivery import enqueue_card_update
 
     wake(request.pk)
+    inbox_changed(request_id=request.pk, change=SETTLED)
     all_celery = settings.RUN_EXECUTOR == "celery" and settings.CHANNEL_DELIVERY == "celery"
     if all_celery and request.channel != "web":
         from approvals.tasks import confirmation_settled_task
@@ -139,6 +142,7 @@ def confirmation_request_open(
         channel=request.channel,
     )
     transaction.on_commit(lambda: enqueue_card_delivery(request.pk, channel=request.channel))
+    transaction.on_commit(lambda: inbox_changed(request_id=request.pk, change=OPENED))
     return Opened(request, True, policy.inline_wait_seconds)
 
 
@@ -269,7 +273,11 @@ def confirmation_cancel(*, request_id: uuid.UUID, reason: str, actor: Any = None
         from channels_im.delivery import enqueue_card_update
 
         transaction.on_commit(
-            lambda: (wake(request_id), enqueue_card_update(request.pk, channel=request.channel))
+            lambda: (
+                wake(request_id),
+                inbox_changed(request_id=request_id, change=SETTLED),
+                enqueue_card_update(request.pk, channel=request.channel),
+            )
         )
     return bool(won)
 

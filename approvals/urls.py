@@ -12,6 +12,7 @@ app_name = "approvals"
 urlpatterns: list[URLPattern] = [
     path("", views.inbox, name="inbox"),
     path("history/", views.history, name="history"),
+    path("live/", views.inbox_live, name="live"),
     path("<uuid:request_id>/", views.request_detail, name="detail"),
     path("<uuid:request_id>/decide/", views.request_decide, name="decide"),
     # The admin's login only admits staff; approvers sign in here (Django's own auth views).
