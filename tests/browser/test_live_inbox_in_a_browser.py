@@ -73,6 +73,8 @@ def test_a_request_appears_in_an_open_inbox_and_leaves_when_decided_elsewhere(
     expect(alice.locator(".bubble.assistant.final")).to_contain_text("Payment result", timeout=15_000)
     # The auditor's transcript followed the run live to its end.
     expect(aude.locator(".bubble.assistant.final")).to_contain_text("Payment result", timeout=15_000)
+    expect(aude.locator(f'[data-run-status="{request.run_id}"]')).to_have_text("Completed")
+    expect(aude.locator(f'[data-request-status="{request.pk}"]')).to_have_text("Approved")
     aude.set_viewport_size(DESKTOP)
     shoot(aude, "transcript-finished-desktop")
     assert ConfirmationRequest.objects.get().status == ConfirmationStatus.APPROVED
