@@ -15,7 +15,7 @@ from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
 from agents.events import TOOL_BLOCKED
-from agents.models import Membership, Organization, Role, RunEvent, ToolExecution
+from agents.models import Membership, Organization, Role, Run, RunEvent, ToolExecution
 from approvals.models import (
     ConfirmationApprover,
     ConfirmationEvent,
@@ -323,3 +323,43 @@ def tool_calls_for(*, user: Any, filters: HistoryFilters | None = None) -> Query
     # Each side unordered (a compound statement orders only as a whole).
     rows = executions.order_by().values(*TOOL_CALL_COLUMNS)
     return rows.union(blocked.order_by().values(*TOOL_CALL_COLUMNS), all=True).order_by("-at", "-run_ref")
+
+
+# --- who may read the run behind a request ------------------------------------------------------
+
+
+def runs_visible_to(*, user: Any) -> QuerySet[Run]:
+    """Runs whose transcript ``user`` may read: their own, and the run behind every request they
+    may read (:func:`requests_visible_to`: its approvers, its requester, the auditors and admins
+    of its organisation) — for anyone but the owner and a superuser, only while they still belong
+    to that organisation: an approver who left keeps no window on the agent's work. The one rule
+    for the transcript page and the run stream alike."""
+    if not getattr(user, "is_authenticated", False):
+        return Run.objects.none()
+    if user.is_superuser:
+        return Run.objects.all()
+    behind_requests = requests_visible_to(user=user).filter(
+        organization_id__in=Membership.objects.filter(user=user).values("organization_id")
+    )
+    return Run.objects.filter(Q(user_id=user.pk) | Q(pk__in=behind_requests.values("run_id")))
+
+
+def run_visible_to(*, run_id: int, user: Any) -> bool:
+    """Whether ``user`` may read run ``run_id`` (:func:`runs_visible_to`)."""
+    return runs_visible_to(user=user).filter(pk=run_id).exists()
+
+
+def run_for_transcript(*, run_id: int, user: Any) -> Run | None:
+    """Run ``run_id`` with its agent, organisation and owner if ``user`` may read it, else ``None``
+    — an unknown id and a hidden one look the same."""
+    return (
+        runs_visible_to(user=user)
+        .select_related("agent", "agent__organization", "user", "conversation")
+        .filter(pk=run_id)
+        .first()
+    )
+
+
+def requests_of_run(*, run: Run, user: Any) -> QuerySet[ConfirmationRequest]:
+    """The requests of ``run`` that ``user`` may read, oldest first (the transcript links them)."""
+    return requests_visible_to(user=user).filter(run=run).order_by("created_at", "pk")

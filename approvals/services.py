@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from agents.models import Run, RunStatus
 from approvals.channels import channel_config_for
+from approvals.live import OPENED, SETTLED, inbox_changed
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.policy import approver_ids, describe_refusal, is_outsider, policy_for
 from approvals.selectors import request_for_decision
@@ -78,13 +79,14 @@ def log_event(
 
 def _after_verdict(request: ConfirmationRequest) -> None:
     """Wake the waiter, resume the run if it is parked, tell the channel app (which updates the
-    card). Call on commit."""
+    card) and the approvers' inboxes. Call on commit."""
     from django.conf import settings
 
     from agents import executors
     from approvals.waking import wake
 
     wake(request.pk)
+    inbox_changed(request_id=request.pk, change=SETTLED)
     all_celery = settings.RUN_EXECUTOR == "celery" and settings.CHANNEL_DELIVERY == "celery"
     if all_celery and request.channel != "web":
         from approvals.tasks import confirmation_settled_task
@@ -160,6 +162,7 @@ def confirmation_request_open(
             sender=ConfirmationRequest, request_id=request.pk, channel=request.channel
         )
     )
+    transaction.on_commit(lambda: inbox_changed(request_id=request.pk, change=OPENED))
     return Opened(request, True, policy.inline_wait_seconds)
 
 
@@ -292,6 +295,7 @@ def confirmation_cancel(*, request_id: uuid.UUID, reason: str, actor: Any = None
             lambda: (
                 wake(request_id),
                 announce_settled(request_id=request.pk, channel=request.channel, status=request.status),
+                inbox_changed(request_id=request_id, change=SETTLED),
             )
         )
     return bool(won)

@@ -24,8 +24,9 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 from django.utils.timesince import timesince
@@ -177,6 +178,27 @@ def inbox(request: HttpRequest) -> HttpResponse:
     """The pending requests the user may decide, soonest deadline first."""
     cards = [RequestCard.of(r) for r in selectors.inbox_for(user=request.user)]
     return _page(request, "approvals/inbox.html", {"cards": cards, "nav": "inbox"})
+
+
+@signed_in
+@require_GET
+def inbox_live(request: HttpRequest) -> JsonResponse:
+    """What a live inbox page needs after a push (``approvals.live``): the user's pending count,
+    and with ``?cards=1`` their inbox's cards as HTML, in the inbox's order (the page adds the
+    new ones and drops those that left). The same read as :func:`inbox`: nothing more is shown."""
+    requests = list(selectors.inbox_for(user=request.user))
+    answer: dict[str, Any] = {"pending": len(requests)}
+    if request.GET.get("cards") == "1":
+        answer["cards"] = [
+            {
+                "id": str(r.pk),
+                "html": render_to_string("approvals/_inbox_card.html", {"card": RequestCard.of(r)}, request),
+            }
+            for r in requests
+        ]
+    response = JsonResponse(answer)
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @signed_in

@@ -171,8 +171,28 @@ else:
             "KEY_PREFIX": "fimone",
         },
     }
+    # redis-py 8 reads with a 5 s socket timeout by default: as long as channels_redis' blocking pop
+    # waits for a message, so every socket idle for 5 s lost its consumer. A longer read timeout
+    # than the pop's still notices a dead connection.
+    # ``capacity`` bounds the queue of a whole server process, not of one socket (channels_redis
+    # queues the messages of all of a process's consumers under one key), and what is over it is
+    # dropped silently: 100, the default, lost the last events of runs streamed to a busy server.
     CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [REDIS_URL]}}
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 15,
+                        # redis-py 8 caps a pool at 100 connections and fails past it at once
+                        # (no waiting): 200 sockets opening together broke that.
+                        "max_connections": env_int("CHANNEL_LAYER_MAX_CONNECTIONS", 1000, minimum=10),
+                    }
+                ],
+                "capacity": env_int("CHANNEL_LAYER_CAPACITY", 10_000, minimum=100),
+            },
+        }
     }
 
 # --- Celery ---------------------------------------------------------------------------------------

@@ -83,8 +83,9 @@ def conversation_runs(*, conversation: Conversation) -> list[Run]:
 
 
 def run_for_reader(*, run_id: int, user: Any) -> Run | None:
-    """Run ``run_id`` if ``user`` may read its transcript (their own run), else ``None``."""
-    return agent_selectors.run_get(run_id=run_id, user=user)
+    """Run ``run_id`` if ``user`` may read its transcript, else ``None``: their own runs, and the
+    runs behind the requests they may read (:func:`approvals.selectors.runs_visible_to`)."""
+    return approval_selectors.run_for_transcript(run_id=run_id, user=user)
 
 
 def last_activity(*, conversation: Conversation) -> dt.datetime:

@@ -14,6 +14,7 @@ urlpatterns: list[URLPattern] = [
     path("logout/", views.logout, name="logout"),
     path("agents/<int:agent_id>/", views.agent_chat, name="agent"),
     path("conversations/<int:conversation_id>/", views.conversation, name="conversation"),
+    path("runs/<int:run_id>/", views.run_page, name="run"),
     path("runs/<int:run_id>/events/<int:seq>/html/", views.event_html, name="event-html"),
     path("requests/<uuid:request_id>/", views.request_state, name="request-state"),
     path("requests/<uuid:request_id>/decide/", views.request_decide, name="request-decide"),

@@ -160,6 +160,31 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     )
 
 
+@signed_in
+@require_GET
+def run_page(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The read-only transcript of one run, with the chat page's renderer: for its owner and for
+    whoever may read a request it opened (approvers, auditors, admins of its organisation). It
+    follows the run live while it is unfinished; decision buttons appear only for a user who may
+    decide. Anyone else gets the 404 page."""
+    run = selectors.run_for_reader(run_id=run_id, user=request.user)
+    if run is None:
+        raise Http404("No such run.")
+    transcript = run_transcript(run=run, user=request.user)
+    return _page(
+        request,
+        "portal/transcript.html",
+        {
+            "run": run,
+            "turns": [transcript],
+            "requests": approval_selectors.requests_of_run(run=run, user=request.user),
+            "own": run.user_id == request.user.pk,
+            "requester": approval_selectors.display_name(run.user),
+            "live": not transcript["terminal"],
+        },
+    )
+
+
 # --- small JSON endpoints of the chat page ------------------------------------------------------
 
 

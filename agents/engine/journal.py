@@ -242,12 +242,13 @@ class RunJournal:
         group = run_group(self.run_id)
         while self._outbox:
             message = self._outbox.popleft()
-            if message["type"] == "run.events":
-                # Batches queued while the previous send was on its way go out as one message:
-                # a busy run costs fewer sends, an idle one sends each batch at once.
-                events = list(message["events"])
-                while self._outbox and self._outbox[0]["type"] == "run.events":
-                    events += self._outbox.popleft()["events"]
+            if self._outbox:
+                # What was queued while the previous send was on its way (stored batches and the
+                # deltas of a streamed answer) goes out as one message, in order: a busy run costs
+                # fewer sends and fewer slots of the watchers' queues; an idle one sends at once.
+                events = _events_of(message)
+                while self._outbox:
+                    events += _events_of(self._outbox.popleft())
                 message = {"type": "run.events", "events": events}
             try:
                 await self.layer.group_send(group, message)
@@ -356,3 +357,8 @@ class RunJournal:
 
             dispatch_resume(self.run_id, reason="the awaited answer arrived while the run was parking")
         return RunStatus.AWAITING_APPROVAL
+
+
+def _events_of(message: dict[str, Any]) -> list[dict[str, Any]]:
+    """The events a stream message carries (``run.events``: several; ``run.event``: one)."""
+    return list(message["events"]) if message["type"] == "run.events" else [message["event"]]

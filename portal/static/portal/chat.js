@@ -170,7 +170,28 @@
     var p = event.payload || {};
     var handler = this.handlers[event.type];
     if (handler) handler.call(this, p, event);
+    reflectStatus(event, p);
   };
+
+  // Status badges outside the transcript (the run page's header) follow the events too, so a page
+  // left open never says "Awaiting approval" about a finished run.
+  var RUN_STATUS = {
+    "run.started": "Running", "run.resumed": "Running", "run.suspended": "Awaiting Approval",
+    "run.completed": "Completed", "run.failed": "Failed",
+  };
+  function reflectStatus(event, p) {
+    var word = RUN_STATUS[event.type];
+    if (word) {
+      if (event.type === "run.failed" && p.stage === "cancelled") word = "Cancelled";
+      document.querySelectorAll('[data-run-status="' + event.run_id + '"]').forEach(function (b) { b.textContent = word; });
+    }
+    if (event.type === "approval.decided" && p.request_id && p.status) {
+      document.querySelectorAll('[data-request-status="' + p.request_id + '"]').forEach(function (b) {
+        b.textContent = p.status.charAt(0).toUpperCase() + p.status.slice(1);
+        b.className = "badge badge-" + p.status;
+      });
+    }
+  }
 
   Turn.prototype.onDelta = function (p) {
     if (!this.streaming) {

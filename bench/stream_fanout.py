@@ -1,0 +1,316 @@
+"""Run streams fanned out to many watchers: 200 WebSocket clients watching 50 concurrent scripted
+runs on one Daphne with PostgreSQL + Redis (the Redis channel layer), from a separate process.
+
+Each run asks for a tool call that needs approval and parks; the load process connects its
+watchers (4 per run, ``ws/runs/<id>/?after=0``: what happened before arrives as a replay), then
+the runs are approved through the decision API, round after round, and stream everything else
+live to their end. Prints the stored events delivered per second and the p50 / p99 delay from an
+event's commit (its ``created_at``, taken just before the commit: the figure errs high) to its
+receipt by a client, over the events that happened while every watcher was connected; checks that
+every watcher received every stored event of its run exactly once and in order.
+Target: p99 <= 100 ms, no event lost or doubled.
+
+    DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/stream_fanout.py [--runs 50 --watchers 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import itertools
+import json
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+from _django import ROOT, bench_database, percentile, test_database_url
+
+DELTA = "llm.delta"
+TERMINAL = {"run.completed", "run.failed"}
+
+
+def watch(port: int, sockets: list[tuple[int, str]], ready: Any, done: Any, stop: Any, out: Any) -> None:
+    """The load process: one WebSocket per ``(run_id, cookie)``, all on one event loop. Signals
+    ``ready`` once every socket is open and its replay has arrived, ``done`` once every socket saw
+    its run end (or ``stop`` was set), and reports, per socket, each stored event received as
+    ``(seq, created_at, received_at)``."""
+    from websockets.asyncio.client import connect
+
+    async def one(
+        run_id: int, cookie: str, opened: asyncio.Event
+    ) -> tuple[int, list[tuple[int, str, float]]]:
+        received: list[tuple[int, str, float]] = []
+        headers = {"Cookie": cookie, "Origin": f"http://127.0.0.1:{port}"}
+        url = f"ws://127.0.0.1:{port}/ws/runs/{run_id}/?after=0"
+        async with connect(url, additional_headers=headers, max_queue=None, open_timeout=60) as ws:
+            opened.set()
+            # Until the run's last event, or until the bench gives up waiting (``stop``).
+            while not stop.is_set():
+                try:
+                    frame = await asyncio.wait_for(ws.recv(), timeout=0.5)
+                except TimeoutError:
+                    continue
+                now = time.time()
+                event = json.loads(frame)
+                if event.get("type") != DELTA:
+                    received.append((event["seq"], event["created_at"], now))
+                if event.get("type") in TERMINAL:
+                    break
+        return run_id, received
+
+    async def main() -> list[tuple[int, list[tuple[int, str, float]]]]:
+        opened = [asyncio.Event() for _ in sockets]
+        tasks = []
+        for (run_id, cookie), event in zip(sockets, opened, strict=True):
+            tasks.append(asyncio.create_task(one(run_id, cookie, event)))
+            await asyncio.sleep(0.005)  # a ramp, not a thundering herd of handshakes
+        await asyncio.gather(*(event.wait() for event in opened))
+        await asyncio.sleep(1.0)  # the replays of what happened before
+        ready.set()
+        results = await asyncio.gather(*tasks)
+        done.set()
+        return results
+
+    out.put(asyncio.run(main()))
+
+
+def start_spy(run_ids: list[int]) -> dict[tuple[int, int], float]:
+    """Subscribe a channel of this process to every run's group and note when each stored event
+    came out of Redis: ``receipt - published`` is the fan-out proper (Daphne's consumers and the
+    sockets), without the time an event waited for the engine's database thread before its commit."""
+    import threading
+
+    from channels.layers import get_channel_layer
+
+    published: dict[tuple[int, int], float] = {}
+    subscribed = threading.Event()
+
+    async def listen() -> None:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        for run_id in run_ids:
+            await layer.group_add(f"run.{run_id}", channel)
+        subscribed.set()
+        while True:
+            try:
+                message = await asyncio.wait_for(layer.receive(channel), timeout=30)
+            except TimeoutError:
+                return
+            now = time.time()
+            for event in message.get("events") or [message.get("event")]:
+                if event and event["type"] != DELTA:
+                    published.setdefault((event["run_id"], event["seq"]), now)
+
+    threading.Thread(target=lambda: asyncio.run(listen()), daemon=True).start()
+    subscribed.wait(30)
+    return published
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--watchers", type=int, default=4, help="clients per run (200 in all by default)")
+    parser.add_argument("--rounds", type=int, default=3, help="approvals per run")
+    opts = parser.parse_args()
+
+    with bench_database(need_redis=True):
+        from importlib import import_module
+
+        import httpx
+        from django.conf import settings
+        from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
+        from rest_framework.authtoken.models import Token
+
+        from agents.models import Agent, Membership, Organization, Role, Run, RunEvent
+        from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus
+
+        User = get_user_model()
+        org = Organization.objects.create(name="Bench")
+        owner = User.objects.create_user("owner")
+        approver = User.objects.create_user("approver")
+        Membership.objects.create(organization=org, user=owner, role=Role.MEMBER)
+        Membership.objects.create(organization=org, user=approver, role=Role.APPROVER)
+        watchers = [User.objects.create_user(f"watcher{n}") for n in range(opts.watchers - 1)]
+        for user in watchers:  # auditors: they watch runs they do not own
+            Membership.objects.create(organization=org, user=user, role=Role.AUDITOR)
+        ApproverPolicy.objects.create(organization=org, inline_wait_seconds=0, timeout_seconds=3600)
+        answer = "The time was checked and every call ran as approved; here is a short summary of it all."
+        turns = [{"tool_calls": [{"name": "current_time", "arguments": {}}]} for _ in range(opts.rounds)]
+        agent = Agent.objects.create(
+            organization=org,
+            owner=owner,
+            name="bench",
+            builtin_tools=["current_time"],
+            require_confirmation_for_all=True,
+            model_config_json={
+                "provider": "scripted",
+                "script": {"turns": [*turns, {"content": answer}]},
+            },
+        )
+        session_store = import_module(settings.SESSION_ENGINE).SessionStore
+
+        def cookie_of(user: Any) -> str:
+            session = session_store()
+            session[SESSION_KEY] = str(user.pk)
+            session[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+            session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+            session.save()
+            return f"{settings.SESSION_COOKIE_NAME}={session.session_key}"
+
+        owner_token = Token.objects.create(user=owner).key
+        approver_token = Token.objects.create(user=approver).key
+        cookies = [cookie_of(user) for user in [owner, *watchers]]
+
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1024)
+        listener.set_inheritable(True)
+        port = listener.getsockname()[1]
+        env = {
+            **os.environ,
+            "DATABASE_URL": test_database_url(),
+            "DEBUG": "false",
+            "LOG_LEVEL": "WARNING",
+            "RUN_EXECUTOR": "embedded",
+            "CHANNEL_DELIVERY": "background",
+            "RUN_START_RATE": "100000/min",
+            "DECISION_RATE": "100000/min",
+        }
+        server = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "--fd", str(listener.fileno()), "fimone.asgi:application"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            pass_fds=[listener.fileno()],
+        )
+        base = f"http://127.0.0.1:{port}"
+        loader = None
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() > deadline:
+                    sys.exit("Daphne did not start")
+                time.sleep(0.2)
+
+            async def post_all(urls: list[str], token: str, body: dict[str, Any]) -> list[int]:
+                async with httpx.AsyncClient(
+                    timeout=60, headers={"Authorization": f"Token {token}"}
+                ) as client:
+                    answers = await asyncio.gather(*(client.post(url, json=body) for url in urls))
+                return [a.status_code for a in answers]
+
+            def wait_parked(count: int) -> list[ConfirmationRequest]:
+                """The pending requests once all ``count`` runs have parked on one."""
+                deadline = time.monotonic() + 120
+                while True:
+                    pending = list(ConfirmationRequest.objects.filter(status=ConfirmationStatus.PENDING))
+                    parked = Run.objects.filter(status="awaiting_approval").count()
+                    if len(pending) == count and parked == count:
+                        return pending
+                    if time.monotonic() > deadline:
+                        sys.exit(f"only {parked} of {count} runs parked ({len(pending)} pending requests)")
+                    time.sleep(0.1)
+
+            statuses = asyncio.run(
+                post_all([f"{base}/api/agents/{agent.pk}/runs/"] * opts.runs, owner_token, {"input": "go"})
+            )
+            if set(statuses) != {201}:
+                sys.exit(f"run starts answered {sorted(set(statuses))}")
+            pending = wait_parked(opts.runs)
+            run_ids = sorted(r.run_id for r in pending)
+
+            ready, done, stop = multiprocessing.Event(), multiprocessing.Event(), multiprocessing.Event()
+            queue: multiprocessing.Queue = multiprocessing.Queue()
+            sockets = [(run_id, cookie) for run_id in run_ids for cookie in cookies]
+            loader = multiprocessing.Process(target=watch, args=(port, sockets, ready, done, stop, queue))
+            loader.start()
+            connecting = time.perf_counter()
+            if not ready.wait(600):
+                sys.exit("the watchers did not connect")
+            print(f"{len(sockets)} watchers connected in {time.perf_counter() - connecting:.1f} s")
+            published = start_spy(run_ids)
+            live_from = dt.datetime.now(dt.UTC)
+            started = time.perf_counter()
+            for round_ in range(opts.rounds):
+                urls = [f"{base}/api/approvals/{r.pk}/decision/" for r in pending]
+                statuses = asyncio.run(post_all(urls, approver_token, {"decision": "approve"}))
+                if set(statuses) != {200}:
+                    sys.exit(f"decisions of round {round_ + 1} answered {sorted(set(statuses))}")
+                if round_ + 1 < opts.rounds:
+                    pending = wait_parked(opts.runs)
+            deadline = time.monotonic() + 120
+            while Run.objects.filter(pk__in=run_ids, status="completed").count() < opts.runs:
+                if time.monotonic() > deadline:
+                    sys.exit("the runs did not finish")
+                time.sleep(0.05)
+            done.wait(60)  # every watcher saw its run end; past that, what is missing is lost
+            finished = time.perf_counter()
+            stop.set()
+            results = queue.get(timeout=120)
+            loader.join(30)
+        finally:
+            if loader is not None and loader.is_alive():
+                loader.terminate()
+            server.terminate()
+            server.wait(15)
+            listener.close()
+
+        stored: dict[int, dict[int, str]] = {run_id: {} for run_id in run_ids}
+        rows = RunEvent.objects.filter(run_id__in=run_ids).values_list("run_id", "seq", "type")
+        for run_id, seq, type_ in rows:
+            stored[run_id][seq] = type_
+        missing: dict[str, int] = {}
+        lost = doubled = out_of_order = 0
+        delays: list[float] = []
+        fanout: list[float] = []
+        live_events = 0
+        for run_id, received in results:
+            seqs = [seq for seq, _, _ in received]
+            for seq in set(stored[run_id]) - set(seqs):
+                lost += 1
+                missing[stored[run_id][seq]] = missing.get(stored[run_id][seq], 0) + 1
+            doubled += len(seqs) - len(set(seqs))
+            out_of_order += sum(1 for a, b in itertools.pairwise(seqs) if b <= a)
+            for seq, created_at, received_at in received:
+                created = dt.datetime.fromisoformat(created_at)
+                if created >= live_from:
+                    live_events += 1
+                    delays.append((received_at - created.timestamp()) * 1000)
+                    if (run_id, seq) in published:
+                        fanout.append((received_at - published[(run_id, seq)]) * 1000)
+        elapsed = finished - started
+        total_stored = sum(len(s) for s in stored.values())
+        print(
+            f"{opts.runs} runs x {opts.watchers} watchers = {len(results)} WebSocket clients, "
+            f"{opts.rounds} approvals per run, one Daphne, Redis channel layer"
+        )
+        print(
+            f"stored events: {total_stored} ({total_stored // opts.runs} per run); "
+            f"delivered live: {live_events} in {elapsed:.2f} s = {live_events / elapsed:,.0f} events/s"
+        )
+        print(
+            f"event stamped (just before its commit) -> receipt: p50 {percentile(delays, 50):.1f} ms, "
+            f"p99 {percentile(delays, 99):.1f} ms, max {max(delays):.1f} ms"
+        )
+        print(
+            f"published -> receipt (the fan-out alone): p50 {percentile(fanout, 50):.1f} ms, "
+            f"p99 {percentile(fanout, 99):.1f} ms over {len(fanout)} deliveries"
+        )
+        print(f"lost: {lost} {missing or ''}, doubled: {doubled}, out of order: {out_of_order}")
+        ok = percentile(delays, 99) <= 100 and lost == doubled == out_of_order == 0
+        print("target p99 <= 100 ms, nothing lost or doubled:", "MET" if ok else "MISSED")
+        sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""The inbox refreshes itself in a real browser, and approvers and auditors read the run behind a
+request: a request opened while an approver's inbox is open appears without a reload, a decision
+taken elsewhere (on the run's transcript, by another approver) removes it."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+from agents.models import Run
+from approvals.models import ConfirmationRequest, ConfirmationStatus
+from tests.browser.test_chat_in_a_browser import DESKTOP, PHONE, demo, shoot, sign_in, start_paying
+
+pytestmark = [pytest.mark.browser]
+
+__all__ = ["demo"]  # the fixture, imported for this module's tests
+
+
+def test_a_request_appears_in_an_open_inbox_and_leaves_when_decided_elsewhere(
+    asgi_server, demo: dict[str, Any], browser: Browser
+) -> None:
+    base = asgi_server.url
+    april = browser.new_context(viewport=DESKTOP).new_page()
+    sign_in(april, base, "april")
+    april.get_by_role("link", name=re.compile("^Inbox")).click()
+    expect(april.locator("#inbox-empty")).to_be_visible()
+    expect(april.locator("#nav-inbox .count")).to_have_count(0)
+    shoot(april, "inbox-empty-desktop")
+    april.evaluate("window.__sameDocument = true")  # gone if the page were reloaded
+
+    alice = browser.new_context(viewport=DESKTOP).new_page()
+    start_paying(alice, base)
+    card = april.locator(".inbox-card")
+    expect(card).to_have_count(1, timeout=15_000)
+    expect(card).to_contain_text("oa__purchase_pay")
+    expect(card.locator("pre.args")).to_contain_text('"purchase_id": "PO-1001"')
+    expect(card.locator("time.countdown")).to_have_text(re.compile(r"\d+m \d\ds left"))
+    expect(april.locator("#nav-inbox .count")).to_have_text("1")
+    expect(april.locator("#inbox-empty")).to_be_hidden()
+    expect(april.locator("#inbox-lede")).to_contain_text("1 tool call waiting")
+    assert april.evaluate("window.__sameDocument") is True
+    request = ConfirmationRequest.objects.get()
+
+    # An auditor reads the run behind it from the history: read-only, no decision controls.
+    aude = browser.new_context(viewport=DESKTOP).new_page()
+    sign_in(aude, base, "aude")
+    aude.get_by_role("link", name="History").click()
+    aude.get_by_role("link", name=f"Transcript of run {request.run_id}").click()
+    expect(aude).to_have_url(f"{base}/runs/{request.run_id}/")
+    steps = aude.locator(".step")
+    expect(steps.filter(has_text="oa__purchase_list").locator(".step-status")).to_have_text("done")
+    expect(aude.locator(".approval")).to_contain_text("Waiting for approval")
+    expect(aude.get_by_role("button", name="Approve")).to_have_count(0)
+    shoot(aude, "transcript-pending-desktop")
+    aude.set_viewport_size(PHONE)
+    shoot(aude, "transcript-pending-phone")
+
+    # Another approver decides on the transcript, reached from the request's page.
+    adam = browser.new_context(viewport=DESKTOP).new_page()
+    sign_in(adam, base, "adam")
+    adam.goto(f"{base}/approvals/{request.pk}/")
+    adam.get_by_role("link", name="See what the agent did").click()
+    adam.get_by_role("button", name="Approve").click()
+    expect(adam.locator(".approval .verdict")).to_contain_text("Approved by adam", timeout=15_000)
+
+    expect(card).to_have_count(0, timeout=15_000)
+    expect(april.locator("#nav-inbox .count")).to_have_count(0)
+    expect(april.locator("#inbox-empty")).to_be_visible()
+    assert april.evaluate("window.__sameDocument") is True
+    expect(alice.locator(".bubble.assistant.final")).to_contain_text("Payment result", timeout=15_000)
+    # The auditor's transcript followed the run live to its end.
+    expect(aude.locator(".bubble.assistant.final")).to_contain_text("Payment result", timeout=15_000)
+    expect(aude.locator(f'[data-run-status="{request.run_id}"]')).to_have_text("Completed")
+    expect(aude.locator(f'[data-request-status="{request.pk}"]')).to_have_text("Approved")
+    aude.set_viewport_size(DESKTOP)
+    shoot(aude, "transcript-finished-desktop")
+    assert ConfirmationRequest.objects.get().status == ConfirmationStatus.APPROVED
+    assert Run.objects.get(pk=request.run_id).status == "completed"
+
+
+def test_another_organisations_member_gets_a_404_page_for_a_run(
+    asgi_server, demo: dict[str, Any], browser: Browser
+) -> None:
+    from agents.models import Organization, Role
+    from tests.personas import PASSWORD, make_user
+
+    base = asgi_server.url
+    alice = browser.new_context(viewport=DESKTOP).new_page()
+    start_paying(alice, base)
+    expect(alice.locator(".approval")).to_contain_text("Waiting for approval", timeout=15_000)
+    run = Run.objects.get()
+    make_user("sam", Organization.objects.create(name="Globex"), Role.ADMIN)
+
+    sam = browser.new_context(viewport=DESKTOP).new_page()
+    sign_in(sam, base, "sam", PASSWORD)
+    response = sam.goto(f"{base}/runs/{run.pk}/")
+
+    assert response is not None and response.status == 404
+    expect(sam.get_by_role("heading", name="Page not found")).to_be_visible()
+    expect(sam.locator("body")).not_to_contain_text("oa__purchase_pay")

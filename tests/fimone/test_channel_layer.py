@@ -1,0 +1,66 @@
+"""The Redis channel layer keeps an idle consumer alive: a socket nobody writes to for longer than
+the layer's blocking pop (5 s) must not lose its consumer to a read timeout."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+
+@pytest.mark.redis
+def test_an_idle_receive_outlasts_the_blocking_pop_without_a_timeout_error() -> None:
+    async def scenario() -> str:
+        layer = get_channel_layer()
+        channel = await layer.new_channel()
+        try:
+            await asyncio.wait_for(layer.receive(channel), timeout=7)
+        except TimeoutError as error:
+            # ``asyncio.wait_for`` gave up (the wanted outcome) — not redis' "Timeout reading".
+            return "waited" if not str(error) else f"redis: {error}"
+        return "received"
+
+    assert async_to_sync(scenario)() == "waited"
+
+
+@pytest.mark.redis
+def test_a_burst_to_a_busy_server_process_is_not_dropped() -> None:
+    """channels_redis queues the messages of all of a process's sockets under one key and drops
+    what is over its capacity, silently: a busy server streaming many runs must not lose events."""
+
+    async def scenario() -> int:
+        layer = get_channel_layer()
+        sockets = [await layer.new_channel() for _ in range(3)]
+        for channel in sockets:
+            await layer.group_add("burst", channel)
+        for n in range(150):  # 450 messages wait for this one process before it reads any
+            await layer.group_send("burst", {"type": "run.event", "n": n})
+        received = 0
+        for channel in sockets:
+            for _ in range(150):
+                await asyncio.wait_for(layer.receive(channel), timeout=5)
+                received += 1
+        for channel in sockets:
+            await layer.group_discard("burst", channel)
+        return received
+
+    assert async_to_sync(scenario)() == 450
+
+
+@pytest.mark.redis
+def test_many_sockets_subscribing_at_once_all_get_their_subscription() -> None:
+    """A server process whose sockets all open at once (a page reload on 200 screens) needs more
+    than redis-py's 100 pooled connections at a time; past the cap it would fail, not wait."""
+
+    async def scenario() -> int:
+        layer = get_channel_layer()
+        channels = [await layer.new_channel() for _ in range(250)]
+        await asyncio.gather(*(layer.group_add("crowd", channel) for channel in channels))
+        await layer.group_send("crowd", {"type": "hello"})
+        received = await asyncio.gather(*(asyncio.wait_for(layer.receive(c), 10) for c in channels))
+        await asyncio.gather(*(layer.group_discard("crowd", channel) for channel in channels))
+        return len(received)
+
+    assert async_to_sync(scenario)() == 250
