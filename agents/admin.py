@@ -396,11 +396,13 @@ class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHis
 
     def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
         """Membership rows changed here: their users' role groups and staff flag follow."""
+        if formset.model is not Membership:  # the enforced hooks' rows
+            super().save_formset(request, form, formset, change)
+            return
         touched = {f.instance.user_id for f in formset.forms if f.instance.user_id is not None}
         super().save_formset(request, form, formset, change)
-        if formset.model is Membership:
-            for user in User.objects.filter(pk__in=touched):
-                roles.user_roles_sync(user=user)
+        for user in User.objects.filter(pk__in=touched):
+            roles.user_roles_sync(user=user)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Organization]:
         return (
