@@ -142,3 +142,17 @@ def resumes(monkeypatch):
     monkeypatch.setattr("agents.executors.dispatch_resume", recorder)
     monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
     return recorder
+
+
+@pytest.fixture
+def jq() -> str:
+    """The jq program the example hook scripts read their event with (Debian's ``jq``). Without
+    it a test skips, except under ``CI=true``, where .ci/run installs it and a skip would hide a hole."""
+    import shutil
+
+    path = shutil.which("jq")
+    if path is None:
+        if UNDER_CI:
+            pytest.fail("CI=true but jq is missing (apt-get install jq)", pytrace=False)
+        pytest.skip("needs jq (apt-get install jq)")
+    return path

@@ -179,11 +179,12 @@ def test_a_member_or_approver_cannot_reach_the_admin(governed, estates, role) ->
     assert client.post(url(Agent, "change", estates["acme"][Agent].pk), {"name": "x"}).status_code == 302
 
 
-@pytest.mark.parametrize("role", STAFF_ROLES)
-@pytest.mark.parametrize("model", list(CONTRACT), ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    ("role", "model"),
+    [(role, model) for model in CONTRACT for role in STAFF_ROLES if VIEW in CONTRACT[model].get(role, set())],
+    ids=lambda v: getattr(v, "__name__", v),
+)
 def test_staff_of_one_organisation_see_nothing_of_another(governed, estates, role, model) -> None:
-    if VIEW not in CONTRACT[model].get(role, set()):
-        pytest.skip("this role has no listing of this model")
     client = logged_in(role_user(governed, role))
     theirs = estates["globex"][model]
 

@@ -337,7 +337,7 @@ def test_an_agents_json_hooks_cannot_outrank_an_enforced_hook_either(personas) -
 
 
 @pytest.mark.django_db(transaction=True)  # the gate's request is read by other connections
-def test_a_command_hook_asking_opens_an_approval_for_60000_but_not_40000(personas, resumes) -> None:
+def test_a_command_hook_asking_opens_an_approval_for_60000_but_not_40000(personas, resumes, jq) -> None:
     set_policy(personas)
     large, small = paying(personas, 60000), paying(personas, 40000)
     for agent in (large, small):

@@ -61,7 +61,7 @@ async def test_exit_2_blocks_the_call_with_stderr_as_the_reason() -> None:
     assert out.blocked_by == "block_payments"
 
 
-async def test_a_json_deny_blocks_with_its_reason_and_other_calls_pass() -> None:
+async def test_a_json_deny_blocks_with_its_reason_and_other_calls_pass(jq: str) -> None:
     hook = command("deny_large_amounts.sh")
 
     denied = await pre(hook, {"purchase_id": "PO-9", "amount": 60000})
@@ -77,7 +77,7 @@ async def test_updated_input_rewrites_the_arguments_the_tool_receives() -> None:
     assert out.allow and out.tool_args == {**PAY, "currency": "CNY"}
 
 
-async def test_ask_marks_the_call_for_the_approval_gate() -> None:
+async def test_ask_marks_the_call_for_the_approval_gate(jq: str) -> None:
     ctx = pre_context({"purchase_id": "PO-9", "amount": 60000})
 
     out = await HookRegistry([command("ask_large_amounts.sh")]).run_pre_tool_use(ctx)
@@ -101,7 +101,7 @@ async def test_updated_mcp_tool_output_rewrites_the_result_and_additional_contex
     assert out.result == '{"card": "************1111", "status": "paid"}\n\nCard numbers were masked.'
 
 
-async def test_a_session_start_script_adds_context() -> None:
+async def test_a_session_start_script_adds_context(jq: str) -> None:
     out = await HookRegistry([command("session_context.sh", point="SessionStart")]).run_session_start(
         HookContext(metadata={"run_id": 42})
     )
