@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -171,9 +172,12 @@ else:
             "KEY_PREFIX": "fimone",
         },
     }
-    # redis-py 8 reads with a 5 s socket timeout by default: as long as channels_redis' blocking pop
-    # waits for a message, so every socket idle for 5 s lost its consumer. A longer read timeout
-    # than the pop's still notices a dead connection.
+    # No socket timeout on the channel layer's connections. redis-py 8's default (5 s) is as long as
+    # channels_redis' blocking pop, so every socket idle for 5 s lost its consumer; and with any
+    # timeout redis-py sends each command inside ``asyncio.wait_for``, which on Python 3.11 drops a
+    # cancellation landing as the send completes: a closed socket's consumer then popped forever
+    # (a task and a connection leaked per close). The pop itself returns every 5 s; a connection
+    # that died silently is found by TCP keepalive (about 25 s) instead of a read timeout.
     # ``capacity`` bounds the queue of a whole server process, not of one socket (channels_redis
     # queues the messages of all of a process's consumers under one key), and what is over it is
     # dropped silently: 100, the default, lost the last events of runs streamed to a busy server.
@@ -184,7 +188,14 @@ else:
                 "hosts": [
                     {
                         "address": REDIS_URL,
-                        "socket_timeout": 15,
+                        "socket_timeout": None,
+                        "socket_connect_timeout": 5,
+                        "socket_keepalive": True,
+                        "socket_keepalive_options": {
+                            socket.TCP_KEEPIDLE: 10,
+                            socket.TCP_KEEPINTVL: 5,
+                            socket.TCP_KEEPCNT: 3,
+                        },
                         # redis-py 8 caps a pool at 100 connections and fails past it at once
                         # (no waiting): 200 sockets opening together broke that.
                         "max_connections": env_int("CHANNEL_LAYER_MAX_CONNECTIONS", 1000, minimum=10),

@@ -64,3 +64,35 @@ def test_many_sockets_subscribing_at_once_all_get_their_subscription() -> None:
         return len(received)
 
     assert async_to_sync(scenario)() == 250
+
+
+@pytest.mark.redis
+def test_a_receive_cancelled_at_any_moment_stops() -> None:
+    """A closing socket cancels its consumer's receive. With a socket timeout, redis-py sends
+    each command inside ``asyncio.wait_for``, which on Python 3.11 loses a cancellation landing
+    as the send completes, and the receive went on popping forever (a consumer and a connection
+    leaked per close; a test process never exited). Cancelled at 400 moments of its first
+    commands, every receive must stop at once."""
+    layer = get_channel_layer()
+    stuck: list[asyncio.Task] = []
+
+    async def cancel_after(delay: float) -> bool:
+        channel = await layer.new_channel()
+        receive = asyncio.ensure_future(layer.receive(channel))
+        await asyncio.sleep(delay)
+        receive.cancel()
+        done, _ = await asyncio.wait([receive], timeout=2)
+        if not done:
+            stuck.append(receive)
+        return bool(done) and receive.cancelled()
+
+    async def scenario() -> list[float]:
+        delays = [n / 40_000 for n in range(400)]  # 0 to 10 ms, in steps of 25 µs
+        try:
+            return [delay for delay in delays if not await cancel_after(delay)]
+        finally:
+            if stuck:  # end them by closing their connections, so the test reports, not hangs
+                await layer.close_pools()
+                await asyncio.wait(stuck, timeout=5)
+
+    assert async_to_sync(scenario)() == []
