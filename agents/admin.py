@@ -22,10 +22,16 @@ from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.db.models import Count, Field, ForeignKey, JSONField, ManyToManyField, Model, QuerySet, URLField
 from django.forms import ModelChoiceField, ModelMultipleChoiceField
-from django.http import HttpRequest
+from django.core.exceptions import PermissionDenied
+from django.db.models import Q
+from django.http import Http404, HttpRequest
+from django.template.response import TemplateResponse
+from django.urls import reverse
 
 from agents import invitations, roles, selectors, services
-from agents.checks import API_KEY_MISPLACED, hooks_declaration
+from agents.chain_trial import NO_RESULT, TrialError, agent_tool_names, chain_trial
+from agents.checks import API_KEY_MISPLACED, hook_chain_of, hooks_declaration
+from agents.hook_editor import OWN_PREFIX, HookParamsField, chain_rows, hook_choices
 from agents.models import (
     Agent,
     Connector,
@@ -226,8 +232,19 @@ class ReadOnlyAdminMixin:
 
 
 class HookDeclarationForm(forms.ModelForm):
-    """The http signing secret is write-only: never rendered, blank keeps the stored one."""
+    """One hook declaration as an operator edits it: the hook picked from the catalog (or a kind
+    of their own), its parameters as inputs built from the hook's parameter schema
+    (:mod:`agents.hook_editor`), matcher, priority, timeout, ``on_error`` and enabled.
 
+    The http signing secret is write-only: never rendered, blank keeps the stored one. A post
+    without ``hook`` (the name and kind typed, parameters as JSON) is still read as before."""
+
+    hook = forms.ChoiceField(
+        required=False,
+        help_text="Catalog hooks take the parameters below. Your own hooks run code: creating or "
+        "changing one needs the 'Can create or change command, python and http hooks' permission.",
+    )
+    params = HookParamsField(label="Parameters")
     secret = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
@@ -237,6 +254,7 @@ class HookDeclarationForm(forms.ModelForm):
     class Meta:
         model = HookDeclaration
         fields = (
+            "hook",
             "name",
             "kind",
             "point",
@@ -248,16 +266,46 @@ class HookDeclarationForm(forms.ModelForm):
             "params",
             "secret",
         )
+        widgets = {"kind": forms.HiddenInput}
+        labels = {"name": "Label", "point": "Event"}
+        help_texts = {
+            "name": "Your own hooks: a name for the chain and the run's trace.",
+            "point": "Your own hooks: when it runs.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.initial.pop("secret", None)
+        self.fields["hook"].choices = hook_choices()
+        self.fields["name"].required = False
+        instance = self.instance
+        if instance.pk is not None:
+            self.initial["hook"] = instance.name if instance.kind == "class" else f"{OWN_PREFIX}{instance.kind}"
+        picked = self.data.get(self.add_prefix("hook")) if self.is_bound else self.initial.get("hook")
+        self.fields["params"].widget.picked = picked or ""
 
     def clean_secret(self) -> str | None:
         text = self.cleaned_data.get("secret") or ""
         if not text:
             return self.instance.secret if self.instance.pk else None
         return text
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        hook = cleaned.get("hook") or ""
+        if hook.startswith(OWN_PREFIX):
+            cleaned["kind"] = hook[len(OWN_PREFIX) :]
+        elif hook:
+            cleaned["kind"], cleaned["name"] = "class", hook
+            cleaned["point"] = ""  # a catalog hook's event is its own
+        elif self.add_prefix("hook") in self.data and "hook" not in self.errors:
+            self.add_error("hook", "Pick a hook from the catalog, or one of your own kinds.")
+            return cleaned
+        if not cleaned.get("name") and "hook" not in self.errors:
+            self.add_error("name", "Give your hook a label: it names the hook in the chain and the run's trace.")
+        if cleaned.get("kind") != "http":
+            cleaned["secret"] = None
+        return cleaned
 
 
 class HookDeclarationFormSet(forms.BaseInlineFormSet):
@@ -292,12 +340,32 @@ class HookDeclarationFormSet(forms.BaseInlineFormSet):
             raise forms.ValidationError(exc.message) from None
 
 
-class HookDeclarationInlineBase(admin.TabularInline):
+class HookDeclarationInlineBase(admin.StackedInline):
     model = HookDeclaration
     form = HookDeclarationForm
     formset = HookDeclarationFormSet
     extra = 0
     show_change_link = False
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    ("hook", "enabled"),
+                    ("name", "point"),
+                    "params",
+                    ("matcher", "priority", "timeout", "on_error"),
+                    "secret",
+                    "kind",
+                )
+            },
+        ),
+    )
+
+    @admin.display(description="hook")
+    def hook(self, obj: HookDeclaration) -> str:
+        """The hook a row holds, as a view-only page shows it."""
+        return obj.name if obj.kind == "class" else f"{obj.name} ({obj.get_kind_display()})"
 
     def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
         formset = super().get_formset(request, obj, **kwargs)
@@ -535,6 +603,66 @@ def _without_api_key(text: Any) -> str | None:
     return json.dumps(value)
 
 
+class TryChainForm(forms.Form):
+    """A call to try: one of the agent's tools and its arguments as JSON (or a recent call of the
+    agent, whose tool and arguments are then used), and optionally a sample result."""
+
+    recent_call = forms.ChoiceField(required=False, label="Or a recent call")
+    tool_name = forms.ChoiceField(required=False, label="Tool")
+    arguments = forms.CharField(
+        required=False,
+        label="Arguments (JSON)",
+        widget=forms.Textarea(attrs={"rows": 4, "cols": 60, "spellcheck": "false"}),
+        help_text='An object, e.g. {"purchase_id": "PO-1001", "amount": 60000}.',
+    )
+    sample_result = forms.CharField(
+        required=False,
+        label="Sample result (optional)",
+        widget=forms.Textarea(attrs={"rows": 3, "cols": 60, "spellcheck": "false"}),
+        help_text="What the tool might return, to try the PostToolUse hooks on: JSON, or plain text.",
+    )
+
+    def __init__(self, *args: Any, tools: list[str], recent: list[dict[str, Any]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.recent = {str(call["pk"]): call for call in recent}
+        self.fields["tool_name"].choices = [("", "— pick a tool —"), *((t, t) for t in tools)]
+        self.fields["recent_call"].choices = [("", "— none —")] + [
+            (
+                str(call["pk"]),
+                f"{call['started_at']:%Y-%m-%d %H:%M} · {call['tool_name']} "
+                f"{json.dumps(call['args'], ensure_ascii=False)[:80]}",
+            )
+            for call in recent
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        call = self.recent.get(cleaned.get("recent_call") or "")
+        if call is not None:
+            cleaned["tool_name"], cleaned["tool_args"] = call["tool_name"], call["args"]
+        else:
+            if not cleaned.get("tool_name"):
+                self.add_error("tool_name", "Pick a tool, or a recent call.")
+            text = (cleaned.get("arguments") or "").strip() or "{}"
+            try:
+                args = json_loads(text)
+            except ValueError as exc:
+                self.add_error("arguments", f"Enter the arguments as a JSON object ({exc}).")
+                args = None
+            if args is not None and not isinstance(args, dict):
+                self.add_error("arguments", 'Enter the arguments as a JSON object, e.g. {"amount": 100}.')
+            cleaned["tool_args"] = args
+        text = cleaned.get("sample_result") or ""
+        if not text.strip():
+            cleaned["sample_result"] = NO_RESULT
+        else:
+            try:
+                cleaned["sample_result"] = json_loads(text)
+            except ValueError:  # plain text is a result too
+                cleaned["sample_result"] = text
+        return cleaned
+
+
 @admin.register(Agent)
 class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdmin):
     """The form validates ``model_config_json`` (provider, script, hooks), ``secrets`` and
@@ -650,6 +778,79 @@ class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdm
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         return super().get_queryset(request).prefetch_related("hook_declarations")
+
+    # --- the effective chain and "Try this chain" -------------------------------------------------
+
+    def get_urls(self) -> list[Any]:
+        from django.urls import path
+
+        trial = self.admin_site.admin_view(self.try_chain_view)
+        return [path("<path:object_id>/try-chain/", trial, name="agents_agent_try_chain"), *super().get_urls()]
+
+    def change_view(
+        self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None
+    ) -> Any:
+        agent = self.get_object(request, object_id)
+        context = dict(extra_context or {})
+        if agent is not None and self.has_view_or_change_permission(request, agent):
+            context.update(self._chain_context(agent))
+            if manages(request, agent):
+                context["try_chain_url"] = reverse("admin:agents_agent_try_chain", args=[agent.pk])
+        return super().change_view(request, object_id, form_url, extra_context=context)
+
+    @staticmethod
+    def _chain_context(agent: Agent) -> dict[str, Any]:
+        """The agent's effective chain as a new run would keep it (the engine's own builder)."""
+        chain = hook_chain_of(agent)
+        if "error" in chain:
+            return {"chain_error": chain["error"], "chain_rows": []}
+        disabled = list(
+            HookDeclaration.objects.filter(organization_id=agent.organization_id, enabled=False)
+            .filter(Q(agent=agent) | Q(agent__isnull=True))
+            .values_list("name", flat=True)
+        )
+        return {"chain_rows": chain_rows(chain), "chain_error": None, "chain_disabled": disabled}
+
+    def try_chain_view(self, request: HttpRequest, object_id: str) -> Any:
+        """Try the agent's chain on one call without running the tool (``agents.chain_trial``).
+        Operators and admins of the agent's organisation only; another organisation's agent is
+        not found (404); an auditor of it may read the chain on the agent page, not try it."""
+        agent = self.get_object(request, object_id)
+        if agent is None or not self.has_view_or_change_permission(request, agent):
+            raise Http404("No such agent.")
+        if not manages(request, agent):
+            raise PermissionDenied("Only the agent's operators may try its chain.")
+        recent = list(
+            ToolExecution.objects.filter(run__agent=agent)
+            .order_by("-started_at", "-pk")
+            .values("pk", "tool_name", "args", "started_at")[:20]
+        )
+        form = TryChainForm(request.POST or None, tools=agent_tool_names(agent), recent=recent)
+        report = None
+        if request.method == "POST" and form.is_valid():
+            try:
+                report = chain_trial(
+                    agent=agent,
+                    user=request.user,
+                    tool_name=form.cleaned_data["tool_name"],
+                    tool_args=form.cleaned_data["tool_args"],
+                    sample_result=form.cleaned_data["sample_result"],
+                )
+            except TrialError as exc:
+                form.add_error(None, str(exc))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": f"Try the hook chain of {agent.name}",
+            "subtitle": agent.name,
+            "agent": agent,
+            "original": agent,
+            "form": form,
+            "report": report,
+            "has_view_permission": True,
+            **self._chain_context(agent),
+        }
+        return TemplateResponse(request, "admin/agents/agent/try_chain.html", context)
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)

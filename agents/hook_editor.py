@@ -1,0 +1,595 @@
+"""The hook editor of the admin: a hook declaration's parameters as a form built from the catalog
+hook's parameter schema, and the effective chain of an agent as rows an operator reads.
+
+Parameters are typed into one input per schema property (numbers, choices, one pattern per line,
+rows of conditions, JSON only for free-form objects) and stored as the declaration's ``params``
+object. Command, python and http hooks, and catalog hooks that do not describe their parameters,
+keep a JSON text box. The page's own script only shows the inputs of the hook picked; without it
+every hook's inputs show and only the picked hook's are read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from django import forms
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
+
+from hooks.catalog import catalog_entries
+from hooks.contract import GATE_PRIORITY
+
+OWN_PREFIX = "own:"
+"""``hook`` choice values for a hook of the operator's own (``own:command`` …): kind, not name."""
+
+OWN_KINDS = {
+    "command": "Command hook (runs a program)",
+    "python": "Python hook (a class on the server's path)",
+    "http": "HTTP hook (calls a URL, signed)",
+}
+CONDITION_ROWS = 3
+"""Empty rows offered for a list of objects (``confirm_when`` conditions) beyond those filled."""
+
+_MISSING: Any = object()
+
+
+def declarable_entries() -> list[dict[str, Any]]:
+    """The catalog hooks an operator may declare, by point then name."""
+    order = {"PreToolUse": 0, "PostToolUse": 1, "SessionStart": 2}
+    entries = [e for e in catalog_entries() if not e["system"]]
+    return sorted(entries, key=lambda e: (order.get(e["point"], 9), e["name"]))
+
+
+def hook_choices() -> list[tuple[str, Any]]:
+    """The ``hook`` select: catalog hooks grouped by point, each with its description, then the
+    operator's own kinds."""
+    groups: dict[str, list[tuple[str, str]]] = {}
+    labels = {
+        "PreToolUse": "Before the tool runs (PreToolUse)",
+        "PostToolUse": "On the tool's result (PostToolUse)",
+        "SessionStart": "When a run starts (SessionStart)",
+    }
+    for entry in declarable_entries():
+        text = f"{entry['name']} — {entry['description']}" if entry["description"] else entry["name"]
+        groups.setdefault(labels.get(entry["point"], entry["point"]), []).append((entry["name"], text))
+    own = [(f"{OWN_PREFIX}{kind}", text) for kind, text in OWN_KINDS.items()]
+    return [("", "— pick a hook —"), *groups.items(), ("Your own hooks", own)]
+
+
+# --- one parameter: which input, how it reads ------------------------------------------------------
+
+
+def _is_patterns(schema: dict[str, Any]) -> bool:
+    options = schema.get("oneOf")
+    if not isinstance(options, list):
+        return False
+    types = {o.get("type") for o in options if isinstance(o, dict)}
+    return types == {"string", "array"}
+
+
+def param_kind(schema: Any) -> str:
+    """The input for a property schema: choice, integer, number, boolean, text, patterns (one
+    per line), rows (a list of objects), or json (anything else)."""
+    if not isinstance(schema, dict):
+        return "json"
+    if isinstance(schema.get("enum"), list):
+        return "choice"
+    if _is_patterns(schema):
+        return "patterns"
+    kind = schema.get("type")
+    if kind in ("integer", "number", "boolean"):
+        return str(kind)
+    if kind == "string":
+        return "text"
+    items = schema.get("items")
+    if kind == "array" and isinstance(items, dict) and isinstance(items.get("properties"), dict):
+        return "rows"
+    return "json"
+
+
+def _label(name: str) -> str:
+    return name.replace("_", " ").capitalize()
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _loose(text: str) -> Any:
+    """A value typed where anything goes: JSON if it reads as JSON (50000, true, ["a"]), else
+    the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def read_value(kind: str, schema: dict[str, Any], raw: Any) -> Any:
+    """The value typed for one parameter, ``_MISSING`` if left blank, or ``ValueError`` saying
+    what is expected in an operator's words."""
+    if kind == "boolean":
+        return raw == "on" if raw is not None else _MISSING
+    if kind == "rows":
+        return raw if raw else _MISSING
+    text = (raw or "").strip() if isinstance(raw, str) else ""
+    if not text:
+        return _MISSING
+    if kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            raise ValueError("enter a whole number") from None
+    if kind == "number":
+        try:
+            number = float(text)
+        except ValueError:
+            raise ValueError("enter a number") from None
+        return int(number) if number.is_integer() and "." not in text else number
+    if kind == "choice":
+        options = [str(o) for o in schema["enum"]]
+        if text not in options:
+            raise ValueError(f"choose one of {', '.join(options)}")
+        return schema["enum"][options.index(text)]
+    if kind == "patterns":
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        return lines[0] if len(lines) == 1 else lines
+    if kind == "text":
+        return raw if "\n" in raw else text
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        example = '{"currency": "EUR"}' if schema.get("type") == "object" else '["a", "b"]'
+        raise ValueError(f"enter JSON, e.g. {example} ({exc})") from None
+
+
+def format_value(kind: str, value: Any) -> Any:
+    """A stored parameter as its input shows it."""
+    if value is _MISSING or value is None:
+        return "" if kind not in ("rows", "boolean") else ([] if kind == "rows" else None)
+    if kind == "patterns":
+        return "\n".join(value) if isinstance(value, list) else str(value)
+    if kind in ("integer", "number", "text", "choice"):
+        return str(value) if not isinstance(value, bool) else _json_text(value)
+    if kind == "boolean":
+        return "on" if value else None
+    if kind == "rows":
+        return value if isinstance(value, list) else []
+    return _json_text(value)
+
+
+# --- the posted form of a declaration's parameters --------------------------------------------------
+
+
+@dataclass
+class ParamsInput:
+    """What the parameters part of one row posted: the hook picked (``None`` when the page did
+    not post a pick), the JSON text box, and the raw inputs of the picked hook's parameters."""
+
+    hook: str | None
+    raw: str
+    picked: str = ""
+    values: dict[str, Any] = field(default_factory=dict)
+    structured: bool = False
+
+
+def _prefix_of(name: str) -> str:
+    return name[: -len("params")] if name.endswith("params") else f"{name}-"
+
+
+class HookParamsWidget(forms.Widget):
+    """Every declarable hook's parameter inputs (one block per hook) and the JSON text box of
+    the operator's own hooks. Inputs are named ``<params>__<hook>__<param>`` (rows:
+    ``…__<param>__<n>__<field>``), so a row's parameters travel with the formset's prefix."""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> ParamsInput:
+        prefix = _prefix_of(name)
+        hook = data.get(f"{prefix}hook")
+        picked = hook
+        if picked is None and (data.get(f"{prefix}kind") or "class") == "class":
+            picked = data.get(f"{prefix}name")
+        result = ParamsInput(hook=hook, raw=data.get(name) or "", picked=picked or "")
+        entry = _entry(picked or "")
+        if entry is None:
+            return result
+        base = f"{name}__{entry['name']}__"
+        if f"{base}_shown" not in data:  # posted without the editor's inputs: the JSON box counts
+            return result
+        result.structured = True
+        for param, schema in _properties(entry).items():
+            kind = param_kind(schema)
+            if kind == "rows":
+                result.values[param] = _read_rows(data, f"{base}{param}", schema)
+            elif kind == "boolean":
+                result.values[param] = data.get(f"{base}{param}")
+            else:
+                result.values[param] = data.get(f"{base}{param}", "")
+        if not _properties(entry):
+            result.values["__json__"] = data.get(f"{base}__json__", "")
+        return result
+
+    picked = ""
+    """The hook the row holds (set by the form): its inputs show, filled with its parameters."""
+
+    def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> SafeString:
+        posted = value if isinstance(value, ParamsInput) else None
+        stored = value if isinstance(value, dict) else {}
+        picked = posted.picked if posted is not None else self.picked
+        blocks = [_render_hook_block(name, entry, picked, posted, stored) for entry in declarable_entries()]
+        raw = posted.raw if posted is not None else (_json_text(stored) if stored else "{}")
+        own_hidden = " hidden" if _entry(picked) is not None else ""
+        own = format_html(
+            '<div class="hook-params" data-hook="{}"{}><p class="help">Parameters as JSON — command: '
+            '<code>{{"argv": ["/path/to/script"], "env": {{}}}}</code>; http: <code>{{"url": '
+            '"https://…"}}</code>; python: <code>{{"path": "package.module.Class", …}}</code>.</p>'
+            '<textarea name="{}" rows="3" cols="60" class="vLargeTextField hook-params-json">{}</textarea>'
+            "</div>",
+            OWN_PREFIX,
+            mark_safe(own_hidden),  # noqa: S308  # a constant
+            name,
+            raw,
+        )
+        return mark_safe(  # noqa: S308  # every piece is built by format_html
+            f'<div class="hook-params-editor" data-name="{name}">{"".join(blocks)}{own}</div>'
+        )
+
+
+def _entry(name: str) -> dict[str, Any] | None:
+    for entry in declarable_entries():
+        if entry["name"] == name:
+            return entry
+    return None
+
+
+def _properties(entry: dict[str, Any]) -> dict[str, Any]:
+    schema = entry.get("params_schema") or {}
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return props if isinstance(props, dict) else {}
+
+
+def _required(entry: dict[str, Any]) -> set[str]:
+    schema = entry.get("params_schema") or {}
+    return set(schema.get("required") or []) if isinstance(schema, dict) else set()
+
+
+def _read_rows(data: Any, base: str, schema: dict[str, Any]) -> list[dict[str, str]]:
+    columns = list(schema["items"]["properties"])
+    rows = []
+    index = 0
+    while any(f"{base}__{index}__{col}" in data for col in columns):
+        rows.append({col: data.get(f"{base}__{index}__{col}", "") for col in columns})
+        index += 1
+    return rows
+
+
+def _input(kind: str, name: str, schema: dict[str, Any], shown: Any, *, label: str) -> SafeString:
+    placeholder = ""
+    if "default" in schema:
+        placeholder = f"default: {format_value(kind, schema['default'])}"
+    if kind == "choice":
+        options = [("", f"— {placeholder or 'choose'} —")] + [(str(o), str(o)) for o in schema["enum"]]
+        return format_html(
+            '<select name="{}" aria-label="{}">{}</select>',
+            name,
+            label,
+            format_html_join(
+                "",
+                '<option value="{}"{}>{}</option>',
+                ((v, mark_safe(" selected") if v == shown else "", t) for v, t in options),  # noqa: S308
+            ),
+        )
+    if kind == "boolean":
+        checked = mark_safe(" checked") if shown == "on" else ""  # noqa: S308
+        return format_html('<input type="checkbox" name="{}" aria-label="{}"{}>', name, label, checked)
+    if kind in ("patterns", "json") or (kind == "text" and name.endswith("__text")):
+        return format_html(
+            '<textarea name="{}" rows="2" cols="40" aria-label="{}" placeholder="{}">{}</textarea>',
+            name,
+            label,
+            placeholder or ("one per line" if kind == "patterns" else ""),
+            shown or "",
+        )
+    input_type = "number" if kind in ("integer", "number") else "text"
+    step = mark_safe(' step="any"') if kind == "number" else ""  # noqa: S308
+    return format_html(
+        '<input type="{}" name="{}" value="{}" aria-label="{}" placeholder="{}"{}>',
+        input_type,
+        name,
+        shown or "",
+        label,
+        placeholder,
+        step,
+    )
+
+
+def _render_rows(
+    name: str, schema: dict[str, Any], rows: list[Any], *, label: str, typed: bool
+) -> SafeString:
+    """A list of objects as rows of inputs (``typed``: ``rows`` are the texts posted back)."""
+    columns = schema["items"]["properties"]
+    head = format_html_join("", "<th>{}</th>", ((_label(c),) for c in columns))
+    body = []
+    for index in range(len(rows) + CONDITION_ROWS if len(rows) else CONDITION_ROWS):
+        row = rows[index] if index < len(rows) else {}
+        cells = []
+        for col, col_schema in columns.items():
+            kind = param_kind(col_schema)
+            if kind == "json":
+                kind = "loose"
+            value = row.get(col, _MISSING) if isinstance(row, dict) else _MISSING
+            if typed:
+                shown = "" if value is _MISSING else value
+            elif kind == "loose":
+                shown = "" if value is _MISSING else (value if isinstance(value, str) else _json_text(value))
+            else:
+                shown = format_value(kind, value)
+            cell_label = f"{label} {index + 1}: {col}"
+            input_kind = "text" if kind == "loose" else kind
+            cells.append(format_html("<td>{}</td>", _input(input_kind, f"{name}__{index}__{col}", col_schema,
+                                                            shown, label=cell_label)))  # fmt: skip
+        body.append(format_html("<tr>{}</tr>", mark_safe("".join(cells))))  # noqa: S308
+    return format_html(
+        '<table class="hook-param-rows"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
+        head,
+        mark_safe("".join(body)),  # noqa: S308
+    )
+
+
+def _render_hook_block(
+    name: str, entry: dict[str, Any], picked: str, posted: ParamsInput | None, stored: dict[str, Any]
+) -> SafeString:
+    hook = entry["name"]
+    base = f"{name}__{hook}__"
+    mine = picked == hook
+    use_posted = posted is not None and posted.structured and mine
+    defaults = f"priority {entry['priority']}, timeout {entry['timeout']:g} s, on error: {entry['on_error']}"
+    lines = []
+    properties = _properties(entry)
+    required = _required(entry)
+    for param, schema in properties.items():
+        kind = param_kind(schema)
+        if use_posted:
+            shown = posted.values.get(param)  # type: ignore[union-attr]
+        else:
+            shown = format_value(kind, stored.get(param, _MISSING) if mine else _MISSING)
+        label = _label(param)
+        if kind == "rows":
+            widget = _render_rows(f"{base}{param}", schema, shown or [], label=label, typed=use_posted)
+        else:
+            widget = _input(kind, f"{base}{param}", schema, shown, label=label)
+        help_bits = [schema.get("description") or ""]
+        if kind == "patterns":
+            help_bits.append("One per line.")
+        if kind == "rows":
+            help_bits.append("Blank rows are ignored; a value is read as JSON when it can be (50000, true).")
+        if "default" in schema:
+            help_bits.append(f"Default: {format_value(kind, schema['default'])}.")
+        lines.append(
+            format_html(
+                '<div class="hook-param"><label>{}{}</label> {}<div class="help">{}</div></div>',
+                label,
+                mark_safe(' <span class="required" title="required">*</span>') if param in required else "",  # noqa: S308
+                widget,
+                " ".join(b for b in help_bits if b),
+            )
+        )
+    if not properties:
+        raw = (
+            posted.values.get("__json__", "")
+            if use_posted
+            else (_json_text(stored) if mine and stored else "{}")
+        )
+        lines.append(
+            format_html(
+                '<div class="hook-param"><label>Parameters (JSON)</label> '
+                '<textarea name="{}__json__" rows="2" cols="60">{}</textarea></div>',
+                base,
+                raw,
+            )
+        )
+    return format_html(
+        '<div class="hook-params" data-hook="{}"{}><input type="hidden" name="{}_shown" value="1">'
+        '<p class="hook-description"><strong>{}</strong> ({}) — {} <span class="help">Defaults: {}.</span></p>'
+        "{}</div>",
+        hook,
+        "" if mine else mark_safe(" hidden"),  # noqa: S308
+        base,
+        hook,
+        entry["point"],
+        entry["description"],
+        defaults,
+        mark_safe("".join(lines)),  # noqa: S308
+    )
+
+
+class HookParamsField(forms.Field):
+    """Reads :class:`ParamsInput` into the declaration's ``params`` object: the picked catalog
+    hook's inputs when the editor posted them, otherwise the JSON text box."""
+
+    widget = HookParamsWidget
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.pop("encoder", None)
+        kwargs.pop("decoder", None)
+        kwargs.pop("max_length", None)
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> dict[str, Any]:
+        if isinstance(value, dict):
+            return value
+        if not isinstance(value, ParamsInput):
+            return {}
+        if not value.structured:
+            return _read_json_box(value.raw)
+        entry = _entry(value.picked)
+        if entry is None:
+            return _read_json_box(value.raw)
+        properties = _properties(entry)
+        if not properties:
+            return _read_json_box(value.values.get("__json__", ""))
+        params: dict[str, Any] = {}
+        problems: list[str] = []
+        required = _required(entry)
+        for param, schema in properties.items():
+            kind = param_kind(schema)
+            try:
+                if kind == "rows":
+                    read = _rows_value(schema, value.values.get(param) or [])
+                else:
+                    read = read_value(kind, schema, value.values.get(param))
+            except ValueError as exc:
+                problems.append(f"{_label(param)}: {exc}")
+                continue
+            if read is _MISSING:
+                if param in required:
+                    problems.append(f"{_label(param)}: this parameter is required")
+                continue
+            params[param] = read
+        if problems:
+            raise forms.ValidationError(problems)
+        return params
+
+    def has_changed(self, initial: Any, data: Any) -> bool:
+        try:
+            return self.to_python(data) != (initial or {})
+        except forms.ValidationError:
+            return True
+
+
+def _read_json_box(text: str) -> dict[str, Any]:
+    text = (text or "").strip()
+    if not text:
+        return {}
+    from fimone.parsers import InvalidJSON
+    from fimone.parsers import loads as json_loads
+
+    try:
+        params = json_loads(text)
+    except (InvalidJSON, ValueError) as exc:
+        raise forms.ValidationError(f"Parameters: enter a JSON object ({exc}).") from None
+    if not isinstance(params, dict):
+        raise forms.ValidationError('Parameters: enter a JSON object, e.g. {"argv": ["/opt/hooks/check.sh"]}.')
+    return params
+
+
+def _rows_value(schema: dict[str, Any], rows: list[dict[str, str]]) -> Any:
+    columns = schema["items"]["properties"]
+    required = set(schema["items"].get("required") or [])
+    out = []
+    for number, row in enumerate(rows, start=1):
+        if not any((row.get(c) or "").strip() for c in columns):
+            continue
+        item: dict[str, Any] = {}
+        for col, col_schema in columns.items():
+            text = (row.get(col) or "").strip()
+            kind = param_kind(col_schema)
+            if not text:
+                if col in required:
+                    raise ValueError(f"row {number}: {col} is required")
+                continue
+            if kind == "json":
+                item[col] = _loose(text)
+            else:
+                try:
+                    item[col] = read_value(kind, col_schema, text)
+                except ValueError as exc:
+                    raise ValueError(f"row {number}: {col}: {exc}") from None
+        out.append(item)
+    return out if out else _MISSING
+
+
+# --- the effective chain, as rows ---------------------------------------------------------------------
+
+SOURCE_LABELS = {
+    "system": "System",
+    "organisation": "Organisation-enforced",
+    "agent": "Agent",
+    "config": "Agent (model config)",
+}
+SYSTEM_NOTES = {
+    "read_only_guard": "blocks writes while the organisation is read-only",
+    "confirmation_gate": "the approval gate: asks a human when the tool requires confirmation, "
+    "a hook asked for approval, or the agent confirms every call",
+    "confirmation_executed": "records that an approved call ran",
+}
+
+
+@dataclass(frozen=True)
+class ChainRow:
+    """One hook of an agent's effective chain, as the chain panel and the trial show it."""
+
+    position: int
+    name: str
+    kind: str
+    source: str
+    point: str
+    matcher: str
+    priority: int | float
+    params: dict[str, Any]
+    is_gate: bool = False
+
+    @property
+    def source_label(self) -> str:
+        return SOURCE_LABELS.get(self.source, self.source)
+
+    @property
+    def note(self) -> str:
+        return SYSTEM_NOTES.get(self.name, "")
+
+    @property
+    def params_text(self) -> str:
+        return _json_text(self.params) if self.params else ""
+
+
+def chain_rows(chain: dict[str, Any]) -> list[ChainRow]:
+    """The hooks of a resolved chain (``agents.checks.hook_chain_of``) in the order its registry
+    runs them: by point, then by priority, ties in the order of the record (declared hooks, then
+    the system hooks), which is the registry's stable sort."""
+    from hooks.catalog import hook_catalog
+
+    catalog = hook_catalog()
+    listed: list[tuple[int | float, ChainRow]] = []
+    for record in chain.get("declared", []):
+        listed.append(
+            (
+                record["priority"],
+                ChainRow(
+                    position=0,
+                    name=record["name"],
+                    kind=record.get("kind") or "class",
+                    source=record.get("source", "agent"),
+                    point=record["point"],
+                    matcher=record.get("matcher") or "",
+                    priority=record["priority"],
+                    params=record.get("params") or {},
+                ),
+            )
+        )
+    for name in chain.get("system", []):
+        cls = catalog.get(name)
+        if cls is None:
+            continue
+        listed.append(
+            (
+                cls.priority,
+                ChainRow(
+                    position=0,
+                    name=name,
+                    kind="system",
+                    source="system",
+                    point=str(cls.point),
+                    matcher="",
+                    priority=cls.priority,
+                    params={},
+                    is_gate=cls.priority == GATE_PRIORITY and str(cls.point) == "PreToolUse",
+                ),
+            )
+        )
+    ordered = [row for _, row in sorted(listed, key=lambda pair: pair[0])]
+    points = ("SessionStart", "PreToolUse", "PostToolUse")
+    ordered.sort(key=lambda row: points.index(row.point) if row.point in points else 9)
+    return [
+        ChainRow(**{**row.__dict__, "position": index}) for index, row in enumerate(ordered, start=1)
+    ]
