@@ -20,10 +20,19 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.db.models import Count, Field, ForeignKey, JSONField, ManyToManyField, Model, QuerySet, URLField
-from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.core.exceptions import PermissionDenied
-from django.db.models import Q
+from django.db.models import (
+    Count,
+    Field,
+    ForeignKey,
+    JSONField,
+    ManyToManyField,
+    Model,
+    Q,
+    QuerySet,
+    URLField,
+)
+from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import Http404, HttpRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -280,7 +289,9 @@ class HookDeclarationForm(forms.ModelForm):
         self.fields["name"].required = False
         instance = self.instance
         if instance.pk is not None:
-            self.initial["hook"] = instance.name if instance.kind == "class" else f"{OWN_PREFIX}{instance.kind}"
+            self.initial["hook"] = (
+                instance.name if instance.kind == "class" else f"{OWN_PREFIX}{instance.kind}"
+            )
         picked = self.data.get(self.add_prefix("hook")) if self.is_bound else self.initial.get("hook")
         self.fields["params"].widget.picked = picked or ""
 
@@ -302,7 +313,9 @@ class HookDeclarationForm(forms.ModelForm):
             self.add_error("hook", "Pick a hook from the catalog, or one of your own kinds.")
             return cleaned
         if not cleaned.get("name") and "hook" not in self.errors:
-            self.add_error("name", "Give your hook a label: it names the hook in the chain and the run's trace.")
+            self.add_error(
+                "name", "Give your hook a label: it names the hook in the chain and the run's trace."
+            )
         if cleaned.get("kind") != "http":
             cleaned["secret"] = None
         return cleaned
@@ -785,7 +798,10 @@ class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdm
         from django.urls import path
 
         trial = self.admin_site.admin_view(self.try_chain_view)
-        return [path("<path:object_id>/try-chain/", trial, name="agents_agent_try_chain"), *super().get_urls()]
+        return [
+            path("<path:object_id>/try-chain/", trial, name="agents_agent_try_chain"),
+            *super().get_urls(),
+        ]
 
     def change_view(
         self, request: HttpRequest, object_id: str, form_url: str = "", extra_context: Any = None

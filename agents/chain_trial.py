@@ -201,7 +201,7 @@ async def _try_pre(report: TrialReport, pairs: list[tuple[Hook, ChainRow]], ctx:
                 TrialStep(row, "failed", f"{'; '.join(failed)} (on error: allow, so the call goes on)")
             )
             continue
-        if outcome.requires_confirmation and not needed:
+        if outcome.confirmation_requested_by:
             needed = True
             reasons.append(f"{row.name} asked ({_effects(outcome)})")
             verdict, detail = "asked for approval", _effects(outcome)
@@ -239,7 +239,9 @@ async def _try_post(
         if outcome.failed_hooks:
             report.post_steps.append(TrialStep(row, "failed", _effects(outcome), result=outcome.result))
         elif outcome.result != result:
-            report.post_steps.append(TrialStep(row, "rewrote result", _effects(outcome), result=outcome.result))
+            report.post_steps.append(
+                TrialStep(row, "rewrote result", _effects(outcome), result=outcome.result)
+            )
         else:
             report.post_steps.append(TrialStep(row, "allowed", _effects(outcome) or "result unchanged"))
         result = outcome.result

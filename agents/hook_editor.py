@@ -276,11 +276,11 @@ def _input(kind: str, name: str, schema: dict[str, Any], shown: Any, *, label: s
             format_html_join(
                 "",
                 '<option value="{}"{}>{}</option>',
-                ((v, mark_safe(" selected") if v == shown else "", t) for v, t in options),  # noqa: S308
+                ((v, mark_safe(" selected") if v == shown else "", t) for v, t in options),
             ),
         )
     if kind == "boolean":
-        checked = mark_safe(" checked") if shown == "on" else ""  # noqa: S308
+        checked = mark_safe(" checked") if shown == "on" else ""
         return format_html('<input type="checkbox" name="{}" aria-label="{}"{}>', name, label, checked)
     if kind in ("patterns", "json") or (kind == "text" and name.endswith("__text")):
         return format_html(
@@ -291,7 +291,7 @@ def _input(kind: str, name: str, schema: dict[str, Any], shown: Any, *, label: s
             shown or "",
         )
     input_type = "number" if kind in ("integer", "number") else "text"
-    step = mark_safe(' step="any"') if kind == "number" else ""  # noqa: S308
+    step = mark_safe(' step="any"') if kind == "number" else ""
     return format_html(
         '<input type="{}" name="{}" value="{}" aria-label="{}" placeholder="{}"{}>',
         input_type,
@@ -369,7 +369,7 @@ def _render_hook_block(
             format_html(
                 '<div class="hook-param"><label>{}{}</label> {}<div class="help">{}</div></div>',
                 label,
-                mark_safe(' <span class="required" title="required">*</span>') if param in required else "",  # noqa: S308
+                mark_safe(' <span class="required" title="required">*</span>') if param in required else "",
                 widget,
                 " ".join(b for b in help_bits if b),
             )
@@ -390,10 +390,11 @@ def _render_hook_block(
         )
     return format_html(
         '<div class="hook-params" data-hook="{}"{}><input type="hidden" name="{}_shown" value="1">'
-        '<p class="hook-description"><strong>{}</strong> ({}) — {} <span class="help">Defaults: {}.</span></p>'
+        '<p class="hook-description"><strong>{}</strong> ({}) — {} '
+        '<span class="help">Defaults: {}.</span></p>'
         "{}</div>",
         hook,
-        "" if mine else mark_safe(" hidden"),  # noqa: S308
+        "" if mine else mark_safe(" hidden"),
         base,
         hook,
         entry["point"],
@@ -470,7 +471,9 @@ def _read_json_box(text: str) -> dict[str, Any]:
     except (InvalidJSON, ValueError) as exc:
         raise forms.ValidationError(f"Parameters: enter a JSON object ({exc}).") from None
     if not isinstance(params, dict):
-        raise forms.ValidationError('Parameters: enter a JSON object, e.g. {"argv": ["/opt/hooks/check.sh"]}.')
+        raise forms.ValidationError(
+            'Parameters: enter a JSON object, e.g. {"argv": ["/opt/hooks/check.sh"]}.'
+        )
     return params
 
 
@@ -539,6 +542,15 @@ class ChainRow:
         return SYSTEM_NOTES.get(self.name, "")
 
     @property
+    def applies_to(self) -> str:
+        """The tools it runs for: its matcher and, for catalog hooks, its ``tools`` parameter."""
+        tools = self.params.get("tools") if self.kind == "class" else None
+        if isinstance(tools, list):
+            tools = ", ".join(str(t) for t in tools)
+        parts = [part for part in (self.matcher, tools) if part and part != "*"]
+        return " and ".join(parts)
+
+    @property
     def params_text(self) -> str:
         return _json_text(self.params) if self.params else ""
 
@@ -590,6 +602,4 @@ def chain_rows(chain: dict[str, Any]) -> list[ChainRow]:
     ordered = [row for _, row in sorted(listed, key=lambda pair: pair[0])]
     points = ("SessionStart", "PreToolUse", "PostToolUse")
     ordered.sort(key=lambda row: points.index(row.point) if row.point in points else 9)
-    return [
-        ChainRow(**{**row.__dict__, "position": index}) for index, row in enumerate(ordered, start=1)
-    ]
+    return [ChainRow(**{**row.__dict__, "position": index}) for index, row in enumerate(ordered, start=1)]
