@@ -858,7 +858,6 @@ class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdm
             **self.admin_site.each_context(request),
             "opts": self.opts,
             "title": f"Try the hook chain of {agent.name}",
-            "subtitle": agent.name,
             "agent": agent,
             "original": agent,
             "form": form,

@@ -50,6 +50,10 @@ NOT_TRIED = {
 CODE_NOT_TRIED = "command, python and http hooks run code of their own, which may send or write something"
 
 
+ASKED = "asked for human approval: "
+"""How the registry notes a hook's ask in the trace (``hooks.registry``), before its reason."""
+
+
 class TrialError(ValueError):
     """The trial cannot start (a tool the agent does not have, a toolbox that cannot be built);
     ``str()`` says why in the operator's words."""
@@ -203,7 +207,9 @@ async def _try_pre(report: TrialReport, pairs: list[tuple[Hook, ChainRow]], ctx:
             continue
         if outcome.confirmation_requested_by:
             needed = True
-            reasons.append(f"{row.name} asked ({_effects(outcome)})")
+            asked = [e.message for e in outcome.side_effects if e.message.startswith(ASKED)]
+            why = "; ".join(m[len(ASKED) :] for m in asked) or "its conditions are met"
+            reasons.append(f"{row.name} asked: {why}")
             verdict, detail = "asked for approval", _effects(outcome)
         elif outcome.tool_args != args:
             verdict, detail = "rewrote arguments", _effects(outcome)

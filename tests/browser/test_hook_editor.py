@@ -57,6 +57,7 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     params.locator('[name$="__conditions__0__op"]').select_option(">=")
     params.locator('[name$="__conditions__0__value"]').fill("50000")
     params.locator('[name$="__reason"]').fill("payments of 50,000 or more")
+    row.screenshot(path=str((SHOTS if SHOTS.is_dir() else tmp_path) / "hook-editor-row.png"))
     page.get_by_role("button", name="Save and continue editing").click()
 
     expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
