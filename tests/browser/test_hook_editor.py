@@ -69,8 +69,10 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     assert names == ["read_only_guard", "confirm_when", "confirmation_gate"], names
     expect(chain.locator('tr[data-hook="confirm_when"]')).to_contain_text("Agent")
     expect(chain.locator('tr[data-hook="confirm_when"]')).to_contain_text("oa__purchase_pay")
-    chain.scroll_into_view_if_needed()
     shot(page, "agent-page-with-its-chain.png", tmp_path, full_page=True)
+    page.locator(".inline-group").scroll_into_view_if_needed()
+    page.locator(".inline-group").evaluate("el => el.scrollIntoView()")
+    shot(page, "agent-page-hooks-and-chain.png", tmp_path)
 
     page.get_by_role("link", name="Try this chain").first.click()
     page.get_by_label("Tool").select_option("oa__purchase_pay")
