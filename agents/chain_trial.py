@@ -182,7 +182,7 @@ async def _try_pre(report: TrialReport, pairs: list[tuple[Hook, ChainRow]], ctx:
         else:
             problem = None
         if not applies:
-            report.steps.append(TrialStep(row, "skipped", "does not apply to this tool"))
+            report.steps.append(TrialStep(row, "skipped", "does not apply to this call"))
             continue
         why_not = None if problem is not None else _why_not_tried(hook, row)
         if why_not is not None:
