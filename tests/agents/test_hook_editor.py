@@ -11,10 +11,20 @@ from django.urls import reverse
 
 from agents.checks import hook_chain_of
 from agents.engine.chain import registry_for_chain
-from agents.models import Agent, Conversation, HookDeclaration, Run, ToolExecution
+from agents.models import (
+    Agent,
+    ConnectorCallLog,
+    Conversation,
+    HookDeclaration,
+    Membership,
+    Organization,
+    RateLimitWindow,
+    Run,
+    ToolExecution,
+)
 from approvals.models import ConfirmationRequest
 from tests.admin_kit import logged_in, page_text, url
-from tests.agents.test_admin import agent_form, hook_rows
+from tests.agents.test_admin import agent_form, hook_rows, organization_form
 from tests.personas import make_action, make_agent, make_hook, make_http_connector, scripted
 
 pytestmark = pytest.mark.django_db
@@ -356,3 +366,37 @@ def test_the_trial_uses_the_agents_current_config_hooks_too(governed, payments) 
                               arguments='{"purchase_id": "PO-1", "amount": 5}'))  # fmt: skip
 
     assert "<strong>Blocked</strong>" in text and "Agent (model config)" in text
+
+
+def test_the_audit_log_and_the_rate_limit_are_not_tried_and_nothing_is_recorded(governed, payments) -> None:
+    make_hook(payments, "audit_log", params={})
+    make_hook(payments, "connector_rate_limit", params={"calls": 1})
+
+    call = {"arguments": '{"purchase_id": "PO-1", "amount": 5}', "sample_result": '{"ok": true}'}
+    text = page_text(try_call(governed.operator, payments, tool_name="oa__purchase_pay", **call))
+
+    assert "it records calls in the call log" in text
+    assert "a dry run must not use it up" in text
+    assert text.count('class="verdict verdict-not-tried"') == 2
+    assert not ConnectorCallLog.objects.exists()
+    assert not RateLimitWindow.objects.exists()
+
+
+def test_what_an_operator_typed_is_shown_back_escaped(governed, payments) -> None:
+    make_hook(payments, "deny_tools", params={"tools": "oa__x", "message": '"><script>alert(1)</script>'})
+
+    text = logged_in(governed.operator).get(url(Agent, "change", payments.pk)).content.decode()
+
+    assert "<script>alert(1)</script>" not in text
+
+
+def test_an_organisation_admin_adds_an_enforced_hook_through_the_editor(governed) -> None:
+    memberships = list(Membership.objects.filter(organization=governed.org).order_by("pk"))
+    data = organization_form(governed.org, memberships)
+    data.update(hook_rows(editor_row("deny_tools", tools="oa__purchase_delete", message="Never.")))
+
+    response = logged_in(governed.admin).post(url(Organization, "change", governed.org.pk), data)
+
+    assert response.status_code == 302, page_text(response)
+    enforced = HookDeclaration.objects.get()
+    assert enforced.is_enforced and enforced.params == {"tools": "oa__purchase_delete", "message": "Never."}
