@@ -30,7 +30,8 @@ OWN_KINDS = {
     "http": "HTTP hook (calls a URL, signed)",
 }
 CONDITION_ROWS = 3
-"""Empty rows offered for a list of objects (``confirm_when`` conditions) beyond those filled."""
+"""Rows offered for a list of objects (``confirm_when`` conditions): at least this many, and always
+one empty row beyond those filled."""
 
 _MISSING: Any = object()
 
@@ -310,7 +311,7 @@ def _render_rows(
     columns = schema["items"]["properties"]
     head = format_html_join("", "<th>{}</th>", ((_label(c),) for c in columns))
     body = []
-    for index in range(len(rows) + CONDITION_ROWS if len(rows) else CONDITION_ROWS):
+    for index in range(max(CONDITION_ROWS, len(rows) + 1)):
         row = rows[index] if index < len(rows) else {}
         cells = []
         for col, col_schema in columns.items():
@@ -321,7 +322,9 @@ def _render_rows(
             if typed:
                 shown = "" if value is _MISSING else value
             elif kind == "loose":
-                shown = "" if value is _MISSING else (value if isinstance(value, str) else _json_text(value))
+                # A text that would read back as something else ("123", "true") is shown quoted.
+                plain = isinstance(value, str) and _loose(value) == value
+                shown = "" if value is _MISSING else (value if plain else _json_text(value))
             else:
                 shown = format_value(kind, value)
             cell_label = f"{label} {index + 1}: {col}"
