@@ -18,7 +18,7 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
-from hooks.catalog import catalog_entries
+from hooks.catalog import HookDeclarationError, catalog_entries
 from hooks.contract import GATE_PRIORITY
 
 OWN_PREFIX = "own:"
@@ -39,7 +39,11 @@ _MISSING: Any = object()
 def declarable_entries() -> list[dict[str, Any]]:
     """The catalog hooks an operator may declare, by point then name."""
     order = {"PreToolUse": 0, "PostToolUse": 1, "SessionStart": 2}
-    entries = [e for e in catalog_entries() if not e["system"]]
+    try:
+        listed = catalog_entries()
+    except HookDeclarationError:  # a broken hook module: saving says which; the page still opens
+        return []
+    entries = [e for e in listed if not e["system"]]
     return sorted(entries, key=lambda e: (order.get(e["point"], 9), e["name"]))
 
 

@@ -400,3 +400,12 @@ def test_an_organisation_admin_adds_an_enforced_hook_through_the_editor(governed
     assert response.status_code == 302, page_text(response)
     enforced = HookDeclaration.objects.get()
     assert enforced.is_enforced and enforced.params == {"tools": "oa__purchase_delete", "message": "Never."}
+
+
+def test_a_broken_hook_module_does_not_take_the_agent_page_down(governed, payments, settings) -> None:
+    settings.HOOK_MODULES = ["no.such.module"]
+
+    response = logged_in(governed.operator).get(url(Agent, "change", payments.pk))
+
+    assert response.status_code == 200
+    assert "hook module 'no.such.module' failed to import" in page_text(response)
