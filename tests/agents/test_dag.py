@@ -244,3 +244,23 @@ def test_plan_parse_orders_steps_by_their_dependencies() -> None:
     assert [s["id"] for s in steps] == ["a", "b", "c"]
     with pytest.raises(PlanError, match="same id"):
         plan_parse(plan(("a", "x", []), ("a", "y", [])), max_steps=5)
+
+
+def test_cancelling_a_parked_dag_run_cancels_its_waiting_step_and_withdraws_its_request(
+    personas, resumes
+) -> None:
+    from agents.services import run_cancel
+
+    set_policy(personas)
+    alpha = RecordingTool("alpha", requires_confirmation=True)
+    harness = Harness(alpha, RecordingTool("beta"))
+    run = start(personas, dag_agent(personas, TWO_AND_COMBINE))
+    harness.execute(run)
+
+    run_cancel(run=run, user=personas.member)
+
+    step = children(run)["a"]
+    assert step.status == RunStatus.CANCELLED
+    assert ConfirmationRequest.objects.get(run=step).status == "cancelled"
+    assert harness.resume(step) is None and alpha.calls == []
+    assert resumes.run_ids == [], "a cancelled parent is not woken"

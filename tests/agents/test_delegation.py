@@ -235,3 +235,27 @@ def test_an_agent_without_delegates_has_no_call_agent_tool(personas, resumes) ->
     [blocked] = events_of(run, ev.TOOL_BLOCKED)
     assert blocked["error"].startswith("Unknown tool 'call_agent'")
     assert "call_agent" not in str(harness.llm_requests[0])
+
+
+def test_cancelling_a_waiting_delegate_wakes_its_caller_which_hears_it(personas, resumes) -> None:
+    from agents.services import run_cancel
+
+    set_policy(personas)
+    pay = pay_tool(requires_confirmation=True)
+    agent = caller(personas)
+    agent.delegates.set([clerk(personas)])
+    harness = Harness(pay)
+    run = start(personas, agent)
+    harness.execute(run)
+    [child] = run.children.all()
+
+    run_cancel(run=child, user=personas.member)
+
+    assert resumes.run_ids == [run.pk]
+    assert harness.resume(run) == RunStatus.COMPLETED
+    run.refresh_from_db()
+    assert (
+        run.output
+        == "Caller heard: Tool error: Ledger clerk could not finish the task: cancelled by the user"
+    )
+    assert pay.calls == []
