@@ -73,9 +73,19 @@ def messages_load(*, run_id: int, count: int) -> list[dict[str, Any]]:
 
 
 def previous_messages(*, run: Run) -> list[dict[str, Any]]:
-    """The conversation so far: the messages of the latest completed run before this one."""
+    """The conversation so far: the messages of the latest completed run before this one.
+
+    A child run (a DAG step, a delegate) starts from its own input alone, and is never taken for
+    a turn of the conversation it shares with its parent."""
+    if run.parent_run_id is not None:
+        return []
     earlier = (
-        Run.objects.filter(conversation_id=run.conversation_id, status=RunStatus.COMPLETED, pk__lt=run.pk)
+        Run.objects.filter(
+            conversation_id=run.conversation_id,
+            status=RunStatus.COMPLETED,
+            pk__lt=run.pk,
+            parent_run__isnull=True,
+        )
         .order_by("-pk")
         .values_list("pk", "checkpoint")
         .first()

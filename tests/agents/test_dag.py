@@ -264,3 +264,24 @@ def test_cancelling_a_parked_dag_run_cancels_its_waiting_step_and_withdraws_its_
     assert ConfirmationRequest.objects.get(run=step).status == "cancelled"
     assert harness.resume(step) is None and alpha.calls == []
     assert resumes.run_ids == [], "a cancelled parent is not woken"
+
+
+def test_steps_start_from_their_own_input_and_the_next_turn_follows_the_dag_runs_answer(
+    personas, resumes
+) -> None:
+    harness = Harness(RecordingTool("alpha", result=1), RecordingTool("beta", result=2))
+    agent = dag_agent(personas, TWO_AND_COMBINE)
+    run = start(personas, agent)
+    harness.execute(run)
+
+    combine = [m for m in harness.llm_requests if "combine the figures" in m[-1]["content"]][0]
+    assert [m["role"] for m in combine] == ["system", "user"], "a step sees no other step's messages"
+
+    follow_up = run_start(
+        agent=agent, user=personas.member, input="and gamma?", conversation=run.conversation
+    )
+    harness.llm_requests.clear()
+    harness.execute(follow_up)
+
+    planner = harness.llm_requests[0]
+    assert [m["content"] for m in planner[1:3]] == ["report alpha and beta", "All figures are in."]

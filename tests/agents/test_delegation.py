@@ -259,3 +259,33 @@ def test_cancelling_a_waiting_delegate_wakes_its_caller_which_hears_it(personas,
         == "Caller heard: Tool error: Ledger clerk could not finish the task: cancelled by the user"
     )
     assert pay.calls == []
+
+
+# --- declaring delegates in admin -----------------------------------------------------------------
+
+
+def test_an_operator_declares_in_admin_which_agents_an_agent_may_call(superuser, personas) -> None:
+    from tests.admin_kit import logged_in, url
+    from tests.agents.test_admin import agent_form
+
+    delegate = clerk(personas)
+    data = agent_form(personas, scripted({"content": "x"}), delegates=[delegate.pk])
+
+    response = logged_in(superuser).post(url(Agent, "add"), data)
+
+    assert response.status_code == 302
+    assert list(Agent.objects.get(name="Invoice clerk").delegates.all()) == [delegate]
+
+
+def test_the_admin_refuses_a_delegate_of_another_organisation(superuser, personas) -> None:
+    from tests.admin_kit import logged_in, page_text, url
+    from tests.agents.test_admin import agent_form
+
+    outsider = make_agent(personas.other_org, personas.stranger, name="Globex clerk")
+    data = agent_form(personas, scripted({"content": "x"}), delegates=[outsider.pk])
+
+    response = logged_in(superuser).post(url(Agent, "add"), data)
+
+    assert response.status_code == 200
+    assert "An agent may only call agents of its own organisation." in page_text(response)
+    assert not Agent.objects.filter(name="Invoice clerk").exists()
