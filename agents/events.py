@@ -69,7 +69,8 @@ DAG_STEP_FINISHED: Final = "dag.step_finished"
 
 APPROVAL_PENDING: Final = "approval.pending"
 """``{"request_id", "tool_call_id", "tool", "arguments", "approvers": [{"id", "name"}],
-"expires_at", "channel"}`` — a human must decide before the call runs (approvals.gate)."""
+"expires_at", "channel"}`` — a human must decide before the call runs (approvals.gate). On a
+DAG run or a delegate's caller it also names the child run that waits (``child_run_id``)."""
 
 APPROVAL_DECIDED: Final = "approval.decided"
 """``{"request_id", "tool_call_id", "status", "by", "reason", "at", "delivery_problem"}`` — the

@@ -354,6 +354,7 @@ class DagEngine:
 
     async def _park(self, waiting: list[str]) -> str:
         run_ids = [self.state["steps"][i]["run_id"] for i in waiting]
+        await self.journal.relay_approvals(child_run_ids=run_ids)
 
         async def still_waiting() -> bool:
             return await db(store.children_all_unfinished, run_ids=run_ids)

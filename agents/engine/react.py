@@ -184,6 +184,9 @@ class ReactEngine:
                 suspension = await self._run_pending_calls(pipeline)
                 if suspension is not None:
                     call = suspension.call
+                    delegate = suspension.detail.get("delegate_run_id")
+                    if delegate is not None:
+                        await journal.relay_approvals(child_run_ids=[delegate])
                     return await journal.park(
                         tool_call_id=call["id"],
                         tool=call["name"],

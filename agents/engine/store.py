@@ -511,3 +511,23 @@ def run_lineage(*, run_id: int) -> list[tuple[int, str]]:
         lineage.append((agent_id, path))
         current = parent
     return lineage
+
+
+def pending_approvals(*, run_ids: list[int]) -> list[tuple[int, dict[str, Any]]]:
+    """``(run_id, payload)`` of each ``approval.pending`` event of these runs not followed by an
+    ``approval.decided`` of the same request, in order."""
+    from agents import events as ev
+
+    pending: dict[Any, tuple[int, dict[str, Any]]] = {}
+    rows = (
+        RunEvent.objects.filter(run_id__in=run_ids, type__in=[ev.APPROVAL_PENDING, ev.APPROVAL_DECIDED])
+        .order_by("run_id", "seq")
+        .values_list("run_id", "type", "payload")
+    )
+    for run_id, type_, payload in rows:
+        request_id = payload.get("request_id") if isinstance(payload, dict) else None
+        if type_ == ev.APPROVAL_PENDING:
+            pending[request_id] = (run_id, payload)
+        else:
+            pending.pop(request_id, None)
+    return list(pending.values())

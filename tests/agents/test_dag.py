@@ -14,6 +14,7 @@ from agents.models import Agent, ExecutionPath, Run, RunStatus
 from agents.services import run_start
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
+from portal.transcript import run_transcript
 from tests.agents.engine_kit import Harness, RecordingTool, event_types, events_of
 from tests.approvals.kit import set_policy
 from tests.personas import make_agent
@@ -198,6 +199,13 @@ def test_a_step_waiting_for_approval_lets_the_others_go_on_and_the_run_resumes_w
     assert suspended["detail"]["run_ids"] == [steps["a"].pk]
 
     request = ConfirmationRequest.objects.get(run=steps["a"])
+    [relayed] = events_of(run, ev.APPROVAL_PENDING)
+    assert relayed["request_id"] == str(request.pk) and relayed["child_run_id"] == steps["a"].pk
+    assert run_transcript(run=run, user=personas.approver)["decidable"] == [str(request.pk)], (
+        "the DAG run's page offers the step's approval"
+    )
+    assert harness.resume(run) == RunStatus.AWAITING_APPROVAL  # woken early: parks again
+    assert len(events_of(run, ev.APPROVAL_PENDING)) == 1, "relayed once"
     confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
     assert resumes.run_ids == [steps["a"].pk], "the verdict resumes the step's run"
     assert harness.resume(steps["a"]) == RunStatus.COMPLETED
@@ -274,7 +282,7 @@ def test_steps_start_from_their_own_input_and_the_next_turn_follows_the_dag_runs
     run = start(personas, agent)
     harness.execute(run)
 
-    combine = [m for m in harness.llm_requests if "combine the figures" in m[-1]["content"]][0]
+    combine = next(m for m in harness.llm_requests if "combine the figures" in m[-1]["content"])
     assert [m["role"] for m in combine] == ["system", "user"], "a step sees no other step's messages"
 
     follow_up = run_start(

@@ -122,6 +122,8 @@ def test_an_approval_inside_the_delegate_suspends_the_caller_and_its_verdict_res
     assert suspended["tool"] == "call_agent" and suspended["detail"]["delegate_run_id"] == child.pk
 
     request = ConfirmationRequest.objects.get(run=child)
+    [relayed] = events_of(run, ev.APPROVAL_PENDING)
+    assert relayed["request_id"] == str(request.pk) and relayed["child_run_id"] == child.pk
     confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
     assert resumes.run_ids == [child.pk]
     assert harness.resume(child) == RunStatus.COMPLETED
