@@ -277,7 +277,8 @@ class DagEngine:
         for step_id, step in steps.items():
             if step["status"] in ("running", "waiting"):
                 # Started earlier: ended meanwhile (the verdict came), or to continue (a crash).
-                await self._settle(step_id, await db(store.child_state, run_id=step["run_id"]))
+                child = await db(store.child_state, run_id=step["run_id"])
+                await self._settle(step_id, child, driven=False)
         while True:
             failed = [i for i, s in steps.items() if s["status"] == "failed"]
             if not failed:
@@ -295,7 +296,7 @@ class DagEngine:
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for task in done:
                 step_id = running.pop(task)
-                await self._settle(step_id, task.result())
+                await self._settle(step_id, task.result(), driven=True)
             await self.journal.save()
         if failed:
             first = steps[failed[0]]
@@ -326,16 +327,18 @@ class DagEngine:
         )
         return await db(store.child_state, run_id=state["run_id"])
 
-    async def _settle(self, step_id: str, child: store.ChildState) -> None:
-        """Record what the step's run has come to."""
+    async def _settle(self, step_id: str, child: store.ChildState, *, driven: bool) -> None:
+        """Record what the step's run has come to. ``driven``: we just tried to drive it."""
         state = self.state["steps"][step_id]
         before = state["status"]
         if child.status == RunStatus.COMPLETED:
             state.update(status="done", output=child.output)
         elif child.status in (RunStatus.FAILED, RunStatus.CANCELLED):
             state.update(status="failed", error=child.error or child.status)
-        elif child.status == RunStatus.QUEUED:
-            state["status"] = "running"  # opened, never driven: the scheduler drives it
+        elif child.status == RunStatus.QUEUED or (child.status == RunStatus.RUNNING and not driven):
+            # Opened but never driven, or left running by a worker that died with this run:
+            # the scheduler drives it (a claim takes it only once its lease expired).
+            state["status"] = "running"
             return
         else:  # parked on an approval, or driven by another process: its ending wakes us
             state["status"] = "waiting"

@@ -293,3 +293,35 @@ def test_steps_start_from_their_own_input_and_the_next_turn_follows_the_dag_runs
 
     planner = harness.llm_requests[0]
     assert [m["content"] for m in planner[1:3]] == ["report alpha and beta", "All figures are in."]
+
+
+def test_a_dag_run_taken_over_after_its_worker_died_finishes_the_step_that_worker_left_running(
+    personas, resumes
+) -> None:
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from agents.engine.runner import run_execute
+
+    set_policy(personas)
+    alpha = RecordingTool("alpha", result=1, requires_confirmation=True)
+    harness = Harness(alpha, RecordingTool("beta", result=2))
+    run = start(personas, dag_agent(personas, TWO_AND_COMBINE))
+    harness.execute(run)
+    step = children(run)["a"]
+    request = ConfirmationRequest.objects.get(run=step)
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+    # The worker that took both runs up after the verdict died before it got anywhere.
+    expired = timezone.now() - dt.timedelta(seconds=5)
+    Run.objects.filter(pk__in=[run.pk, step.pk]).update(
+        status=RunStatus.RUNNING, lease_owner="dead-worker", lease_expires_at=expired
+    )
+
+    from asgiref.sync import async_to_sync
+
+    assert async_to_sync(run_execute)(run.pk, **harness.options()) == RunStatus.COMPLETED
+
+    step.refresh_from_db()
+    assert step.status == RunStatus.COMPLETED and alpha.calls == [{}]
+    assert children(run)["c"].status == RunStatus.COMPLETED
