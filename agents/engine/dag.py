@@ -33,6 +33,7 @@ from agents import events as ev
 from agents.engine import chain as chains
 from agents.engine import store
 from agents.engine.db import db
+from agents.engine.delegation import delegates_of
 from agents.engine.journal import RunJournal
 from agents.engine.react import RunFailed
 from agents.llm.base import LLMError, LLMProvider
@@ -195,6 +196,7 @@ class DagEngine:
             tools = await db(self.tools_factory or tools_for_agent, agent=agent)
         except ToolboxError as exc:
             raise RunFailed(f"the agent's tools cannot be built: {exc}", "tools") from None
+        self.delegates = list(await db(delegates_of, agent=agent))
         return provider, tools
 
     async def _drive(self) -> str:
@@ -220,6 +222,12 @@ class DagEngine:
             raise RunFailed(str(exc), "llm") from None
         return response.content or ""
 
+    def _tool_names(self, tools: dict[str, Tool]) -> str:
+        names = list(tools)
+        if self.delegates:  # the steps may ask these agents (call_agent)
+            names.append(f"call_agent (agents: {', '.join(self.delegates)})")
+        return ", ".join(names) or "none"
+
     async def _plan(self, provider: LLMProvider, tools: dict[str, Tool]) -> None:
         """Ask for a plan; one re-plan if it is unusable, then fail the run clearly."""
         journal, state = self.journal, self.state
@@ -228,7 +236,7 @@ class DagEngine:
             part
             for part in (
                 self.run.agent.instructions.strip(),
-                PLANNER_RULES.format(tools=", ".join(tools) or "none", max_steps=max_steps),
+                PLANNER_RULES.format(tools=self._tool_names(tools), max_steps=max_steps),
             )
             if part
         )

@@ -325,3 +325,14 @@ def test_a_dag_run_taken_over_after_its_worker_died_finishes_the_step_that_worke
     step.refresh_from_db()
     assert step.status == RunStatus.COMPLETED and alpha.calls == [{}]
     assert children(run)["c"].status == RunStatus.COMPLETED
+
+
+def test_the_planner_learns_the_tools_and_the_agents_its_steps_may_call(personas, resumes) -> None:
+    agent = dag_agent(personas, TWO_AND_COMBINE)
+    agent.delegates.set([make_agent(personas.org, personas.operator, name="Ledger clerk")])
+    harness = Harness(RecordingTool("alpha"), RecordingTool("beta"))
+
+    harness.execute(start(personas, agent))
+
+    system = harness.llm_requests[0][0]["content"]
+    assert "alpha, beta, call_agent (agents: Ledger clerk)" in system
