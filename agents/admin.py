@@ -603,6 +603,19 @@ class AgentAdminForm(WriteOnlySecretsForm):
             raise forms.ValidationError(API_KEY_MISPLACED)
         return self.cleaned_data.get("model_config_json")
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        delegates = cleaned.get("delegates")
+        organization = cleaned.get("organization")
+        organization_id = organization.pk if organization is not None else self.instance.organization_id
+        if delegates and organization_id is not None:
+            # call_agent only reaches agents of the agent's own organisation (DESIGN §1.11).
+            if any(other.organization_id != organization_id for other in delegates):
+                self.add_error("delegates", "An agent may only call agents of its own organisation.")
+            elif self.instance.pk is not None and any(other.pk == self.instance.pk for other in delegates):
+                self.add_error("delegates", "An agent cannot call itself.")
+        return cleaned
+
 
 def _without_api_key(text: Any) -> str | None:
     """``text`` (a JSON object) without its ``api_key``, or ``None`` if it has none."""
@@ -676,6 +689,13 @@ class TryChainForm(forms.Form):
         return cleaned
 
 
+DELEGATION_HELP = (
+    "The agents chosen here may be called by this one through its call_agent tool. Each runs as "
+    "a child run with its own hooks and its own confirmation settings; calls nest at most "
+    "AGENT_DELEGATION_MAX_DEPTH deep and never back up the chain of callers."
+)
+
+
 @admin.register(Agent)
 class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdmin):
     """The form validates ``model_config_json`` (provider, script, hooks), ``secrets`` and
@@ -702,12 +722,13 @@ class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdm
         ("organization", admin.RelatedOnlyFieldListFilter),
     )
     search_fields = ("name", "organization__name", "owner__username")
-    filter_horizontal = ("actions",)
+    filter_horizontal = ("actions", "delegates")
     inlines = (AgentHookInline,)
     fieldsets = (
         (None, {"fields": ("organization", "owner", "name", "instructions", "engine")}),
         ("Model and hooks", {"fields": ("model_config_json", "secrets_state", "secrets", "max_iterations")}),
         ("Tools", {"fields": ("actions", "builtin_tools", "require_confirmation_for_all")}),
+        ("Delegation", {"fields": ("delegates",), "description": DELEGATION_HELP}),
         ("Archive", {"fields": ArchivableAdminMixin.archive_fields}),
     )
     readonly_fields = ("secrets_state", *ArchivableAdminMixin.archive_fields)

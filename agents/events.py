@@ -52,11 +52,25 @@ RUN_COMPLETED: Final = "run.completed"
 """``{"output"}``"""
 
 RUN_FAILED: Final = "run.failed"
-"""``{"error", "stage"}`` — ``stage`` is one of hooks, tools, llm, engine, cancelled, max_iterations."""
+"""``{"error", "stage"}`` — ``stage`` is one of hooks, tools, llm, engine, cancelled, max_iterations,
+plan (a DAG plan unusable after one re-plan), steps (a DAG step failed)."""
+
+DAG_PLANNED: Final = "dag.planned"
+"""``{"steps": [{"id", "task", "depends_on"}], "attempt"}`` — a DAG run's plan, validated."""
+
+DAG_PLAN_REJECTED: Final = "dag.plan_rejected"
+"""``{"error", "attempt"}`` — the planner's answer was not a usable plan (one re-plan is asked)."""
+
+DAG_STEP_STARTED: Final = "dag.step_started"
+"""``{"step", "run_id"}`` — a step runs as the child run ``run_id`` (same agent, same hooks)."""
+
+DAG_STEP_FINISHED: Final = "dag.step_finished"
+"""``{"step", "run_id", "status": "done"|"waiting"|"failed", "output", "error"}``"""
 
 APPROVAL_PENDING: Final = "approval.pending"
 """``{"request_id", "tool_call_id", "tool", "arguments", "approvers": [{"id", "name"}],
-"expires_at", "channel"}`` — a human must decide before the call runs (approvals.gate)."""
+"expires_at", "channel"}`` — a human must decide before the call runs (approvals.gate). On a
+DAG run or a delegate's caller it also names the child run that waits (``child_run_id``)."""
 
 APPROVAL_DECIDED: Final = "approval.decided"
 """``{"request_id", "tool_call_id", "status", "by", "reason", "at", "delivery_problem"}`` — the
@@ -75,6 +89,10 @@ ALL: Final = (
     RUN_RESUMED,
     RUN_COMPLETED,
     RUN_FAILED,
+    DAG_PLANNED,
+    DAG_PLAN_REJECTED,
+    DAG_STEP_STARTED,
+    DAG_STEP_FINISHED,
     APPROVAL_PENDING,
     APPROVAL_DECIDED,
 )

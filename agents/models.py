@@ -262,6 +262,14 @@ class Agent(models.Model):
         default=list, blank=True, help_text='e.g. ["current_time", "calculator"]'
     )
     max_iterations = models.PositiveIntegerField(default=12)
+    delegates = models.ManyToManyField(
+        "self",
+        symmetrical=False,
+        blank=True,
+        related_name="delegated_from",
+        help_text="Agents of the same organisation this agent may call (its call_agent tool). Each "
+        "runs with its own hooks and its own confirmation settings.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     archived_at = models.DateTimeField(
         null=True, blank=True, help_text="Archived agents cannot run; their history stays readable."
@@ -346,6 +354,13 @@ class Run(models.Model):
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="children"
     )
     execution_path = models.CharField(max_length=16, choices=ExecutionPath.choices, default=ExecutionPath.API)
+    parent_call_id = models.CharField(
+        max_length=120,
+        blank=True,
+        editable=False,
+        help_text="A child run: what of its parent it runs (a DAG step ``step:<id>``, or the "
+        "``call_agent`` tool call's id). One child per parent and call.",
+    )
     status = models.CharField(
         max_length=20, choices=RunStatus.choices, default=RunStatus.QUEUED, db_index=True
     )
@@ -371,6 +386,13 @@ class Run(models.Model):
 
     class Meta:
         indexes = [models.Index(fields=["user", "-created_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["parent_run", "parent_call_id"],
+                condition=models.Q(parent_run__isnull=False),
+                name="run_unique_child_per_call",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"Run {self.pk} ({self.status})"

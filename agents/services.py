@@ -151,8 +151,13 @@ def _run_stop(*, run: Run, error: str) -> None:
         from agents.signals import run_cancelled
 
         run_cancelled.send(sender=Run, run_id=run.pk, reason=error)
+        if Run.objects.filter(children=run, status=RunStatus.AWAITING_APPROVAL).exists():
+            # A DAG step or a delegate its parent waits for: the parent hears it ended.
+            run_resume_soon(run_id=run.parent_run_id, reason=f"its child run {run.pk} was cancelled")
     else:
         Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    # Its DAG steps and delegates in flight stop with it (parked ones withdraw their requests).
+    _runs_stop(runs=Run.objects.filter(parent_run=run), error=error)
 
 
 def _runs_stop(*, runs: Any, error: str) -> int:

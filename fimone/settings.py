@@ -222,6 +222,10 @@ CELERY_TIMEZONE = "UTC"
 # Where agent runs execute: in the server process (embedded) or on Celery workers.
 RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "embedded" if EMBEDDED else "celery", ("embedded", "celery"))
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 60, minimum=5)
+# How many agents deep call_agent may delegate (the first delegate is depth 1).
+AGENT_DELEGATION_MAX_DEPTH = env_int("AGENT_DELEGATION_MAX_DEPTH", 3, minimum=1)
+# The most steps a DAG agent's plan may have.
+DAG_MAX_STEPS = env_int("DAG_MAX_STEPS", 8, minimum=1)
 # How approval cards reach IM platforms: Celery tasks, or (embedded) a small background pool.
 CHANNEL_DELIVERY = env_choice(
     "CHANNEL_DELIVERY", "background" if EMBEDDED else "celery", ("background", "celery")

@@ -322,6 +322,18 @@ class RunJournal:
         log.warning("run %s: lease lost to another worker; stopping here", self.run_id)
         return "lease_lost"
 
+    async def relay_approvals(self, *, child_run_ids: list[int]) -> None:
+        """Show on this run the approvals its parked children (DAG steps, delegates) wait for,
+        once each, as ``approval.pending`` events naming the child (``child_run_id``): whoever
+        watches this run sees what it waits for and, if they may, decides it there."""
+        assert self.checkpoint is not None
+        relayed: list[Any] = self.checkpoint.setdefault("relayed_approvals", [])
+        for child_id, payload in await db(store.pending_approvals, run_ids=child_run_ids):
+            if payload.get("request_id") in relayed:
+                continue
+            relayed.append(payload.get("request_id"))
+            self.emit(ev.APPROVAL_PENDING, {**payload, "child_run_id": child_id})
+
     async def park(
         self,
         *,

@@ -31,7 +31,7 @@ from agents.engine import jsonsafe, store
 from agents.engine.db import db
 from agents.engine.journal import RunJournal
 from agents.models import ToolExecution
-from agents.tools.base import Tool, ToolError
+from agents.tools.base import ReentrantTool, Tool, ToolError, ToolSuspension
 from agents.tools.redaction import redact_credentials
 from agents.tools.schema import argument_errors
 from hooks import HookContext, HookRegistry
@@ -143,12 +143,19 @@ class ToolPipeline:
         """
         journal = self.journal
         call_id, name = call["id"], call["name"]
+        tool = self.tools.get(name)
         if not fresh:
             previous = await db(store.execution_find, run_id=journal.run_id, tool_call_id=call_id)
             if previous is not None:
+                if isinstance(tool, ReentrantTool) and previous.status == ToolExecution.Status.STARTED:
+                    # Its hooks passed when it started; it continues the same work (keyed by
+                    # the call's id) with the arguments that started it.
+                    ctx = self.context(
+                        tool_name=name, tool_args=previous.args, metadata={"tool_call_id": call_id}
+                    )
+                    return await self._execute(call, tool, ctx, previous.args, None)
                 return await self._replay(call, previous)
 
-        tool = self.tools.get(name)
         if tool is None:
             return self._refuse(
                 call, f"Unknown tool {name!r}. Available tools: {', '.join(self.tools) or 'none'}."
@@ -210,9 +217,29 @@ class ToolPipeline:
         except IntegrityError:  # another process started this very call: never run it twice
             return await self._unknown(call)
 
+        return await self._execute(call, tool, ctx, final_args, pre.confirmation_request_id)
+
+    async def _execute(
+        self,
+        call: dict[str, Any],
+        tool: Tool,
+        ctx: HookContext,
+        final_args: dict[str, Any],
+        confirmation_request_id: str | None,
+    ) -> StepOutcome:
+        """Run the tool whose execution is recorded as started, then its PostToolUse chain."""
+        journal = self.journal
+        call_id, name = call["id"], call["name"]
         started = time.perf_counter()
         try:
-            result: Any = await tool.run(final_args)
+            if isinstance(tool, ReentrantTool):
+                result: Any = await tool.run_call(final_args, call_id=call_id)
+                if isinstance(result, ToolSuspension):
+                    # Still started: re-entering the call continues it (ReentrantTool).
+                    await journal.commit()
+                    return Suspended(call, result.reason, result.detail, result.still_waiting)
+            else:
+                result = await tool.run(final_args)
             status = ToolExecution.Status.SUCCEEDED
         except ToolError as exc:
             # Tools mask the secrets they know; this catches a credential-shaped text any tool let by.
@@ -233,7 +260,7 @@ class ToolPipeline:
             stored,
             status,
             duration,
-            confirmation_request_id=pre.confirmation_request_id,
+            confirmation_request_id=confirmation_request_id,
             record=store.execution_finish(
                 run_id=journal.run_id,
                 tool_call_id=call_id,

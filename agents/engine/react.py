@@ -24,6 +24,7 @@ from agents import events as ev
 from agents.engine import chain as chains
 from agents.engine import store
 from agents.engine.db import db
+from agents.engine.delegation import delegation_tools
 from agents.engine.journal import RunJournal
 from agents.engine.pipeline import Suspended, ToolPipeline
 from agents.llm.base import LLMError, LLMProvider, LLMResponse
@@ -148,6 +149,12 @@ class ReactEngine:
             tools = await db(factory, agent=agent)
         except ToolboxError as exc:
             raise RunFailed(f"the agent's tools cannot be built: {exc}", "tools") from None
+        options = {"provider_factory": self.provider_factory, "tools_factory": self.tools_factory}
+        delegation = await db(delegation_tools, run=run, options=options)
+        if delegation:
+            if delegation.keys() & tools.keys():
+                raise RunFailed("the agent's tools cannot be built: a tool is named call_agent", "tools")
+            tools = {**tools, **delegation}
         pipeline = ToolPipeline(
             journal=self.journal,
             registry=registry,
@@ -177,6 +184,9 @@ class ReactEngine:
                 suspension = await self._run_pending_calls(pipeline)
                 if suspension is not None:
                     call = suspension.call
+                    delegate = suspension.detail.get("delegate_run_id")
+                    if delegate is not None:
+                        await journal.relay_approvals(child_run_ids=[delegate])
                     return await journal.park(
                         tool_call_id=call["id"],
                         tool=call["name"],

@@ -2,6 +2,10 @@
 
 Both entry points are idempotent: of any number of concurrent callers for one run, exactly one wins
 the claim and drives it; the others return ``None`` at once.
+
+The engine is the agent's (``Agent.engine``): ReAct, or DAG, whose steps are child runs driven by
+ReAct. A child run (a DAG step or a delegate) that ends after its parent parked waiting for it
+wakes the parent (DESIGN §4: a verdict inside a child resumes the whole chain).
 """
 
 from __future__ import annotations
@@ -11,15 +15,37 @@ import socket
 import uuid
 from typing import Any
 
+from agents import executors
 from agents.engine import store
+from agents.engine.dag import DagEngine
 from agents.engine.db import db
 from agents.engine.react import ReactEngine
-from agents.models import RunStatus
+from agents.models import TERMINAL_RUN_STATUSES, Agent, ExecutionPath, Run, RunStatus
 
 
 def new_owner() -> str:
     """A lease token naming this process (for operators reading the Run row) plus a nonce."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+
+
+def _engine_kind(*, run_id: int) -> tuple[str, str]:
+    return Run.objects.values_list("agent__engine", "execution_path").get(pk=run_id)
+
+
+async def _engine(run_id: int, owner: str, options: dict[str, Any]) -> ReactEngine | DagEngine:
+    """The engine that drives ``run_id``: a DAG agent's own run plans; its steps run ReAct."""
+    engine, path = await db(_engine_kind, run_id=run_id)
+    if engine == Agent.Engine.DAG and path != ExecutionPath.DAG:
+        return DagEngine(run_id, owner=owner, **options)
+    return ReactEngine(run_id, owner=owner, **options)
+
+
+async def _wake_parent(run_id: int, status: str | None) -> None:
+    if status not in TERMINAL_RUN_STATUSES:
+        return
+    parent_id = await db(store.parent_to_wake, run_id=run_id)
+    if parent_id is not None:
+        executors.dispatch_resume(parent_id, reason=f"its child run {run_id} ended {status}")
 
 
 async def run_execute(run_id: int, **engine_options: Any) -> str | None:
@@ -28,7 +54,10 @@ async def run_execute(run_id: int, **engine_options: Any) -> str | None:
     claimed = await db(store.run_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
     if not claimed:
         return None
-    return await ReactEngine(run_id, owner=owner, **engine_options).execute(resumed_reason="lease expired")
+    engine = await _engine(run_id, owner, engine_options)
+    status = await engine.execute(resumed_reason="lease expired")
+    await _wake_parent(run_id, status)
+    return status
 
 
 async def run_resume(run_id: int, *, reason: str, **engine_options: Any) -> str | None:
@@ -40,4 +69,19 @@ async def run_resume(run_id: int, *, reason: str, **engine_options: Any) -> str 
     )
     if not claimed:
         return None
-    return await ReactEngine(run_id, owner=owner, **engine_options).execute(resumed_reason=reason)
+    engine = await _engine(run_id, owner, engine_options)
+    status = await engine.execute(resumed_reason=reason)
+    await _wake_parent(run_id, status)
+    return status
+
+
+async def child_drive(run_id: int, **engine_options: Any) -> str | None:
+    """Drive a child run from its parent's process: a queued one starts, one whose worker died
+    continues. ``None`` when it is not ours to drive (parked, ended, or driven elsewhere); its
+    parent then reads its state. The parent is not woken: it is the caller."""
+    owner = new_owner()
+    claimed = await db(store.run_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
+    if not claimed:
+        return None
+    engine = await _engine(run_id, owner, engine_options)
+    return await engine.execute(resumed_reason="lease expired")

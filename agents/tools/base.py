@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,3 +43,29 @@ class Tool(abc.ABC):
 
         Raise :class:`ToolError` for failures the LLM should be told about.
         """
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSuspension:
+    """What a :class:`ReentrantTool` returns when its call cannot finish yet (a delegate agent
+    waits for an approval): the run parks on the call, and re-enters it when woken."""
+
+    reason: str
+    detail: dict[str, Any] = field(default_factory=dict)
+    still_waiting: Callable[[], Awaitable[bool]] | None = None
+
+
+class ReentrantTool(Tool):
+    """A tool whose one call may span several drives of the run (``call_agent``).
+
+    Its effects are keyed by the call's id, so entering the call again (after a suspension or a
+    crash) continues the same work instead of starting it anew; the pipeline then re-enters a
+    call whose execution is recorded as started rather than reporting its outcome unknown.
+    """
+
+    async def run(self, args: dict[str, Any]) -> Any:
+        raise ToolError(f"{self.name} can only run as a call of a run")
+
+    @abc.abstractmethod
+    async def run_call(self, args: dict[str, Any], *, call_id: str) -> Any:
+        """Like :meth:`Tool.run` for the call ``call_id``; may return a :class:`ToolSuspension`."""

@@ -1,0 +1,262 @@
+"""Every execution path runs the hooks (DESIGN §1.2): one table, the same promises on each row.
+
+A row (:class:`Path`) says how a user's request reaches a tool call on that path: which agents it
+needs, how the run starts and which run makes the tool call. Each test states one promise and
+runs it on every row:
+
+* a blocking PreToolUse hook blocks; an arg-rewriting hook rewrites; a PostToolUse hook rewrites
+  the observation;
+* a chain that cannot be built stops the path before any tool runs;
+* a ``requires_confirmation`` tool waits for a verdict and runs once after approval;
+* a restart while parked loses nothing.
+
+Adding a path (the workflow AGENT and CONNECTOR nodes) is adding a row to :data:`PATHS`: a
+:class:`Path` whose ``start`` builds what the path needs around the hook declarations it is given
+and returns the root run; ``tool_run`` names the run whose tool calls the hooks guard.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from rest_framework.test import APIClient
+
+from agents import events as ev
+from agents.models import Agent, ExecutionPath, Run, RunStatus
+from approvals.models import ConfirmationRequest
+from approvals.services import confirmation_decide
+from tests.agents.engine_kit import Harness, RecordingTool, events_of
+from tests.approvals.kit import PAY_SCHEMA, set_policy
+from tests.personas import make_agent, scripted
+
+# Verdicts act after commit (they resume runs): let transactions really commit.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PAY_ARGS = {"purchase_id": "PO-1", "amount": 5000}
+PAY_TURNS = (
+    {"tool_calls": [{"name": "oa__purchase_pay", "arguments": PAY_ARGS}]},
+    {"content": "Result: {last}"},
+)
+
+
+def paying_config(hooks: list[Any] | None) -> dict[str, Any]:
+    return scripted(*PAY_TURNS, hooks=hooks)
+
+
+def paying_agent(personas, hooks: list[Any] | None, **fields: Any) -> Agent:
+    return make_agent(personas.org, personas.operator, model_config_json=paying_config(hooks), **fields)
+
+
+# --- the rows ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Path:
+    name: str
+    start: Callable[[Any, list[Any] | None], Run]
+    """Build the path's agents (the tool-calling one declares ``hooks``) and start the root run."""
+    tool_run: Callable[[Run], Run | None]
+    """The run whose tool calls the hooks guard (``None``: it was never created)."""
+    execution_path: str
+
+
+def via_rest_api(personas, hooks) -> Run:
+    agent = paying_agent(personas, hooks)
+    client = APIClient()
+    client.force_authenticate(personas.member)
+    response = client.post(f"/api/agents/{agent.pk}/runs/", {"input": "pay PO-1"}, format="json")
+    assert response.status_code == 201, response.content
+    return Run.objects.get(pk=response.json()["id"])
+
+
+def via_portal(personas, hooks) -> Run:
+    agent = paying_agent(personas, hooks)
+    client = Client()
+    client.force_login(personas.member)
+    response = client.post(reverse("portal:agent", args=[agent.pk]), {"message": "pay PO-1"})
+    assert response.status_code == 302, response.content
+    return Run.objects.get(agent=agent)
+
+
+def via_dag_step(personas, hooks) -> Run:
+    plan = {"steps": [{"id": "pay", "task": "pay the purchase order", "depends_on": []}]}
+    config = {
+        "provider": "scripted",
+        "script": {
+            "rules": [
+                {"match": "^Plan this task", "turns": [{"content": json.dumps(plan)}]},
+                {"match": "^Synthesise", "turns": [{"content": "Synthesised: {last}"}]},
+                {"turns": list(PAY_TURNS)},
+            ]
+        },
+    }
+    if hooks is not None:
+        config["hooks"] = {"class_hooks": hooks}
+    agent = make_agent(personas.org, personas.operator, engine="dag", model_config_json=config)
+    from agents.services import run_start
+
+    return run_start(agent=agent, user=personas.member, input="pay PO-1", execution_path=ExecutionPath.API)
+
+
+def via_delegate(personas, hooks) -> Run:
+    delegate = paying_agent(personas, hooks, name="Ledger clerk")
+    call = {"name": "call_agent", "arguments": {"agent": "Ledger clerk", "input": "pay PO-1"}}
+    caller = make_agent(
+        personas.org,
+        personas.operator,
+        name="Assistant",
+        model_config_json=scripted({"tool_calls": [call]}, {"content": "Delegate said: {last}"}),
+    )
+    caller.delegates.set([delegate])
+    from agents.services import run_start
+
+    return run_start(agent=caller, user=personas.member, input="pay PO-1", execution_path=ExecutionPath.API)
+
+
+def the_child(run: Run) -> Run | None:
+    return run.children.first()
+
+
+PATHS: list[Path] = [
+    Path("rest-api", via_rest_api, lambda run: run, ExecutionPath.API),
+    Path("portal", via_portal, lambda run: run, ExecutionPath.PORTAL),
+    Path("dag-step", via_dag_step, the_child, ExecutionPath.DAG),
+    Path("delegated-agent", via_delegate, the_child, ExecutionPath.DELEGATE),
+    # Workflow AGENT and CONNECTOR nodes add their rows here.
+]
+
+every_path = pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
+
+
+# --- driving ----------------------------------------------------------------------------------------
+
+
+def drive(path: Path, personas, hooks, tool: RecordingTool) -> tuple[Run, Run | None]:
+    """Start the path and drive it until it ends or parks; return the root and the tool run."""
+    root = path.start(personas, hooks)
+    assert root.execution_path in (ExecutionPath.API, ExecutionPath.PORTAL)
+    Harness(tool).execute(root)
+    root.refresh_from_db()
+    tool_run = path.tool_run(root)
+    if tool_run is not None:
+        assert tool_run.execution_path == path.execution_path
+    return root, tool_run
+
+
+def settle(resumes, tool: RecordingTool) -> None:
+    """Play the resumes the verdicts and wake-ups asked for, in order, each in a fresh engine."""
+    while resumes.run_ids:
+        Harness(tool).resume(Run.objects.get(pk=resumes.run_ids.pop(0)))
+
+
+def pay_tool(**fields: Any) -> RecordingTool:
+    return RecordingTool(
+        "oa__purchase_pay", result={"card": "6222-0000-1111-2222"}, parameters=PAY_SCHEMA, **fields
+    )
+
+
+# --- the promises -----------------------------------------------------------------------------------
+
+
+@every_path
+def test_a_blocking_pre_tool_use_hook_blocks(path, personas, resumes) -> None:
+    pay = pay_tool()
+    hooks = [{"name": "deny_tools", "params": {"tools": ["oa__*"], "message": "Payments are frozen."}}]
+
+    root, tool_run = drive(path, personas, hooks, pay)
+
+    assert root.status == RunStatus.COMPLETED and pay.calls == []
+    [blocked] = events_of(tool_run, ev.TOOL_BLOCKED)
+    assert blocked["blocked_by"] == "deny_tools" and blocked["error"] == "Payments are frozen."
+
+
+@every_path
+def test_an_argument_rewriting_hook_rewrites(path, personas, resumes) -> None:
+    pay = pay_tool()
+    hooks = [{"name": "set_arguments", "params": {"tools": "oa__purchase_pay", "values": {"amount": 1000}}}]
+
+    root, tool_run = drive(path, personas, hooks, pay)
+
+    assert root.status == RunStatus.COMPLETED
+    assert pay.calls == [{"purchase_id": "PO-1", "amount": 1000}]
+    [started] = events_of(tool_run, ev.TOOL_STARTED)
+    assert started["arguments"]["amount"] == 1000
+
+
+@every_path
+def test_a_post_tool_use_hook_rewrites_the_observation(path, personas, resumes) -> None:
+    pay = pay_tool()
+    hooks = [{"name": "redact_result", "params": {"patterns": [r"\d{4}-\d{4}-\d{4}-\d{4}"]}}]
+
+    root, tool_run = drive(path, personas, hooks, pay)
+
+    assert root.status == RunStatus.COMPLETED and len(pay.calls) == 1
+    [finished] = events_of(tool_run, ev.TOOL_FINISHED)
+    assert "[redacted]" in finished["observation"] and "6222" not in finished["observation"]
+    assert "6222" not in root.output
+
+
+@every_path
+def test_a_chain_that_cannot_be_built_stops_the_path_before_any_tool_runs(path, personas, resumes) -> None:
+    pay = pay_tool()
+
+    root, tool_run = drive(path, personas, ["no_such_hook"], pay)
+
+    assert pay.calls == []
+    failed = tool_run if tool_run is not None else root
+    failed.refresh_from_db()
+    assert failed.status == RunStatus.FAILED and "hooks cannot be built" in failed.error
+    assert events_of(failed, ev.RUN_FAILED)[-1]["stage"] == "hooks"
+    assert events_of(failed, ev.TOOL_STARTED) == []
+
+
+@every_path
+def test_a_tool_requiring_confirmation_waits_for_the_verdict_and_runs_once_after_approval(
+    path, personas, resumes
+) -> None:
+    set_policy(personas)
+    pay = pay_tool(requires_confirmation=True)
+
+    root, tool_run = drive(path, personas, None, pay)
+
+    assert root.status == RunStatus.AWAITING_APPROVAL and pay.calls == []
+    request = ConfirmationRequest.objects.get()
+    assert request.run == tool_run
+
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+    settle(resumes, pay)
+
+    root.refresh_from_db()
+    assert root.status == RunStatus.COMPLETED, root.error
+    assert pay.calls == [PAY_ARGS]
+
+
+@every_path
+def test_a_restart_while_parked_loses_nothing(path, personas, resumes) -> None:
+    set_policy(personas)
+    pay = pay_tool(requires_confirmation=True)
+    root, tool_run = drive(path, personas, None, pay)
+    parked = {run.pk: run.checkpoint for run in Run.objects.filter(status=RunStatus.AWAITING_APPROVAL)}
+    assert root.pk in parked and tool_run.pk in parked
+
+    # A restart: fresh engines pick every parked run up again (as the orphan sweep does) before
+    # anyone decided. Each parks again; nothing runs, nothing is asked twice.
+    for run_id in sorted(parked, reverse=True):
+        assert Harness(pay).resume(Run.objects.get(pk=run_id)) == RunStatus.AWAITING_APPROVAL
+    assert pay.calls == [] and ConfirmationRequest.objects.count() == 1
+
+    request = ConfirmationRequest.objects.get()
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+    settle(resumes, pay)
+
+    root.refresh_from_db()
+    assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
+    for run in Run.objects.filter(pk__in=parked):
+        seqs = list(run.events.values_list("seq", flat=True))
+        assert seqs == list(range(1, len(seqs) + 1)), "every run's trace is whole and gap-free"
