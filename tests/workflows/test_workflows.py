@@ -285,3 +285,45 @@ def test_cancelling_a_parked_workflow_run_withdraws_its_approval(personas, dispa
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert node(workflow_run).run.status == "cancelled"
     assert ConfirmationRequest.objects.get(run=node(workflow_run).run).status == "cancelled"
+
+
+# --- the admin -----------------------------------------------------------------------------------
+
+
+def test_a_workflow_is_started_in_the_admin_and_its_node_states_shown(
+    personas, superuser, dispatched
+) -> None:
+    from django.test import Client
+
+    from agents.models import Membership, Role
+
+    Membership.objects.create(organization=personas.org, user=superuser, role=Role.OPERATOR)
+    workflow = one_step_workflow(personas, CONNECTOR)
+    client = Client()
+    client.force_login(superuser)
+
+    response = client.post(f"/admin/workflows/workflow/{workflow.pk}/start/", {"input": "PO-1001"})
+
+    workflow_run = WorkflowRun.objects.get()
+    assert response.status_code == 302 and response["Location"].endswith(
+        f"/workflowrun/{workflow_run.pk}/change/"
+    )
+    page = client.get(response["Location"]).content.decode()
+    assert "oa__purchase_pay" in page and "running" in page
+
+
+def test_the_admin_refuses_a_graph_that_cannot_run_with_a_field_error(personas, superuser) -> None:
+    from django.test import Client
+
+    client = Client()
+    client.force_login(superuser)
+    data = {
+        "organization": personas.org.pk,
+        "name": "Bad",
+        "graph": '{"nodes": [], "edges": []}',
+        "hooks": "[]",
+    }
+    response = client.post("/admin/workflows/workflow/add/", data)
+    assert response.status_code == 200
+    assert "exactly one start node" in response.content.decode()
+    assert not Workflow.objects.exists()
