@@ -12,6 +12,7 @@ from rest_framework.test import APIClient
 from agents.models import Run
 from agents.services import ServiceError
 from tests.agents.engine_kit import Harness, RecordingTool
+from tests.agents.test_end_to_end import service
 from tests.approvals.kit import PAY_SCHEMA
 from tests.personas import make_agent, scripted
 from tests.workflows.kit import CONNECTOR, dispatched, drive, node, one_step_workflow, pay_action, start
@@ -19,7 +20,7 @@ from workflows.models import NodeStatus, Workflow, WorkflowRun, WorkflowStatus
 from workflows.services import workflow_run_start
 
 pytestmark = pytest.mark.django_db(transaction=True)
-__all__ = ["dispatched"]
+__all__ = ["dispatched", "service"]
 
 
 def client_for(user: Any) -> APIClient:
@@ -327,3 +328,62 @@ def test_the_admin_refuses_a_graph_that_cannot_run_with_a_field_error(personas, 
     assert response.status_code == 200
     assert "exactly one start node" in response.content.decode()
     assert not Workflow.objects.exists()
+
+
+# --- a real connector ----------------------------------------------------------------------------
+
+
+def test_a_connector_node_calls_the_real_service_once_approved_and_never_when_blocked(
+    personas, dispatched, service
+) -> None:
+    from asgiref.sync import async_to_sync
+
+    from agents.engine.runner import run_execute, run_resume
+    from approvals.models import ConfirmationRequest
+    from approvals.services import confirmation_decide
+    from tests.approvals.kit import set_policy
+
+    set_policy(personas)
+    action = pay_action(personas, base_url=service.base_url)
+    desk = make_agent(personas.org, personas.operator, name="Desk")
+    graph = {
+        "nodes": [
+            {"id": "start", "type": "start"},
+            {
+                "id": "pay",
+                "type": "connector",
+                "action": action.pk,
+                "arguments": {"purchase_id": "{{ input }}", "amount": 5},
+            },
+            {"id": "end", "type": "end"},
+        ],
+        "edges": [{"from": "start", "to": "pay"}, {"from": "pay", "to": "end"}],
+    }
+    workflow = Workflow.objects.create(
+        organization=personas.org, name="Pay", graph=graph, connector_agent=desk
+    )
+
+    workflow_run = start(personas, workflow, "PO-1001")
+    pay_run = node(workflow_run, "pay").run
+    assert async_to_sync(run_execute)(pay_run.pk) == "awaiting_approval"
+    assert service.received == []
+    request = ConfirmationRequest.objects.get(run=pay_run)
+    assert request.agent_id == desk.pk and request.tool_name == "oa__purchase_pay"
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+    assert async_to_sync(run_resume)(pay_run.pk, reason="approved") == "completed"
+
+    assert [(method, path) for method, path, *_ in service.received] == [
+        ("POST", "/api/purchases/PO-1001/pay")
+    ]
+    workflow_run.refresh_from_db()
+    assert workflow_run.status == WorkflowStatus.COMPLETED and '"paid": "PO-1001"' in workflow_run.output
+
+    Workflow.objects.filter(pk=workflow.pk).update(
+        hooks=[{"name": "deny_tools", "params": {"tools": ["oa__*"]}}]
+    )
+    workflow.refresh_from_db()
+    blocked = start(personas, workflow, "PO-1002")
+    assert async_to_sync(run_execute)(node(blocked, "pay").run_id) == "failed"
+    assert len(service.received) == 1, "the blocked call never reached the service"
+    blocked.refresh_from_db()
+    assert blocked.status == WorkflowStatus.FAILED
