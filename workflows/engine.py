@@ -25,7 +25,7 @@ from agents.engine.db import db
 from agents.engine.journal import RunJournal
 from agents.engine.pipeline import Blocked, Suspended, ToolPipeline
 from agents.engine.react import run_facts
-from agents.models import Agent, ConnectorAction, RunStatus
+from agents.models import Agent, ConnectorAction, RunStatus, ToolExecution
 from agents.tools.base import Tool
 from agents.tools.http import HttpActionTool
 from workflows.models import WorkflowNodeRun
@@ -154,4 +154,9 @@ class ConnectorNodeEngine:
             )
         if isinstance(outcome, Blocked):
             return await journal.finish(RunStatus.FAILED, error=outcome.text, stage="blocked")
+        # No model reads the observation to decide what next: a call that failed, or whose outcome
+        # is unknown (a crash mid-call), fails the node rather than feeding the next one.
+        execution = await db(store.execution_find, run_id=self.run_id, tool_call_id=call["id"])
+        if execution is not None and execution.status != ToolExecution.Status.SUCCEEDED:
+            return await journal.finish(RunStatus.FAILED, error=outcome.text, stage="tool")
         return await journal.finish(RunStatus.COMPLETED, output=outcome.text)

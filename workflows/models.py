@@ -8,8 +8,6 @@ chain and the approval gate. History is never deleted (DESIGN §1.9): relations 
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
 from django.db import models
 
@@ -110,6 +108,7 @@ class NodeStatus(models.TextChoices):
     AWAITING_APPROVAL = "awaiting_approval"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
     SKIPPED = "skipped"
 
 
@@ -143,6 +142,3 @@ class WorkflowNodeRun(models.Model):
     @property
     def tool_call_id(self) -> str:
         return f"node-{self.node_id}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"node_id": self.node_id, "kind": self.kind, "status": self.status, "run_id": self.run_id}

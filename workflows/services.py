@@ -10,6 +10,7 @@ node. The approval's verdict resumes the node's run, whose ending resumes the wa
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -29,7 +30,14 @@ from agents.models import (
     Run,
     RunStatus,
 )
-from agents.services import ServiceError, check_member, check_operator, run_start
+from agents.services import (
+    ServiceError,
+    check_member,
+    check_operator,
+    may_manage_runs_of,
+    run_cancel,
+    run_start,
+)
 from hooks.catalog import HookDeclarationError, resolve_chain
 from workflows import graph as g
 from workflows.models import NodeStatus, Workflow, WorkflowNodeRun, WorkflowRun, WorkflowStatus
@@ -340,8 +348,6 @@ def _start_node_run(
 
 
 def _short(value: Any) -> str:
-    import json
-
     text = json.dumps(value, ensure_ascii=False, sort_keys=True)
     return text if len(text) <= 300 else text[:299] + "…"
 
@@ -350,8 +356,6 @@ def _short(value: Any) -> str:
 def workflow_run_cancel(*, workflow_run: WorkflowRun, user: Any) -> WorkflowRun:
     """Cancel a workflow run in flight, as its starter or an operator: its node's run is
     cancelled (pending approvals withdrawn) and nothing after it starts."""
-    from agents.services import may_manage_runs_of, run_cancel
-
     if workflow_run.started_by_id != user.pk and not may_manage_runs_of(
         user=user, organization_id=workflow_run.organization_id
     ):
@@ -359,8 +363,14 @@ def workflow_run_cancel(*, workflow_run: WorkflowRun, user: Any) -> WorkflowRun:
     wr = WorkflowRun.objects.select_for_update().get(pk=workflow_run.pk)
     if wr.is_terminal:
         raise ServiceError(f"the workflow run is already {wr.status}", code="conflict")
-    _end(wr, WorkflowStatus.CANCELLED, error=f"cancelled by {user.get_username()}")
-    for state in WorkflowNodeRun.objects.filter(workflow_run=wr, run__isnull=False).select_related("run"):
-        if not state.run.is_terminal:
+    error = f"cancelled by {user.get_username()}"
+    _end(wr, WorkflowStatus.CANCELLED, error=error)
+    in_flight = WorkflowNodeRun.objects.filter(
+        workflow_run=wr, status__in=[NodeStatus.RUNNING, NodeStatus.AWAITING_APPROVAL]
+    )
+    for state in in_flight.select_related("run"):
+        if state.run is not None and not state.run.is_terminal:
             run_cancel(run=state.run, user=state.run.user)
+        state.status, state.error, state.finished_at = NodeStatus.CANCELLED, error, timezone.now()
+        state.save(update_fields=["status", "error", "finished_at"])
     return wr

@@ -158,3 +158,34 @@ def test_a_restart_while_parked_loses_nothing(personas, dispatched, path) -> Non
     assert ToolExecution.objects.filter(run=step.run).count() == 1
     assert len(events_of(step.run, ev.RUN_STARTED)) == 1
     assert [n.status for n in workflow_run.nodes.order_by("position")] == ["completed"] * 3
+
+
+def test_a_connector_call_that_fails_fails_the_workflow_naming_the_error(personas, dispatched) -> None:
+    from agents.tools.base import ToolError
+
+    def refuse(args: dict) -> None:
+        raise ToolError("HTTP 409: purchase PO-1001 is already paid")
+
+    workflow_run = drive(Harness(paying(refuse)), start(personas, one_step_workflow(personas, CONNECTOR)))
+
+    assert workflow_run.status == WorkflowStatus.FAILED
+    assert "already paid" in workflow_run.error
+    assert node(workflow_run).status == NodeStatus.FAILED
+
+
+def test_a_connector_call_cut_off_mid_way_is_never_run_again(personas, dispatched) -> None:
+    tool = paying()
+    workflow_run = start(personas, one_step_workflow(personas, CONNECTOR))
+    run = node(workflow_run).run
+    # A worker started the call, recorded it, and died before its outcome was stored.
+    Run.objects.filter(pk=run.pk).update(checkpoint={"v": 1, "message_count": 0, "node": "step"})
+    ToolExecution.objects.create(
+        run=run, tool_call_id="node-step", tool_name="oa__purchase_pay", args=PAY_ARGS
+    )
+
+    drive(Harness(tool), workflow_run)
+
+    workflow_run.refresh_from_db()
+    assert tool.calls == []
+    assert workflow_run.status == WorkflowStatus.FAILED and "Outcome unknown" in workflow_run.error
+    assert ToolExecution.objects.get(run=run).status == ToolExecution.Status.UNKNOWN

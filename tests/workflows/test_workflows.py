@@ -285,6 +285,7 @@ def test_cancelling_a_parked_workflow_run_withdraws_its_approval(personas, dispa
 
     assert response.status_code == 200 and response.json()["status"] == "cancelled"
     assert node(workflow_run).run.status == "cancelled"
+    assert node(workflow_run).status == NodeStatus.CANCELLED
     assert ConfirmationRequest.objects.get(run=node(workflow_run).run).status == "cancelled"
 
 
