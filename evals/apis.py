@@ -13,7 +13,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors as agent_selectors
-from agents.apis import ERROR_RESPONSES, MAX_ID, _not_found, api_error
+from agents.apis import ERROR_RESPONSES, MAX_ID, RunStartThrottle, _not_found, api_error
 from agents.services import ServiceError
 from evals import selectors, services
 from evals.models import Check, EvalRun, EvalStatus, Outcome
@@ -121,7 +121,10 @@ class EvalRunDetailApi(APIView):
 
 
 class EvalRunStartApi(APIView):
-    """Run an eval set on an agent of the same organisation (operators and admins)."""
+    """Run an eval set on an agent of the same organisation (operators and admins; counted with
+    the caller's runs started)."""
+
+    throttle_classes = [RunStartThrottle]
 
     @extend_schema_serializer(component_name="EvalRunStart")
     class InputSerializer(serializers.Serializer):

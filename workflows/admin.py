@@ -51,8 +51,21 @@ class WorkflowAdmin(OrganizationScopedAdmin):
         "hooks",
         "require_confirmation_for_all",
         "connector_agent",
+        "effective_chain",
         "archived_at",
     )
+    readonly_fields = ("effective_chain",)
+
+    @admin.display(description="CONNECTOR nodes' hook chain")
+    def effective_chain(self, obj: Workflow) -> str:
+        """What a run started now would keep for its CONNECTOR nodes, in running order."""
+        if obj.pk is None:
+            return "—"
+        chain = services.workflow_chain(workflow=obj)
+        if "error" in chain:
+            return f"cannot be built: {chain['error']}"
+        declared = [f"{item['name']} ({item['point']}, {item['source']})" for item in chain["declared"]]
+        return " → ".join([*declared, *chain["system"]]) or "—"
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False  # its runs are history: archive it instead

@@ -14,7 +14,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.apis import ERROR_RESPONSES, MAX_ID, MAX_INPUT_LENGTH, _not_found, api_error
+from agents.apis import ERROR_RESPONSES, MAX_ID, MAX_INPUT_LENGTH, RunStartThrottle, _not_found, api_error
 from agents.services import ServiceError
 from workflows import selectors, services
 from workflows.models import NodeStatus, Workflow, WorkflowRun, WorkflowStatus
@@ -146,7 +146,9 @@ class WorkflowRunDetailApi(APIView):
 
 
 class WorkflowRunStartApi(APIView):
-    """Start a workflow of the caller's organisations."""
+    """Start a workflow of the caller's organisations (counted with the caller's runs started)."""
+
+    throttle_classes = [RunStartThrottle]
 
     @extend_schema_serializer(component_name="WorkflowRunStart")
     class InputSerializer(serializers.Serializer):

@@ -388,3 +388,14 @@ def test_a_connector_node_calls_the_real_service_once_approved_and_never_when_bl
     assert len(service.received) == 1, "the blocked call never reached the service"
     blocked.refresh_from_db()
     assert blocked.status == WorkflowStatus.FAILED
+
+
+def test_the_admin_shows_the_chain_connector_nodes_will_run(personas, superuser) -> None:
+    from django.test import Client
+
+    hooks = [{"name": "deny_tools", "params": {"tools": ["oa__*_delete"]}}]
+    workflow = one_step_workflow(personas, CONNECTOR, hooks=hooks)
+    client = Client()
+    client.force_login(superuser)
+    page = client.get(f"/admin/workflows/workflow/{workflow.pk}/change/").content.decode()
+    assert "deny_tools (PreToolUse, config)" in page and "confirmation_gate" in page
