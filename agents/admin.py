@@ -1052,6 +1052,7 @@ class RunAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
     list_filter = (
         "status",
         "execution_path",
+        "hooks_bypassed",
         ("agent__organization", admin.RelatedOnlyFieldListFilter),
     )
     search_fields = ("=id", "input", "agent__name", "user__username")

@@ -56,6 +56,13 @@ _AUDIT_RECORD: dict[str, tuple[str, ...]] = {
     "approvals.confirmationevent": _VIEW,
     "channels_im.channelconfig": _VIEW,
     "channels_im.imidentity": _VIEW,
+    "workflows.workflow": _VIEW,
+    "workflows.workflowrun": _VIEW,
+    "workflows.workflownoderun": _VIEW,
+    "evals.evalset": _VIEW,
+    "evals.evalcase": _VIEW,
+    "evals.evalrun": _VIEW,
+    "evals.evalresult": _VIEW,
 }
 
 _OPERATOR: dict[str, tuple[str, ...]] = {
@@ -69,6 +76,11 @@ _OPERATOR: dict[str, tuple[str, ...]] = {
     "approvals.approverpolicy": ("view", "add", "change", "delete"),
     "channels_im.channelconfig": ("view", "add", "change", "delete"),
     "channels_im.imidentity": ("view", "delete"),  # unlink; only the person links
+    "workflows.workflow": _CONFIGURE,
+    "workflows.workflowrun": ("view", "change"),  # "change" is the Cancel action
+    "evals.evalset": _CONFIGURE,
+    "evals.evalcase": ("view", "add", "change", "delete"),
+    "evals.evalrun": ("view", "add"),  # adding one starts it
 }
 
 ROLE_PERMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
@@ -90,11 +102,13 @@ def _permissions_of(role: str, permission_model: Any) -> list[Any]:
     for model, actions in ROLE_PERMISSIONS[role].items():
         app_label, model_name = model.split(".")
         for action in actions:
-            wanted.append(
-                permission_model.objects.get(
-                    content_type__app_label=app_label, codename=f"{action}_{model_name}"
-                )
-            )
+            permission = permission_model.objects.filter(
+                content_type__app_label=app_label, codename=f"{action}_{model_name}"
+            ).first()
+            # A model whose app is migrated later (workflows, evals) has no permission yet: that
+            # app's own migration syncs the groups again once it exists.
+            if permission is not None:
+                wanted.append(permission)
     return wanted
 
 

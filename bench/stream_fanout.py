@@ -1,6 +1,10 @@
 """Run streams fanned out to many watchers: 200 WebSocket clients watching 50 concurrent scripted
 runs on one Daphne with PostgreSQL + Redis (the Redis channel layer), from a separate process.
 
+As deployed, the runs execute on Celery workers (``--workers``, two by default) and the Daphne
+server only streams and takes the decisions; ``--executor embedded`` runs them inside the Daphne
+process instead, as ``make run`` does, so the same server also does the runs' database work.
+
 Each run asks for a tool call that needs approval and parks; the load process connects its
 watchers (4 per run, ``ws/runs/<id>/?after=0``: what happened before arrives as a replay), then
 the runs are approved through the decision API, round after round, and stream everything else
@@ -11,6 +15,7 @@ every watcher received every stored event of its run exactly once and in order.
 Target: p99 <= 100 ms, no event lost or doubled.
 
     DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/stream_fanout.py [--runs 50 --watchers 4]
+        [--executor celery|embedded --workers 2]
 """
 
 from __future__ import annotations
@@ -116,6 +121,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--watchers", type=int, default=4, help="clients per run (200 in all by default)")
     parser.add_argument("--rounds", type=int, default=3, help="approvals per run")
+    parser.add_argument("--executor", choices=("celery", "embedded"), default="celery")
+    parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (celery executor)")
     opts = parser.parse_args()
 
     with bench_database(need_redis=True):
@@ -176,7 +183,9 @@ def main() -> None:
             "DATABASE_URL": test_database_url(),
             "DEBUG": "false",
             "LOG_LEVEL": "WARNING",
-            "RUN_EXECUTOR": "embedded",
+            "RUN_EXECUTOR": opts.executor,
+            # Its own queue, so no other worker on this Redis takes the bench's runs.
+            "CELERY_QUEUE": f"bench-fanout-{os.getpid()}",
             "CHANNEL_DELIVERY": "background",
             "RUN_START_RATE": "100000/min",
             "DECISION_RATE": "100000/min",
@@ -188,6 +197,27 @@ def main() -> None:
             stdout=subprocess.DEVNULL,
             pass_fds=[listener.fileno()],
         )
+        workers = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "fimone",
+                    "worker",
+                    "--loglevel=WARNING",
+                    "--concurrency=2",
+                    f"--hostname=bench-{n}@%h",
+                    "-Q",
+                    env["CELERY_QUEUE"],
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+            )
+            for n in range(opts.workers if opts.executor == "celery" else 0)
+        ]
         base = f"http://127.0.0.1:{port}"
         loader = None
         try:
@@ -261,8 +291,10 @@ def main() -> None:
         finally:
             if loader is not None and loader.is_alive():
                 loader.terminate()
-            server.terminate()
-            server.wait(15)
+            for process in (server, *workers):
+                process.terminate()
+            for process in (server, *workers):
+                process.wait(30)
             listener.close()
 
         stored: dict[int, dict[int, str]] = {run_id: {} for run_id in run_ids}
@@ -292,7 +324,8 @@ def main() -> None:
         total_stored = sum(len(s) for s in stored.values())
         print(
             f"{opts.runs} runs x {opts.watchers} watchers = {len(results)} WebSocket clients, "
-            f"{opts.rounds} approvals per run, one Daphne, Redis channel layer"
+            f"{opts.rounds} approvals per run, one Daphne, Redis channel layer, runs executed "
+            + (f"by {opts.workers} Celery workers" if opts.executor == "celery" else "inside Daphne")
         )
         print(
             f"stored events: {total_stored} ({total_stored // opts.runs} per run); "

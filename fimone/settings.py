@@ -77,6 +77,8 @@ INSTALLED_APPS = [
     "channels_im",
     "demo_payments",
     "portal",
+    "workflows",
+    "evals",
 ]
 
 # Django's stock middleware, named by their stock paths so that `check --deploy` sees what runs;

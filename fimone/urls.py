@@ -14,6 +14,8 @@ urlpatterns = [
     path("approvals/", include("approvals.urls")),
     path("api/approvals/", include("approvals.api_urls")),
     path("api/", include("agents.urls")),
+    path("api/", include("workflows.urls")),
+    path("api/", include("evals.urls")),
     path("im/", include("channels_im.urls")),
     path("invitations/<str:token>/", invitation, name="invitation"),
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from agents import executors
@@ -22,19 +23,36 @@ from agents.engine.db import db
 from agents.engine.react import ReactEngine
 from agents.models import TERMINAL_RUN_STATUSES, Agent, ExecutionPath, Run, RunStatus
 
+# Engines that higher apps register at start-up, per execution path: ``resolver(run_id)`` (run in
+# the database thread) returns the factory of the engine that drives that run, or ``None`` for
+# the agent's own engine. A workflow's CONNECTOR node and an eval case are driven this way.
+EngineResolver = Callable[[int], Callable[..., Any] | None]
+_engine_resolvers: dict[str, EngineResolver] = {}
+
+
+def register_engine(execution_path: str, resolver: EngineResolver) -> None:
+    """Let a higher app choose the engine of its runs (those of ``execution_path``)."""
+    _engine_resolvers[execution_path] = resolver
+
 
 def new_owner() -> str:
     """A lease token naming this process (for operators reading the Run row) plus a nonce."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
-def _engine_kind(*, run_id: int) -> tuple[str, str]:
-    return Run.objects.values_list("agent__engine", "execution_path").get(pk=run_id)
+def _engine_kind(*, run_id: int) -> tuple[str, str, Callable[..., Any] | None]:
+    """The run's agent engine and execution path, and the engine a higher app registered for
+    that path (``None``: the agent's own)."""
+    engine, path = Run.objects.values_list("agent__engine", "execution_path").get(pk=run_id)
+    resolver = _engine_resolvers.get(path)
+    return engine, path, resolver(run_id) if resolver is not None else None
 
 
-async def _engine(run_id: int, owner: str, options: dict[str, Any]) -> ReactEngine | DagEngine:
+async def _engine(run_id: int, owner: str, options: dict[str, Any]) -> Any:
     """The engine that drives ``run_id``: a DAG agent's own run plans; its steps run ReAct."""
-    engine, path = await db(_engine_kind, run_id=run_id)
+    engine, path, registered = await db(_engine_kind, run_id=run_id)
+    if registered is not None:
+        return registered(run_id, owner=owner, **options)
     if engine == Agent.Engine.DAG and path != ExecutionPath.DAG:
         return DagEngine(run_id, owner=owner, **options)
     return ReactEngine(run_id, owner=owner, **options)

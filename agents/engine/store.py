@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from agents.engine import jsonsafe
 from agents.models import TERMINAL_RUN_STATUSES, Run, RunEvent, RunMessage, RunStatus, ToolExecution
-from agents.signals import run_cancelled
+from agents.signals import run_cancelled, run_settled
 
 T = TypeVar("T")
 
@@ -388,12 +388,20 @@ def heartbeat(*, run_id: int, owner: str) -> bool:
 
 
 def run_finish(*, run_id: int, owner: str, status: str, output: str = "", error: str = "") -> bool:
-    """Move a run we hold to a terminal status (completed / failed / cancelled)."""
-    return bool(
+    """Move a run we hold to a terminal status (completed / failed / cancelled); once committed,
+    higher apps are told (``agents.signals.run_settled``)."""
+    ended = bool(
         Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
             status=status, output=output, error=error, finished_at=timezone.now(), lease_expires_at=None
         )
     )
+    if ended:
+        _tell_settled(run_id=run_id, status=status)
+    return ended
+
+
+def _tell_settled(*, run_id: int, status: str) -> None:
+    transaction.on_commit(lambda: run_settled.send(sender=Run, run_id=run_id, status=status))
 
 
 def run_park(
@@ -412,6 +420,8 @@ def run_park(
     if parked and new_messages:
         first = checkpoint["message_count"] - len(new_messages)
         _insert_plain(message_rows(run_id=run_id, first=first, messages=list(new_messages)))
+    if parked:
+        _tell_settled(run_id=run_id, status=RunStatus.AWAITING_APPROVAL)
     return bool(parked)
 
 

@@ -33,9 +33,11 @@ from agents.roles import GROUP_NAMES, role_groups_sync, user_roles_sync
 from approvals.models import ApproverPolicy, ConfirmationRequest
 from approvals.services import confirmation_decide
 from channels_im.models import ChannelConfig, ImIdentity
+from evals.models import EvalRun, EvalSet
 from tests.admin_kit import logged_in, page_text, url
 from tests.approvals.kit import recorded_request
 from tests.personas import make_action, make_agent, make_http_connector, make_user, with_roles
+from workflows.models import Workflow, WorkflowRun
 
 VIEW, ADD, CHANGE, DELETE = "view", "add", "change", "delete"
 CONFIGURE = {VIEW, ADD, CHANGE}
@@ -54,6 +56,10 @@ CONTRACT: dict[type, dict[str, set[str]]] = {
     ChannelConfig: {"auditor": {VIEW}, "operator": CONFIGURE | {DELETE}, "admin": CONFIGURE | {DELETE}},
     ImIdentity: {"auditor": {VIEW}, "operator": {VIEW, DELETE}, "admin": {VIEW, DELETE}},
     ConnectorCallLog: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
+    Workflow: {"auditor": {VIEW}, "operator": CONFIGURE, "admin": CONFIGURE},
+    WorkflowRun: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
+    EvalSet: {"auditor": {VIEW}, "operator": CONFIGURE, "admin": CONFIGURE},
+    EvalRun: {"auditor": {VIEW}, "operator": {VIEW, ADD}, "admin": {VIEW, ADD}},
 }
 STAFF_ROLES = ("auditor", "operator", "admin")
 SUPERUSER_ONLY = [model for model in admin.site._registry if model not in CONTRACT]
@@ -82,7 +88,26 @@ def estate_of(org: Organization, owner: Any, requester: Any, approver: Any, pref
         token_sha256=f"{prefix}" * 8,
         expires_at=request.expires_at,
     )
+    graph = {
+        "nodes": [{"id": "s", "type": "start"}, {"id": "e", "type": "end"}],
+        "edges": [{"from": "s", "to": "e"}],
+    }
+    workflow = Workflow.objects.create(organization=org, name=f"{prefix} workflow", graph=graph)
+    workflow_run = WorkflowRun.objects.create(
+        workflow=workflow,
+        organization=org,
+        started_by=requester,
+        graph=graph,
+        hook_chain={},
+        status="completed",
+    )
+    eval_set = EvalSet.objects.create(organization=org, name=f"{prefix} evals")
+    eval_run = EvalRun.objects.create(organization=org, eval_set=eval_set, agent=agent, started_by=owner)
     return {
+        Workflow: workflow,
+        WorkflowRun: workflow_run,
+        EvalSet: eval_set,
+        EvalRun: eval_run,
         Organization: org,
         Agent: agent,
         Connector: connector,

@@ -1,0 +1,34 @@
+"""What this app hears from the apps below it (import down, signal up)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.db import transaction
+
+from evals.models import EvalResult
+
+log = logging.getLogger(__name__)
+
+
+def case_run_settled(sender: Any, *, run_id: int, **kwargs: Any) -> None:
+    """An eval case's run ended: grade it once this transaction commits."""
+    if EvalResult.objects.filter(run_id=run_id).exists():
+        transaction.on_commit(lambda: _grade(run_id))
+
+
+def _grade(run_id: int) -> None:
+    from evals.services import eval_result_record
+
+    try:
+        eval_result_record(run_id=run_id)
+    except Exception:  # the run that ended must not fail for its grading
+        log.exception("the eval case of run %s could not be graded", run_id)
+
+
+def engine_for_eval_run(run_id: int) -> Callable[..., Any] | None:
+    from evals.engine import EvalEngine
+
+    return EvalEngine

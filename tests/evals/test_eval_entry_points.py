@@ -1,0 +1,99 @@
+"""Starting an eval run from ``manage.py eval_run``, the admin and the API."""
+
+from __future__ import annotations
+
+from io import StringIO
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.core.management import CommandError, call_command
+from django.test import Client
+from rest_framework.test import APIClient
+
+from agents.engine.runner import run_execute
+from evals.models import EvalRun, EvalStatus
+from evals.services import eval_set_create
+from tests.personas import make_agent, scripted
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def executed_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run executes in-process as soon as it is committed, as an idle worker would."""
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: async_to_sync(run_execute)(run_id))
+
+
+def greeting_set(personas: Any) -> Any:
+    cases = [
+        {"input": "hi", "expectation": "contains", "expected": "Hello"},
+        {"input": "hi again", "expectation": "contains", "expected": "Goodbye"},
+    ]
+    return eval_set_create(
+        user=personas.operator, organization_id=personas.org.pk, name="Greetings", cases=cases
+    )
+
+
+def test_the_command_runs_a_set_and_prints_each_verdict_and_the_pass_rate(personas, executed_at_once) -> None:
+    agent = make_agent(personas.org, personas.operator, model_config_json=scripted({"content": "Hello."}))
+    out = StringIO()
+    call_command("eval_run", str(greeting_set(personas).pk), str(agent.pk), "--user", "oscar", stdout=out)
+    text = out.getvalue()
+    assert "hooks bypassed" in text
+    assert "case 1: passed" in text and "case 2: failed" in text
+    assert "Passed 1/2 (50%)" in text
+
+
+def test_the_command_refuses_a_user_who_does_not_operate_the_organisation(personas, executed_at_once) -> None:
+    agent = make_agent(personas.org, personas.operator)
+    with pytest.raises(CommandError, match="not found"):
+        call_command(
+            "eval_run", str(greeting_set(personas).pk), str(agent.pk), "--user", "alice", stdout=StringIO()
+        )
+    assert not EvalRun.objects.exists()
+
+
+def test_adding_an_eval_run_in_the_admin_starts_it(personas, superuser, executed_at_once) -> None:
+    from agents.models import Membership, Role
+
+    Membership.objects.create(organization=personas.org, user=superuser, role=Role.OPERATOR)
+    agent = make_agent(personas.org, personas.operator, model_config_json=scripted({"content": "Hello."}))
+    client = Client()
+    client.force_login(superuser)
+    response = client.post(
+        "/admin/evals/evalrun/add/", {"eval_set": greeting_set(personas).pk, "agent": agent.pk}
+    )
+    assert response.status_code == 302
+    eval_run = EvalRun.objects.get()
+    assert eval_run.status == EvalStatus.COMPLETED and eval_run.passed == 1
+    page = client.get(f"/admin/evals/evalrun/{eval_run.pk}/change/").content.decode()
+    assert "1/2 (50%)" in page and "Goodbye" in page
+
+
+def test_an_operator_starts_an_eval_over_the_api_and_reads_its_pass_rate(personas, executed_at_once) -> None:
+    agent = make_agent(personas.org, personas.operator, model_config_json=scripted({"content": "Hello."}))
+    operator = APIClient()
+    operator.force_authenticate(personas.operator)
+    cases = [{"input": "hi", "expectation": "contains", "expected": "Hello"}]
+    created = operator.post(
+        "/api/eval-sets/", {"organization": personas.org.pk, "name": "G", "cases": cases}, format="json"
+    )
+    assert created.status_code == 201, created.content
+    started = operator.post(
+        f"/api/eval-sets/{created.json()['id']}/runs/", {"agent": agent.pk}, format="json"
+    )
+    assert started.status_code == 201, started.content
+    shown = operator.get(f"/api/eval-runs/{started.json()['id']}/").json()
+    assert shown["pass_rate"] == 1.0 and shown["hooks_bypassed"] is True
+    assert shown["results"][0]["outcome"] == "passed"
+
+    stranger = APIClient()
+    stranger.force_authenticate(personas.stranger)
+    assert stranger.get(f"/api/eval-runs/{started.json()['id']}/").status_code == 404
+    assert (
+        stranger.post(
+            f"/api/eval-sets/{created.json()['id']}/runs/", {"agent": agent.pk}, format="json"
+        ).status_code
+        == 404
+    )

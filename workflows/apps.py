@@ -1,0 +1,16 @@
+from django.apps import AppConfig
+
+
+class WorkflowsConfig(AppConfig):
+    name = "workflows"
+    verbose_name = "Workflows"
+
+    def ready(self) -> None:
+        from agents.engine.runner import register_engine
+        from agents.models import ExecutionPath
+        from agents.signals import run_cancelled, run_settled
+        from workflows.receivers import engine_for_workflow_run, node_run_settled
+
+        run_settled.connect(node_run_settled, dispatch_uid="workflows.node_run_settled")
+        run_cancelled.connect(node_run_settled, dispatch_uid="workflows.node_run_cancelled")
+        register_engine(ExecutionPath.WORKFLOW, engine_for_workflow_run)
