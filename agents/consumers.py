@@ -73,6 +73,18 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
 
         return await run_visible_to(run_id=self.run_id, user=user)
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels closes stale database connections before every handler, a hop to a thread per
+        message; the stream's events need no database, and a busy server sends thousands a second
+        (each event once per watching socket), so they skip it. Everything else (connect, the
+        replay) goes through Channels' own dispatch."""
+        if message["type"] == "run.events":
+            await self.run_events(message)
+        elif message["type"] == "run.event":
+            await self.run_event(message)
+        else:
+            await super().dispatch(message)
+
     async def run_event(self, message: dict[str, Any]) -> None:
         """A persisted RunEvent (or a streamed delta), pushed after its transaction committed."""
         await self._forward(message["event"])
@@ -84,14 +96,27 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def _forward(self, event: dict[str, Any]) -> None:
         """Send a live event unless a replay already sent it. A delta carries the seq of the last
-        stored event before it, so it is stale only once a later stored event was sent."""
+        stored event before it, so it is stale only once a later stored event was sent.
+
+        Live events travel over Redis pub/sub, which keeps nothing for a server that missed them
+        (a reconnect to Redis): an event whose seq skips past the next one expected means some
+        were lost on the way, so the gap is replayed from the database first. Every stored event
+        is committed before it is published, so the replay holds at least the missing ones."""
         last_sent = getattr(self, "last_sent", None)
-        if last_sent is not None:
-            seq = event.get("seq", 0)
-            if seq < last_sent or (seq == last_sent and event.get("type") != LLM_DELTA):
-                return
-            if event.get("type") != LLM_DELTA:
-                self.last_sent = seq
+        is_delta = event.get("type") == LLM_DELTA
+        seq = event.get("seq", 0)
+        if last_sent is None:
+            if not is_delta:
+                self.last_sent = seq  # a live-only stream counts from its first stored event
+            await self.send_json(event)
+            return
+        if seq > last_sent + (0 if is_delta else 1):
+            await self._replay(last_sent)
+            last_sent = self.last_sent
+        if seq < last_sent or (seq == last_sent and not is_delta):
+            return
+        if not is_delta:
+            self.last_sent = seq
         await self.send_json(event)
 
 

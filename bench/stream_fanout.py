@@ -324,7 +324,7 @@ def main() -> None:
         total_stored = sum(len(s) for s in stored.values())
         print(
             f"{opts.runs} runs x {opts.watchers} watchers = {len(results)} WebSocket clients, "
-            f"{opts.rounds} approvals per run, one Daphne, Redis channel layer, runs executed "
+            f"{opts.rounds} approvals per run, one Daphne, Redis pub/sub channel layer, runs executed "
             + (f"by {opts.workers} Celery workers" if opts.executor == "celery" else "inside Daphne")
         )
         print(

@@ -174,18 +174,17 @@ else:
             "KEY_PREFIX": "fimone",
         },
     }
-    # No socket timeout on the channel layer's connections. redis-py 8's default (5 s) is as long as
-    # channels_redis' blocking pop, so every socket idle for 5 s lost its consumer; and with any
-    # timeout redis-py sends each command inside ``asyncio.wait_for``, which on Python 3.11 drops a
-    # cancellation landing as the send completes: a closed socket's consumer then popped forever
-    # (a task and a connection leaked per close). The pop itself returns every 5 s; a connection
-    # that died silently is found by TCP keepalive (about 25 s) instead of a read timeout.
-    # ``capacity`` bounds the queue of a whole server process, not of one socket (channels_redis
-    # queues the messages of all of a process's consumers under one key), and what is over it is
-    # dropped silently: 100, the default, lost the last events of runs streamed to a busy server.
+    # Redis pub/sub: an event is published once per run group and each server process receives it
+    # once and hands it to all its watching sockets, where the list-based layer made three Redis
+    # round trips per event per socket (a busy server fell seconds behind). Pub/sub keeps nothing
+    # for a server that is not listening: what the stream might miss is healed from the database
+    # (agents/consumers.py: a gap in seqs is replayed), and inline approval waits poll as well.
+    # No socket timeout: redis-py would send each command inside ``asyncio.wait_for``, which on
+    # Python 3.11 drops a cancellation landing as the send completes (a closed socket's consumer
+    # then never ended). A connection that died silently is found by TCP keepalive (about 25 s).
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {
                 "hosts": [
                     {
@@ -198,12 +197,8 @@ else:
                             socket.TCP_KEEPINTVL: 5,
                             socket.TCP_KEEPCNT: 3,
                         },
-                        # redis-py 8 caps a pool at 100 connections and fails past it at once
-                        # (no waiting): 200 sockets opening together broke that.
-                        "max_connections": env_int("CHANNEL_LAYER_MAX_CONNECTIONS", 1000, minimum=10),
                     }
                 ],
-                "capacity": env_int("CHANNEL_LAYER_CAPACITY", 10_000, minimum=100),
             },
         }
     }

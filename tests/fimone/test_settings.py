@@ -95,7 +95,9 @@ def test_helpers_name_the_variable_and_the_bad_value() -> None:
 
 def test_the_embedded_mode_uses_in_process_services(settings) -> None:
     if settings.REDIS_URL:
-        assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.core.RedisChannelLayer"
+        assert (
+            settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels_redis.pubsub.RedisPubSubChannelLayer"
+        )
         assert settings.CELERY_TASK_ALWAYS_EAGER is False
     else:
         assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "channels.layers.InMemoryChannelLayer"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from asgiref.sync import async_to_sync
+from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from channels.testing import WebsocketCommunicator
 
@@ -122,6 +123,57 @@ def test_a_replay_longer_than_a_page_is_sent_whole(personas, run, monkeypatch) -
         return received
 
     assert [e["seq"] for e in async_to_sync(scenario)()] == list(range(1, 451))
+
+
+def test_events_the_channel_layer_lost_are_replayed_from_the_database_in_order(personas, run) -> None:
+    """Redis pub/sub keeps nothing for a server that was not listening: a live event whose seq
+    skips the next one expected makes the stream fetch what it missed before sending it."""
+    cookie = session_cookie(personas.member)
+    store = database_sync_to_async(
+        lambda seq, type_=ev.TOOL_STARTED: RunEvent.objects.create(
+            run=run, seq=seq, type=type_, payload={"n": seq}
+        )
+    )
+
+    async def scenario() -> list[dict]:
+        ws = socket(run, cookie, "?after=5")
+        assert (await ws.connect())[0]
+        layer = get_channel_layer()
+        await store(6)
+        await layer.group_send(run_group(run.pk), live(run, 6))
+        # 7 and 8 are stored but never arrive live; 9 does (stored first, as every event is).
+        for seq in (7, 8):
+            await store(seq)
+        await store(9, ev.TOOL_FINISHED)
+        await ws.receive_nothing(timeout=0.2)
+        await layer.group_send(run_group(run.pk), live(run, 9, type_=ev.TOOL_FINISHED))
+        await layer.group_send(run_group(run.pk), live(run, 8))  # a late double: dropped
+        received = await drain(ws)
+        await ws.disconnect()
+        return received
+
+    received = async_to_sync(scenario)()
+
+    assert [e["seq"] for e in received] == [6, 7, 8, 9]
+    assert received[1] == RunEvent.objects.get(run=run, seq=7).as_message()
+
+
+def test_a_live_only_stream_also_fills_a_gap_after_its_first_event(personas, run) -> None:
+    for seq in (6, 7):
+        RunEvent.objects.create(run=run, seq=seq, type=ev.TOOL_STARTED, payload={"n": seq})
+    cookie = session_cookie(personas.member)
+
+    async def scenario() -> list[dict]:
+        ws = socket(run, cookie)
+        assert (await ws.connect())[0]
+        layer = get_channel_layer()
+        await layer.group_send(run_group(run.pk), live(run, 5))
+        await layer.group_send(run_group(run.pk), live(run, 7))
+        received = await drain(ws)
+        await ws.disconnect()
+        return received
+
+    assert [e["seq"] for e in async_to_sync(scenario)()] == [5, 6, 7]
 
 
 @pytest.mark.parametrize(
