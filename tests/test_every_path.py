@@ -1,8 +1,8 @@
 """Every execution path runs the hooks (DESIGN §1.2): one table, the same promises on each row.
 
-A row (:class:`Path`) says how a user's request reaches a tool call on that path: which agents it
-needs, how the run starts and which run makes the tool call. Each test states one promise and
-runs it on every row:
+A row (:class:`Path`) says how a user's request reaches a tool call on that path: which agents
+(or workflow) it needs, where the hooks are declared, how it starts, how it is driven and which
+run makes the tool call. Each test states one promise and runs it on every row:
 
 * a blocking PreToolUse hook blocks; an arg-rewriting hook rewrites; a PostToolUse hook rewrites
   the observation;
@@ -10,9 +10,10 @@ runs it on every row:
 * a ``requires_confirmation`` tool waits for a verdict and runs once after approval;
 * a restart while parked loses nothing.
 
-Adding a path (the workflow AGENT and CONNECTOR nodes) is adding a row to :data:`PATHS`: a
-:class:`Path` whose ``start`` builds what the path needs around the hook declarations it is given
-and returns the root run; ``tool_run`` names the run whose tool calls the hooks guard.
+Adding a path is adding a row to :data:`PATHS`: a :class:`Path` whose ``start`` builds what the
+path needs around the hook declarations it is given and returns the root (the run, or the
+workflow run, the user started); ``tool_run`` names the run whose tool calls the hooks guard. The
+root's ``status``, ``output`` and ``error`` read the same for a run and a workflow run.
 """
 
 from __future__ import annotations
@@ -31,12 +32,19 @@ from agents import events as ev
 from agents.models import Agent, ExecutionPath, Run, RunStatus
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
+from hooks.catalog import HookDeclarationError, parse_declaration, resolve_chain
 from tests.agents.engine_kit import Harness, RecordingTool, events_of
 from tests.approvals.kit import PAY_SCHEMA, set_policy
 from tests.personas import make_agent, scripted
+from tests.workflows.kit import drive as drive_workflow
+from tests.workflows.kit import node, one_step_graph, pay_action
+from workflows.models import Workflow, WorkflowRun
+from workflows.services import workflow_run_start
 
 # Verdicts act after commit (they resume runs): let transactions really commit.
 pytestmark = pytest.mark.django_db(transaction=True)
+
+Root = Run | WorkflowRun
 
 PAY_ARGS = {"purchase_id": "PO-1", "amount": 5000}
 PAY_TURNS = (
@@ -56,14 +64,28 @@ def paying_agent(personas, hooks: list[Any] | None, **fields: Any) -> Agent:
 # --- the rows ---------------------------------------------------------------------------------------
 
 
+def execute_run(harness: Harness, root: Run) -> None:
+    harness.execute(root)
+
+
+def walk_workflow(harness: Harness, root: WorkflowRun) -> None:
+    drive_workflow(harness, root)
+
+
 @dataclass(frozen=True)
 class Path:
     name: str
-    start: Callable[[Any, list[Any] | None], Run]
-    """Build the path's agents (the tool-calling one declares ``hooks``) and start the root run."""
-    tool_run: Callable[[Run], Run | None]
+    start: Callable[[Any, list[Any] | None], Root]
+    """Build what the path needs (the tool-calling agent, or the workflow of a CONNECTOR node,
+    declares ``hooks``) and start the root."""
+    tool_run: Callable[[Root], Run | None]
     """The run whose tool calls the hooks guard (``None``: it was never created)."""
     execution_path: str
+    drive: Callable[[Harness, Any], None] = execute_run
+    """Run the root in-process (as a worker would) until it ends or parks."""
+    has_model: bool = True
+    """A model hears a blocked call and answers; without one (a CONNECTOR node) the path fails,
+    naming the refusal."""
 
 
 def via_rest_api(personas, hooks) -> Run:
@@ -123,12 +145,70 @@ def the_child(run: Run) -> Run | None:
     return run.children.first()
 
 
+def workflow_of(personas, step: dict[str, Any], *, hooks: list[Any], **fields: Any) -> WorkflowRun:
+    """Save a START → ``step`` → END workflow (as declared: no check, as ``make_agent`` saves an
+    agent) and start it for the member."""
+    workflow = Workflow.objects.create(
+        organization=personas.org, name="Pay a purchase", graph=one_step_graph(step), hooks=hooks, **fields
+    )
+    return workflow_run_start(workflow=workflow, user=personas.member, input="PO-1")
+
+
+def via_workflow_agent_node(personas, hooks) -> WorkflowRun:
+    agent = paying_agent(personas, hooks)
+    return workflow_of(personas, {"type": "agent", "agent": agent.pk, "input": "pay {{ input }}"}, hooks=[])
+
+
+def via_workflow_connector_node(personas, hooks) -> WorkflowRun:
+    """The workflow declares ``hooks``; its CONNECTOR node calls the payment action, no LLM.
+
+    A workflow whose hooks cannot be built does not start at all (tests/workflows proves that
+    refusal). Such a chain still reaches a CONNECTOR node when a hook leaves the catalog after
+    the workflow run began: that is what this row plays for a declaration the catalog cannot
+    build — the run starts without it, then its recorded chain names it."""
+    try:
+        chain = resolve_chain(hooks or [])
+    except HookDeclarationError:
+        chain = None
+    step = {
+        "type": "connector",
+        "action": pay_action(personas).pk,
+        "arguments": {"purchase_id": "{{ input }}", "amount": PAY_ARGS["amount"]},
+    }
+    desk = make_agent(personas.org, personas.operator, name="Workflow desk")
+    workflow_run = workflow_of(
+        personas, step, hooks=(hooks or []) if chain is not None else [], connector_agent=desk
+    )
+    if chain is None:
+        retired = [
+            {"kind": "class", "name": name, "point": "PreToolUse", "matcher": "", "params": {},
+             "priority": 10, "timeout": 5, "on_error": "block", "source": "agent"}
+            for name, _params in parse_declaration(hooks)
+        ]  # fmt: skip
+        recorded = {**workflow_run.hook_chain, "declared": retired}
+        WorkflowRun.objects.filter(pk=workflow_run.pk).update(hook_chain=recorded)
+        Run.objects.filter(pk=node(workflow_run).run_id).update(hook_chain=recorded)
+    return workflow_run
+
+
+def the_node_run(workflow_run: WorkflowRun) -> Run | None:
+    return node(workflow_run).run
+
+
 PATHS: list[Path] = [
     Path("rest-api", via_rest_api, lambda run: run, ExecutionPath.API),
     Path("portal", via_portal, lambda run: run, ExecutionPath.PORTAL),
     Path("dag-step", via_dag_step, the_child, ExecutionPath.DAG),
     Path("delegated-agent", via_delegate, the_child, ExecutionPath.DELEGATE),
-    # Workflow AGENT and CONNECTOR nodes add their rows here.
+    Path("workflow-agent-node", via_workflow_agent_node, the_node_run, ExecutionPath.WORKFLOW, walk_workflow),
+    Path(
+        "workflow-connector-node",
+        via_workflow_connector_node,
+        the_node_run,
+        ExecutionPath.WORKFLOW,
+        walk_workflow,
+        has_model=False,
+    ),
 ]
 
 every_path = pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
@@ -137,11 +217,18 @@ every_path = pytest.mark.parametrize("path", PATHS, ids=[p.name for p in PATHS])
 # --- driving ----------------------------------------------------------------------------------------
 
 
-def drive(path: Path, personas, hooks, tool: RecordingTool) -> tuple[Run, Run | None]:
+@pytest.fixture(autouse=True)
+def _no_background_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A workflow node's run is driven by the test (``Path.drive``), not handed to an executor."""
+    monkeypatch.setattr("agents.executors.dispatch_execute", lambda run_id: None)
+
+
+def drive(path: Path, personas, hooks, tool: RecordingTool) -> tuple[Root, Run | None]:
     """Start the path and drive it until it ends or parks; return the root and the tool run."""
     root = path.start(personas, hooks)
-    assert root.execution_path in (ExecutionPath.API, ExecutionPath.PORTAL)
-    Harness(tool).execute(root)
+    if isinstance(root, Run):  # the run the user started, not one a path made inside it
+        assert root.execution_path in (ExecutionPath.API, ExecutionPath.PORTAL)
+    path.drive(Harness(tool), root)
     root.refresh_from_db()
     tool_run = path.tool_run(root)
     if tool_run is not None:
@@ -171,9 +258,13 @@ def test_a_blocking_pre_tool_use_hook_blocks(path, personas, resumes) -> None:
 
     root, tool_run = drive(path, personas, hooks, pay)
 
-    assert root.status == RunStatus.COMPLETED and pay.calls == []
+    assert pay.calls == []
     [blocked] = events_of(tool_run, ev.TOOL_BLOCKED)
     assert blocked["blocked_by"] == "deny_tools" and blocked["error"] == "Payments are frozen."
+    if path.has_model:  # the model hears the refusal and answers
+        assert root.status == RunStatus.COMPLETED
+    else:  # no model to tell: the path fails, naming the refusal
+        assert root.status == RunStatus.FAILED and "Payments are frozen." in root.error
 
 
 @every_path
@@ -214,6 +305,8 @@ def test_a_chain_that_cannot_be_built_stops_the_path_before_any_tool_runs(path, 
     assert failed.status == RunStatus.FAILED and "hooks cannot be built" in failed.error
     assert events_of(failed, ev.RUN_FAILED)[-1]["stage"] == "hooks"
     assert events_of(failed, ev.TOOL_STARTED) == []
+    root.refresh_from_db()
+    assert "hooks cannot be built" in root.error + root.output, "the user is told why"
 
 
 @every_path
@@ -243,7 +336,7 @@ def test_a_restart_while_parked_loses_nothing(path, personas, resumes) -> None:
     pay = pay_tool(requires_confirmation=True)
     root, tool_run = drive(path, personas, None, pay)
     parked = {run.pk: run.checkpoint for run in Run.objects.filter(status=RunStatus.AWAITING_APPROVAL)}
-    assert root.pk in parked and tool_run.pk in parked
+    assert root.status == RunStatus.AWAITING_APPROVAL and tool_run.pk in parked
 
     # A restart: fresh engines pick every parked run up again (as the orphan sweep does) before
     # anyone decided. Each parks again; nothing runs, nothing is asked twice.
