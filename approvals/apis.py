@@ -127,7 +127,7 @@ class ApprovalDetailApi(APIView):
 
 
 def _outcome_status(outcome: DecisionOutcome) -> int:
-    if outcome.accepted:
+    if outcome.counted:  # the verdict, or a vote towards a quorum that still waits
         return status.HTTP_200_OK
     if outcome.refused:
         return status.HTTP_403_FORBIDDEN
@@ -166,7 +166,11 @@ class ApprovalDecisionApi(APIView):
         tags=["approvals"],
         request=InputSerializer,
         responses={
-            200: OpenApiResponse(OutputSerializer, description="The caller's verdict was recorded."),
+            200: OpenApiResponse(
+                OutputSerializer,
+                description="The caller's verdict was recorded (status `recorded`: a vote towards "
+                "a quorum that still waits for more approvals).",
+            ),
             400: OpenApiResponse(description="Invalid input: `{field: [message]}`."),
             403: OpenApiResponse(OutputSerializer, description="The caller may not decide this request."),
             404: OpenApiResponse(OutputSerializer, description="No such request."),

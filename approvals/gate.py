@@ -50,6 +50,7 @@ def _approval_payload(request: ConfirmationRequest, approvers: list[dict[str, An
         "approvers": approvers,
         "expires_at": request.expires_at.isoformat(),
         "channel": request.channel,
+        "approvals_required": request.approvals_required,
     }
 
 

@@ -48,6 +48,16 @@ class ApproverPolicy(models.Model):
         related_name="+",
         help_text="Where cards are sent. Empty: the organisation default, else the web inbox.",
     )
+    approvals_required = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="How many distinct approvers must approve (M of the N who may decide). "
+        "A call whose policy leaves fewer than M possible approvers is refused at once.",
+    )
+    any_rejection_rejects = models.BooleanField(
+        default=True,
+        help_text="One rejection rejects the call. Untick to reject only once the remaining "
+        "approvers could no longer reach the number of approvals required.",
+    )
     history = HistoricalRecords(m2m_fields=[named_users])
 
     class Meta:
@@ -60,6 +70,9 @@ class ApproverPolicy(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(timeout_seconds__gte=10), name="approverpolicy_timeout_min"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(approvals_required__gte=1), name="approverpolicy_quorum_min"
             ),
         ]
 
@@ -110,6 +123,10 @@ class ConfirmationRequest(models.Model):
         settings.AUTH_USER_MODEL, through="ConfirmationApprover", related_name="approvable_requests"
     )
     allow_self_approval = models.BooleanField(default=False)
+    # The policy's quorum, snapshotted at opening: a later change of policy never moves the bar
+    # of a request in flight.
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    any_rejection_rejects = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
     responded_at = models.DateTimeField(null=True, blank=True)
@@ -159,6 +176,38 @@ class ConfirmationApprover(models.Model):
         return f"{self.user_id} may decide {self.request_id}"
 
 
+class ConfirmationVote(models.Model):
+    """One approver's vote on a request: at most one per person (a second click counts once).
+
+    Written only by ``approvals.services.confirmation_decide``, under a lock on the request, so
+    the tally that settles the request always counts every vote. Never updated or deleted.
+    """
+
+    request = models.ForeignKey(ConfirmationRequest, on_delete=models.PROTECT, related_name="votes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    approve = models.BooleanField()
+    reason = models.TextField(blank=True)
+    external_id = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "user"], name="confirmation_one_vote_per_person"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {'approves' if self.approve else 'rejects'} {self.request_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("votes are never changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("votes are never deleted")
+
+
 class ConfirmationEvent(ChainLink):
     """Append-only audit log of one request: rows are inserted, never updated or deleted.
 
@@ -171,6 +220,7 @@ class ConfirmationEvent(ChainLink):
         DELIVERED = "delivered"
         DELIVERY_FAILED = "delivery_failed"
         CLICK_REFUSED = "click_refused"
+        VOTED = "voted"
         DECIDED = "decided"
         EXPIRED = "expired"
         CANCELLED = "cancelled"

@@ -21,6 +21,8 @@ class ResolvedPolicy:
     timeout_seconds: int = 600
     inline_wait_seconds: int = 20
     channel_config_id: int | None = None
+    approvals_required: int = 1
+    any_rejection_rejects: bool = True
 
     @classmethod
     def from_row(cls, row: ApproverPolicy) -> ResolvedPolicy:
@@ -33,6 +35,8 @@ class ResolvedPolicy:
             timeout_seconds=row.timeout_seconds,
             inline_wait_seconds=row.inline_wait_seconds,
             channel_config_id=row.channel_config_id,
+            approvals_required=row.approvals_required,
+            any_rejection_rejects=row.any_rejection_rejects,
         )
 
 

@@ -19,10 +19,10 @@ from django.utils import timezone
 
 from agents.models import Run, RunStatus
 from approvals.channels import channel_config_for
-from approvals.live import OPENED, SETTLED, inbox_changed
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.live import OPENED, SETTLED, VOTED, inbox_changed
+from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
 from approvals.policy import approver_ids, describe_refusal, is_outsider, policy_for
-from approvals.selectors import request_for_decision
+from approvals.selectors import request_for_decision, tally_of
 from approvals.signals import confirmation_opened, confirmation_settled
 from fimone.audit_chain import chain_append
 
@@ -50,6 +50,16 @@ class DecisionOutcome:
     @property
     def refused(self) -> bool:
         return not self.accepted and self.status == "refused"
+
+    @property
+    def counted(self) -> bool:
+        """The decider's vote counted: it set the verdict, or it was recorded and the request
+        still waits for more approvals (status ``recorded``)."""
+        return self.accepted or self.status == RECORDED
+
+
+#: The status of a vote that was counted without settling the request (a quorum not yet met).
+RECORDED = "recorded"
 
 
 class NoApprovers(Exception):
@@ -119,6 +129,12 @@ def confirmation_request_open(
     approvers = approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
     if not approvers:
         raise NoApprovers("nobody is authorised to approve this call: check the agent's approver policy")
+    if len(approvers) < policy.approvals_required:
+        # Fail closed and say so now, rather than leave a request nobody could ever approve.
+        raise NoApprovers(
+            f"the approver policy needs {policy.approvals_required} approvals and only "
+            f"{len(approvers)} people may approve this call"
+        )
     channel_config = channel_config_for(agent=agent, policy_channel_id=policy.channel_config_id)
     now = timezone.now()
     try:
@@ -138,6 +154,8 @@ def confirmation_request_open(
                 channel=channel_config.kind if channel_config is not None else "web",
                 channel_config=channel_config,
                 allow_self_approval=policy.allow_self_approval,
+                approvals_required=policy.approvals_required,
+                any_rejection_rejects=policy.any_rejection_rejects,
                 expires_at=now + dt.timedelta(seconds=policy.timeout_seconds),
             )
     except IntegrityError:  # a concurrent opener won: theirs is the request
@@ -156,6 +174,8 @@ def confirmation_request_open(
         approvers=sorted(approvers),
         expires_at=request.expires_at.isoformat(),
         channel=request.channel,
+        approvals_required=request.approvals_required,
+        any_rejection_rejects=request.any_rejection_rejects,
     )
     transaction.on_commit(
         lambda: confirmation_opened.send(
@@ -214,44 +234,94 @@ def confirmation_decide(
         return DecisionOutcome(False, "refused", f"You cannot decide this request: {refusal}.", request)
 
     now = timezone.now()
-    written = {
-        "status": verdict,
-        "responded_at": now,
-        "responded_by": user,
-        "responded_by_external_id": external_id,
-        "reason": (reason or "").strip()[:2000],
-    }
-    won = ConfirmationRequest.objects.filter(
-        pk=request.pk, status=ConfirmationStatus.PENDING, expires_at__gt=now
-    ).update(**written)
-    if won:
-        for field, value in written.items():  # what we wrote is what the row holds now
-            setattr(request, field, value)
-    else:
-        request = request_for_decision(request_id=request.pk)
-        if request is None:  # deleted with its run meanwhile
-            return DecisionOutcome(False, "not_found", "No such approval request.")
-        late = "expired" if request.is_pending else str(request.status)
+    # Votes are counted under a lock on the request row: two concurrent votes cannot both
+    # complete the quorum, and none is lost. Whoever finds it no longer pending is late.
+    # ``no_key``: the lock must not block the foreign-key checks of rows that point at the
+    # request (events logged elsewhere while this decider waits for the audit chain's lock).
+    locked = (
+        ConfirmationRequest.objects.select_for_update(no_key=True)
+        .filter(pk=request.pk)
+        .values_list("status", "expires_at")
+        .first()
+    )
+    if locked is None or locked[0] != ConfirmationStatus.PENDING or locked[1] <= now:
+        return _late(request_id=request.pk, user=user, external_id=external_id, verdict=verdict)
+    if ConfirmationVote.objects.filter(request_id=request.pk, user_id=user.pk).exists():
         log_event(
             request_id=request.pk,
             kind=Kind.CLICK_REFUSED,
             actor=user,
             external_id=external_id,
-            reason=f"already {late}",
+            reason="already voted",
             wanted=str(verdict),
         )
-        return DecisionOutcome(False, late, f"This request was already {late}.", request)
-    log_event(
-        request_id=request.pk,
-        kind=Kind.DECIDED,
-        actor=user,
-        external_id=external_id,
-        status=str(verdict),
-        reason=request.reason,
-        via="web" if via_channel_id is None else via_channel_id,
+        return DecisionOutcome(
+            False, "already_voted", "You have already voted on this request; a vote counts once.", request
+        )
+    clean_reason = (reason or "").strip()[:2000]
+    ConfirmationVote.objects.create(
+        request_id=request.pk, user=user, approve=approve, reason=clean_reason, external_id=external_id
     )
+    tally = tally_of(request=request)
+    via = "web" if via_channel_id is None else via_channel_id
+    if tally.outcome is None:
+        log_event(
+            request_id=request.pk,
+            kind=Kind.VOTED,
+            actor=user,
+            external_id=external_id,
+            vote=str(verdict),
+            reason=clean_reason,
+            approvals=tally.approvals,
+            rejections=tally.rejections,
+            required=tally.required,
+            via=via,
+        )
+        transaction.on_commit(lambda: inbox_changed(request_id=request.pk, change=VOTED))
+        what = "approval" if approve else "rejection"
+        return DecisionOutcome(False, RECORDED, f"Your {what} was recorded: {tally.text}.", request)
+
+    verdict = ConfirmationStatus(tally.outcome)
+    written = {
+        "status": verdict,
+        "responded_at": now,
+        "responded_by": user,
+        "responded_by_external_id": external_id,
+        "reason": clean_reason,
+    }
+    # Still the one conditional update (DESIGN §1.4); under the lock it cannot lose, but it is
+    # what guarantees that nothing else ever moves a request out of ``pending``.
+    won = ConfirmationRequest.objects.filter(
+        pk=request.pk, status=ConfirmationStatus.PENDING, expires_at__gt=now
+    ).update(**written)
+    if not won:
+        return _late(request_id=request.pk, user=user, external_id=external_id, verdict=verdict)
+    for field, value in written.items():  # what we wrote is what the row holds now
+        setattr(request, field, value)
+    details: dict[str, Any] = {"status": str(verdict), "reason": request.reason, "via": via}
+    if tally.required > 1 or tally.rejections:
+        details.update(approvals=tally.approvals, rejections=tally.rejections, required=tally.required)
+    log_event(request_id=request.pk, kind=Kind.DECIDED, actor=user, external_id=external_id, **details)
     transaction.on_commit(lambda: _after_verdict(request))
     return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
+
+
+def _late(*, request_id: uuid.UUID, user: Any, external_id: str, verdict: str) -> DecisionOutcome:
+    """A vote that came after the verdict or the deadline: logged, and answered with the
+    verdict."""
+    request = request_for_decision(request_id=request_id)
+    if request is None:  # deleted with its run meanwhile
+        return DecisionOutcome(False, "not_found", "No such approval request.")
+    late = "expired" if request.is_pending else str(request.status)
+    log_event(
+        request_id=request.pk,
+        kind=Kind.CLICK_REFUSED,
+        actor=user,
+        external_id=external_id,
+        reason=f"already {late}",
+        wanted=str(verdict),
+    )
+    return DecisionOutcome(False, late, f"This request was already {late}.", request)
 
 
 def confirmation_expire_due(*, now: dt.datetime | None = None, limit: int = 500) -> int:

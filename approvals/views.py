@@ -59,6 +59,8 @@ class RequestCard:
     requester: str
     decider: str | None
     requested_ago: str
+    #: The votes against the quorum, for requests needing more than one approval.
+    tally: selectors.Tally | None = None
 
     @classmethod
     def of(cls, request: ConfirmationRequest) -> RequestCard:
@@ -68,6 +70,7 @@ class RequestCard:
             requester=display_name(request.requested_by),
             decider=display_name(request.responded_by) if request.responded_by_id else None,
             requested_ago=_ago(request.created_at),
+            tally=selectors.tally_of(request=request) if request.approvals_required > 1 else None,
         )
 
 
@@ -267,6 +270,8 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
         verb = "Approved" if approve else "Rejected"
         tool = outcome.request.tool_name if outcome.request is not None else "the call"
         messages.success(request, f"{verb}: {tool}")
+    elif outcome.counted:  # a vote towards a quorum: the request still waits for others
+        messages.success(request, outcome.message)
     elif outcome.refused:
         messages.error(request, outcome.message)
     else:  # someone else decided first, or the deadline passed
