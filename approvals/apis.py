@@ -28,7 +28,7 @@ from agents.models import RunStatus
 from approvals import selectors
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
-from approvals.services import DecisionOutcome, confirmation_decide
+from approvals.services import INVALID_EDIT, DecisionOutcome, confirmation_decide
 from fimone.throttling import ScopedUserRateThrottle
 
 MAX_REASON_LENGTH = 2000
@@ -131,6 +131,8 @@ def _outcome_status(outcome: DecisionOutcome) -> int:
         return status.HTTP_200_OK
     if outcome.refused:
         return status.HTTP_403_FORBIDDEN
+    if outcome.status == INVALID_EDIT:
+        return status.HTTP_400_BAD_REQUEST
     if outcome.status == "not_found":
         return status.HTTP_404_NOT_FOUND
     return status.HTTP_409_CONFLICT
@@ -158,6 +160,12 @@ class ApprovalDecisionApi(APIView):
             max_length=MAX_REASON_LENGTH,
             help_text="Optional; the LLM reads it when the call is rejected.",
         )
+        arguments = serializers.JSONField(
+            required=False,
+            default=None,
+            help_text="Optional, with `approve` when the policy allows edits: the arguments to run "
+            "instead of the proposed ones (a JSON object within the tool's parameter schema).",
+        )
 
     OutputSerializer = OutcomeSerializer
 
@@ -171,7 +179,10 @@ class ApprovalDecisionApi(APIView):
                 description="The caller's verdict was recorded (status `recorded`: a vote towards "
                 "a quorum that still waits for more approvals).",
             ),
-            400: OpenApiResponse(description="Invalid input: `{field: [message]}`."),
+            400: OpenApiResponse(
+                description="Invalid input: `{field: [message]}`; or edited arguments that were "
+                "refused (status `invalid_edit`, nothing recorded)."
+            ),
             403: OpenApiResponse(OutputSerializer, description="The caller may not decide this request."),
             404: OpenApiResponse(OutputSerializer, description="No such request."),
             409: OpenApiResponse(OutputSerializer, description="The request was already final or expired."),
@@ -187,5 +198,6 @@ class ApprovalDecisionApi(APIView):
             user=request.user,
             approve=data["decision"] == "approve",
             reason=data["reason"],
+            edited_args=data["arguments"],
         )
         return Response(self.OutputSerializer(outcome).data, status=_outcome_status(outcome))

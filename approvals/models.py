@@ -58,6 +58,11 @@ class ApproverPolicy(models.Model):
         help_text="One rejection rejects the call. Untick to reject only once the remaining "
         "approvers could no longer reach the number of approvals required.",
     )
+    allow_edit_on_approve = models.BooleanField(
+        default=False,
+        help_text="Approvers may change the arguments before approving (in the web inbox only), "
+        "within the tool's parameter schema; the tool then runs with exactly the approved arguments.",
+    )
     history = HistoricalRecords(m2m_fields=[named_users])
 
     class Meta:
@@ -127,6 +132,14 @@ class ConfirmationRequest(models.Model):
     # of a request in flight.
     approvals_required = models.PositiveSmallIntegerField(default=1)
     any_rejection_rejects = models.BooleanField(default=True)
+    allow_edit_on_approve = models.BooleanField(default=False)
+    # When an approver edited the arguments: ``tool_args`` / ``args_sha256`` are the approved ones
+    # (what runs), these keep what the model proposed, and who changed them.
+    proposed_args = models.JSONField(null=True, blank=True)
+    proposed_args_sha256 = models.CharField(max_length=64, blank=True)
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
     responded_at = models.DateTimeField(null=True, blank=True)
@@ -149,6 +162,16 @@ class ConfirmationRequest(models.Model):
     @property
     def is_pending(self) -> bool:
         return self.status == ConfirmationStatus.PENDING
+
+    @property
+    def was_edited(self) -> bool:
+        return self.edited_by_id is not None
+
+    @property
+    def requested_args_sha256(self) -> str:
+        """The hash of the arguments the call was proposed with (the gate recognises the call by
+        it, whatever an approver changed)."""
+        return self.proposed_args_sha256 or self.args_sha256
 
     @property
     def timeout_seconds(self) -> int:
@@ -220,6 +243,7 @@ class ConfirmationEvent(ChainLink):
         DELIVERED = "delivered"
         DELIVERY_FAILED = "delivery_failed"
         CLICK_REFUSED = "click_refused"
+        EDITED = "edited"
         VOTED = "voted"
         DECIDED = "decided"
         EXPIRED = "expired"

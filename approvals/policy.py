@@ -23,6 +23,7 @@ class ResolvedPolicy:
     channel_config_id: int | None = None
     approvals_required: int = 1
     any_rejection_rejects: bool = True
+    allow_edit_on_approve: bool = False
 
     @classmethod
     def from_row(cls, row: ApproverPolicy) -> ResolvedPolicy:
@@ -37,6 +38,7 @@ class ResolvedPolicy:
             channel_config_id=row.channel_config_id,
             approvals_required=row.approvals_required,
             any_rejection_rejects=row.any_rejection_rejects,
+            allow_edit_on_approve=row.allow_edit_on_approve,
         )
 
 

@@ -93,6 +93,16 @@ def tally_of(*, request: ConfirmationRequest) -> Tally:
     )
 
 
+def may_edit_arguments(*, request: ConfirmationRequest) -> bool:
+    """Whether an approver may still change ``request``'s arguments: its policy allows it, it is
+    pending, and nobody has voted on the arguments yet."""
+    return (
+        request.allow_edit_on_approve
+        and request.is_pending
+        and not ConfirmationVote.objects.filter(request_id=request.pk).exists()
+    )
+
+
 def has_voted(*, request: ConfirmationRequest, user: Any) -> bool:
     return ConfirmationVote.objects.filter(request_id=request.pk, user_id=user.pk).exists()
 

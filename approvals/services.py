@@ -17,7 +17,10 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agents.engine.store import args_sha256
 from agents.models import Run, RunStatus
+from agents.tools.schema import argument_errors
+from agents.tools.toolbox import ToolboxError, tools_for_agent
 from approvals.channels import channel_config_for
 from approvals.live import OPENED, SETTLED, VOTED, inbox_changed
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
@@ -60,6 +63,8 @@ class DecisionOutcome:
 
 #: The status of a vote that was counted without settling the request (a quorum not yet met).
 RECORDED = "recorded"
+#: The status of an approval refused because of its edited arguments (nothing was recorded).
+INVALID_EDIT = "invalid_edit"
 
 
 class NoApprovers(Exception):
@@ -156,6 +161,7 @@ def confirmation_request_open(
                 allow_self_approval=policy.allow_self_approval,
                 approvals_required=policy.approvals_required,
                 any_rejection_rejects=policy.any_rejection_rejects,
+                allow_edit_on_approve=policy.allow_edit_on_approve,
                 expires_at=now + dt.timedelta(seconds=policy.timeout_seconds),
             )
     except IntegrityError:  # a concurrent opener won: theirs is the request
@@ -204,6 +210,7 @@ def confirmation_decide(
     via_channel_id: int | None = None,
     external_id: str = "",
     loaded: ConfirmationRequest | None = None,
+    edited_args: dict[str, Any] | None = None,
 ) -> DecisionOutcome:
     """Record ``user``'s verdict if they may give it and nobody gave one before.
 
@@ -214,6 +221,10 @@ def confirmation_decide(
     of the channel's own organisation.)
     ``loaded``: the request as :func:`request_for_decision` returned it, if the caller has it
     already; the verdict is still taken by the conditional update, never from this copy.
+    ``edited_args``: the arguments the approver wants run instead of the proposed ones (an
+    approval in the web inbox or API, when the request's policy allows edits). They must satisfy
+    the tool's parameter schema, and can only be changed before anybody voted on the proposed
+    ones; they then replace the proposed arguments, whose hash the engine binds to.
     """
     request = loaded if loaded is not None and loaded.pk == request_id else None
     request = request or request_for_decision(request_id=request_id)
@@ -232,6 +243,25 @@ def confirmation_decide(
             via="web" if via_channel_id is None else via_channel_id,
         )
         return DecisionOutcome(False, "refused", f"You cannot decide this request: {refusal}.", request)
+    if isinstance(edited_args, dict) and args_sha256(edited_args) == request.args_sha256:
+        edited_args = None  # unchanged: a plain approval
+    if edited_args is not None:
+        problem = edit_problem(
+            request=request, edited_args=edited_args, approve=approve, via_channel_id=via_channel_id
+        )
+        if problem is not None:
+            log_event(
+                request_id=request.pk,
+                kind=Kind.CLICK_REFUSED,
+                actor=user,
+                external_id=external_id,
+                reason=f"edit refused: {problem}",
+                wanted=str(verdict),
+                edited_args=edited_args,
+            )
+            return DecisionOutcome(
+                False, INVALID_EDIT, f"The arguments were not changed: {problem}.", request
+            )
 
     now = timezone.now()
     # Votes are counted under a lock on the request row: two concurrent votes cannot both
@@ -259,6 +289,23 @@ def confirmation_decide(
             False, "already_voted", "You have already voted on this request; a vote counts once.", request
         )
     clean_reason = (reason or "").strip()[:2000]
+    if edited_args is not None:
+        if ConfirmationVote.objects.filter(request_id=request.pk).exists():
+            log_event(
+                request_id=request.pk,
+                kind=Kind.CLICK_REFUSED,
+                actor=user,
+                external_id=external_id,
+                reason="edit refused: others have already voted on these arguments",
+                wanted=str(verdict),
+            )
+            return DecisionOutcome(
+                False,
+                INVALID_EDIT,
+                "The arguments were not changed: others have already voted on these arguments.",
+                request,
+            )
+        _apply_edit(request=request, edited_args=edited_args, user=user, external_id=external_id)
     ConfirmationVote.objects.create(
         request_id=request.pk, user=user, approve=approve, reason=clean_reason, external_id=external_id
     )
@@ -304,6 +351,61 @@ def confirmation_decide(
     log_event(request_id=request.pk, kind=Kind.DECIDED, actor=user, external_id=external_id, **details)
     transaction.on_commit(lambda: _after_verdict(request))
     return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
+
+
+def edit_problem(
+    *, request: ConfirmationRequest, edited_args: Any, approve: bool = True, via_channel_id: int | None = None
+) -> str | None:
+    """Why ``edited_args`` may not replace ``request``'s arguments (``None`` when they may): the
+    policy must allow edits, only an approval carries them, only from the web inbox or the API
+    (a chat button cannot), and they must satisfy the tool's parameter schema as the agent's
+    toolbox declares it now."""
+    if not request.allow_edit_on_approve:
+        return "this request's approver policy does not allow changing the arguments"
+    if not approve:
+        return "only an approval can change the arguments"
+    if via_channel_id is not None:
+        return "arguments can only be changed in the web inbox"
+    if not isinstance(edited_args, dict):
+        return "the arguments must be a JSON object"
+    try:
+        tool = tools_for_agent(request.agent).get(request.tool_name)
+    except ToolboxError as exc:
+        return f"the agent's tools cannot be read ({exc})"
+    if tool is None:
+        return f"the tool {request.tool_name} is no longer available to this agent"
+    problems = argument_errors(tool.spec.parameters, edited_args)
+    if problems:
+        return "they do not fit the tool's parameters: " + "; ".join(problems[:5])
+    return None
+
+
+def _apply_edit(
+    *, request: ConfirmationRequest, edited_args: dict[str, Any], user: Any, external_id: str
+) -> None:
+    """Replace the proposed arguments by the approver's (the caller holds the request's lock and
+    checked :func:`edit_problem`). The proposed ones are kept on the request and in the log."""
+    proposed, proposed_hash = request.tool_args, request.args_sha256
+    written = {
+        "tool_args": edited_args,
+        "args_sha256": args_sha256(edited_args),
+        "proposed_args": proposed,
+        "proposed_args_sha256": proposed_hash,
+        "edited_by": user,
+    }
+    ConfirmationRequest.objects.filter(pk=request.pk, status=ConfirmationStatus.PENDING).update(**written)
+    for field, value in written.items():
+        setattr(request, field, value)
+    log_event(
+        request_id=request.pk,
+        kind=Kind.EDITED,
+        actor=user,
+        external_id=external_id,
+        proposed_args=proposed,
+        proposed_args_sha256=proposed_hash,
+        approved_args=edited_args,
+        approved_args_sha256=written["args_sha256"],
+    )
 
 
 def _late(*, request_id: uuid.UUID, user: Any, external_id: str, verdict: str) -> DecisionOutcome:

@@ -66,6 +66,7 @@ def card_facts(request: Any) -> CardFacts:
     truncated = len(text) > ARGS_CARD_LIMIT
     if truncated:
         text = text[:ARGS_CARD_LIMIT] + "\n…"
+    link = f"{settings.SITE_URL}/approvals/{request.pk}/"
     return CardFacts(
         request_id=str(request.pk),
         agent=request.agent.name,
@@ -73,11 +74,20 @@ def card_facts(request: Any) -> CardFacts:
         tool=request.tool_name,
         args_text=text,
         args_truncated=truncated,
-        link=f"{settings.SITE_URL}/approvals/{request.pk}/",
+        link=link,
         expires_at=_when(request.expires_at) or "",
         status=str(request.status),
         decided_by=display_name(request.responded_by) if request.responded_by_id else None,
         decided_at=_when(request.responded_at),
         reason=request.reason,
         tally=tally.text if tally is not None else "",
+        notes=tuple(_notes(request, link)),
     )
+
+
+def _notes(request: Any, link: str) -> list[str]:
+    """Lines only a pending card shows. Buttons cannot edit arguments: the card says where to."""
+    notes = []
+    if getattr(request, "allow_edit_on_approve", False):
+        notes.append(f"To change the arguments before approving, open the web inbox: {link}")
+    return notes
