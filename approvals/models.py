@@ -63,6 +63,11 @@ class ApproverPolicy(models.Model):
         help_text="Approvers may change the arguments before approving (in the web inbox only), "
         "within the tool's parameter schema; the tool then runs with exactly the approved arguments.",
     )
+    first_tier_may_decide_after_escalation = models.BooleanField(
+        default=True,
+        help_text="Once a request is escalated, the people first asked may still decide it. Untick "
+        "to leave it to the escalation tiers alone.",
+    )
     history = HistoricalRecords(m2m_fields=[named_users])
 
     class Meta:
@@ -83,6 +88,40 @@ class ApproverPolicy(models.Model):
 
     def __str__(self) -> str:
         return f"Policy for {self.agent or self.organization}"
+
+
+class EscalationTier(models.Model):
+    """A step of a policy's escalation: if nobody has decided ``after_seconds`` after a request
+    opened (and it has not expired), these people are added to its approvers and the card is sent
+    again, on the tier's channel if it names one."""
+
+    policy = models.ForeignKey(ApproverPolicy, on_delete=models.CASCADE, related_name="tiers")
+    after_seconds = models.PositiveIntegerField(
+        help_text="Seconds after the request opened, counted from its opening (not from the tier "
+        "before). A tier due after the request's timeout never happens."
+    )
+    named_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        related_name="+",
+        help_text="Who is asked at this tier (they must be active members of the organisation).",
+    )
+    channel_config = models.ForeignKey(
+        "channels_im.ChannelConfig",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Where this tier's card goes. Empty: the channel the request was sent on.",
+    )
+
+    class Meta:
+        ordering = ["after_seconds", "pk"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(after_seconds__gte=1), name="escalationtier_after_min"),
+        ]
+
+    def __str__(self) -> str:
+        return f"after {self.after_seconds} s"
 
 
 class ConfirmationStatus(models.TextChoices):
@@ -135,6 +174,12 @@ class ConfirmationRequest(models.Model):
     allow_edit_on_approve = models.BooleanField(default=False)
     # When an approver edited the arguments: ``tool_args`` / ``args_sha256`` are the approved ones
     # (what runs), these keep what the model proposed, and who changed them.
+    # Escalation, snapshotted at opening: the tiers still to come (``[{"after_seconds",
+    # "user_ids", "channel_config_id", "channel"}]``), how many happened, and when the next is due.
+    escalation_plan = models.JSONField(default=list, blank=True)
+    escalation_level = models.PositiveSmallIntegerField(default=0)
+    next_escalation_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    first_tier_may_decide_after_escalation = models.BooleanField(default=True)
     proposed_args = models.JSONField(null=True, blank=True)
     proposed_args_sha256 = models.CharField(max_length=64, blank=True)
     edited_by = models.ForeignKey(
@@ -189,6 +234,8 @@ class ConfirmationApprover(models.Model):
         ConfirmationRequest, on_delete=models.PROTECT, db_column="confirmationrequest_id", related_name="+"
     )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    #: 0 for the people first asked, n for those added by the n-th escalation.
+    tier = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         db_table = "approvals_confirmationrequest_approvers"
@@ -244,6 +291,7 @@ class ConfirmationEvent(ChainLink):
         DELIVERY_FAILED = "delivery_failed"
         CLICK_REFUSED = "click_refused"
         EDITED = "edited"
+        ESCALATED = "escalated"
         VOTED = "voted"
         DECIDED = "decided"
         EXPIRED = "expired"

@@ -23,8 +23,21 @@ from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from approvals.channels import channel_config_for
 from approvals.live import OPENED, SETTLED, VOTED, inbox_changed
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
-from approvals.policy import approver_ids, describe_refusal, is_outsider, policy_for
+from approvals.models import (
+    ConfirmationApprover,
+    ConfirmationEvent,
+    ConfirmationRequest,
+    ConfirmationStatus,
+    ConfirmationVote,
+)
+from approvals.policy import (
+    approver_ids,
+    describe_refusal,
+    eligible_ids,
+    is_outsider,
+    policy_for,
+    tier_approver_ids,
+)
 from approvals.selectors import request_for_decision, tally_of
 from approvals.signals import confirmation_opened, confirmation_settled
 from fimone.audit_chain import chain_append
@@ -134,14 +147,26 @@ def confirmation_request_open(
     approvers = approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
     if not approvers:
         raise NoApprovers("nobody is authorised to approve this call: check the agent's approver policy")
-    if len(approvers) < policy.approvals_required:
+    tier_approvers = tier_approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
+    if len(approvers | tier_approvers) < policy.approvals_required:
         # Fail closed and say so now, rather than leave a request nobody could ever approve.
         raise NoApprovers(
             f"the approver policy needs {policy.approvals_required} approvals and only "
-            f"{len(approvers)} people may approve this call"
+            f"{len(approvers | tier_approvers)} people may approve this call"
         )
     channel_config = channel_config_for(agent=agent, policy_channel_id=policy.channel_config_id)
     now = timezone.now()
+    # Only tiers due before the deadline can happen ("up to the expiry").
+    plan = [
+        {
+            "after_seconds": tier.after_seconds,
+            "user_ids": sorted(tier.user_ids),
+            "channel_config_id": tier.channel_config_id,
+            "channel": tier.channel,
+        }
+        for tier in policy.tiers
+        if tier.after_seconds < policy.timeout_seconds
+    ]
     try:
         with transaction.atomic():
             request = ConfirmationRequest.objects.create(
@@ -163,6 +188,9 @@ def confirmation_request_open(
                 any_rejection_rejects=policy.any_rejection_rejects,
                 allow_edit_on_approve=policy.allow_edit_on_approve,
                 expires_at=now + dt.timedelta(seconds=policy.timeout_seconds),
+                escalation_plan=plan,
+                next_escalation_at=now + dt.timedelta(seconds=plan[0]["after_seconds"]) if plan else None,
+                first_tier_may_decide_after_escalation=policy.first_tier_may_decide_after_escalation,
             )
     except IntegrityError:  # a concurrent opener won: theirs is the request
         return Opened(
@@ -182,6 +210,7 @@ def confirmation_request_open(
         channel=request.channel,
         approvals_required=request.approvals_required,
         any_rejection_rejects=request.any_rejection_rejects,
+        escalation_after_seconds=[tier["after_seconds"] for tier in plan],
     )
     transaction.on_commit(
         lambda: confirmation_opened.send(
@@ -195,7 +224,7 @@ def confirmation_request_open(
 def check_decider(*, request: ConfirmationRequest, user: Any, via_channel_id: int | None) -> str | None:
     """Why this click may not decide ``request`` (``None`` when it may). A request is decided on
     the channel it was sent to, or in the web inbox (``via_channel_id=None``)."""
-    if via_channel_id is not None and via_channel_id != request.channel_config_id:
+    if via_channel_id is not None and via_channel_id not in sent_channel_ids(request=request):
         return "this request was not sent to this channel"
     return describe_refusal(request=request, user=user)
 
@@ -424,6 +453,91 @@ def _late(*, request_id: uuid.UUID, user: Any, external_id: str, verdict: str) -
         wanted=str(verdict),
     )
     return DecisionOutcome(False, late, f"This request was already {late}.", request)
+
+
+def sent_channel_ids(*, request: ConfirmationRequest) -> set[int | None]:
+    """The channel configurations ``request``'s cards went to: its own, and those of the
+    escalation tiers that happened (one query, for escalated requests only)."""
+    ids: set[int | None] = {request.channel_config_id}
+    if request.escalation_level:
+        for details in ConfirmationEvent.objects.filter(
+            request_id=request.pk, kind=Kind.ESCALATED
+        ).values_list("details", flat=True):
+            ids.add(details.get("from_channel_config_id"))
+            ids.add(details.get("channel_config_id"))
+    return ids
+
+
+def confirmation_escalate_due(*, now: dt.datetime | None = None, limit: int = 500) -> int:
+    """Escalate pending requests whose next tier is due (the beat / in-process sweep). One query
+    when nothing is due. Each escalation is its own transaction and happens once: the conditional
+    update on ``escalation_level`` lets only one sweeper move a request to its next tier."""
+    now = now or timezone.now()
+    due = list(
+        ConfirmationRequest.objects.filter(
+            status=ConfirmationStatus.PENDING, next_escalation_at__lte=now, expires_at__gt=now
+        ).values_list("pk", flat=True)[:limit]
+    )
+    escalated = 0
+    for request_id in due:
+        with transaction.atomic():
+            if _escalate(request_id=request_id, now=now):
+                escalated += 1
+    return escalated
+
+
+def _escalate(*, request_id: uuid.UUID, now: dt.datetime) -> bool:
+    request = ConfirmationRequest.objects.select_related("channel_config").get(pk=request_id)
+    level, plan = request.escalation_level, request.escalation_plan or []
+    if level >= len(plan):
+        return False
+    tier = plan[level]
+    following = plan[level + 1] if level + 1 < len(plan) else None
+    channel_config_id = tier.get("channel_config_id") or request.channel_config_id
+    channel = tier.get("channel") or request.channel
+    won = ConfirmationRequest.objects.filter(
+        pk=request_id, status=ConfirmationStatus.PENDING, escalation_level=level
+    ).update(
+        escalation_level=level + 1,
+        next_escalation_at=request.created_at + dt.timedelta(seconds=following["after_seconds"])
+        if following
+        else None,
+        channel_config_id=channel_config_id,
+        channel=channel,
+        # A new card: the previous card's id no longer names the one to update.
+        external_message_id=""
+        if channel_config_id != request.channel_config_id
+        else request.external_message_id,
+    )
+    if not won:
+        return False
+    added = eligible_ids(
+        organization_id=request.organization_id,
+        user_ids=set(tier.get("user_ids") or []),
+        requester_id=request.requested_by_id,
+        allow_self=request.allow_self_approval,
+    )
+    # People already asked move up to this tier (they may decide even if the first tier may not).
+    ConfirmationApprover.objects.filter(request_id=request_id, user_id__in=added).update(tier=level + 1)
+    ConfirmationApprover.objects.bulk_create(
+        [ConfirmationApprover(request_id=request_id, user_id=user_id, tier=level + 1) for user_id in added],
+        ignore_conflicts=True,
+    )
+    log_event(
+        request_id=request_id,
+        kind=Kind.ESCALATED,
+        tier=level + 1,
+        after_seconds=tier["after_seconds"],
+        added_approvers=sorted(added),
+        channel=channel,
+        channel_config_id=channel_config_id,
+        from_channel_config_id=request.channel_config_id,
+    )
+    transaction.on_commit(
+        lambda: confirmation_opened.send(sender=ConfirmationRequest, request_id=request_id, channel=channel)
+    )
+    transaction.on_commit(lambda: inbox_changed(request_id=request_id, change=OPENED))
+    return True
 
 
 def confirmation_expire_due(*, now: dt.datetime | None = None, limit: int = 500) -> int:

@@ -88,6 +88,9 @@ def card_facts(request: Any) -> CardFacts:
 def _notes(request: Any, link: str) -> list[str]:
     """Lines only a pending card shows. Buttons cannot edit arguments: the card says where to."""
     notes = []
+    level = getattr(request, "escalation_level", 0)
+    if level:
+        notes.append(f"Escalated: nobody decided in time, so more approvers were asked (tier {level})")
     if getattr(request, "allow_edit_on_approve", False):
         notes.append(f"To change the arguments before approving, open the web inbox: {link}")
     return notes
