@@ -78,6 +78,8 @@ class DecisionOutcome:
 RECORDED = "recorded"
 #: The status of an approval refused because of its edited arguments (nothing was recorded).
 INVALID_EDIT = "invalid_edit"
+#: The status of an approval of arguments another approver has changed since (nothing recorded).
+ARGS_CHANGED = "args_changed"
 
 
 class NoApprovers(Exception):
@@ -240,6 +242,7 @@ def confirmation_decide(
     external_id: str = "",
     loaded: ConfirmationRequest | None = None,
     edited_args: dict[str, Any] | None = None,
+    seen_args_sha256: str = "",
 ) -> DecisionOutcome:
     """Record ``user``'s verdict if they may give it and nobody gave one before.
 
@@ -254,6 +257,8 @@ def confirmation_decide(
     approval in the web inbox or API, when the request's policy allows edits). They must satisfy
     the tool's parameter schema, and can only be changed before anybody voted on the proposed
     ones; they then replace the proposed arguments, whose hash the engine binds to.
+    ``seen_args_sha256``: the hash of the arguments the decider was shown (the inbox sends it);
+    an approval of arguments that were edited since is refused.
     """
     request = loaded if loaded is not None and loaded.pk == request_id else None
     request = request or request_for_decision(request_id=request_id)
@@ -300,11 +305,32 @@ def confirmation_decide(
     locked = (
         ConfirmationRequest.objects.select_for_update(no_key=True)
         .filter(pk=request.pk)
-        .values_list("status", "expires_at")
+        .values_list("status", "expires_at", "args_sha256", "edited_by_id")
         .first()
     )
     if locked is None or locked[0] != ConfirmationStatus.PENDING or locked[1] <= now:
         return _late(request_id=request.pk, user=user, external_id=external_id, verdict=verdict)
+    # An approval covers the arguments the approver saw: after another approver's edit, a page
+    # opened before it, a chat card (which shows the proposed ones) or any caller that does not
+    # say which arguments it saw, cannot approve.
+    current_hash, edited = locked[2], locked[3] is not None
+    stated = bool(seen_args_sha256)
+    if approve and edited_args is None and (stated or edited) and seen_args_sha256 != current_hash:
+        log_event(
+            request_id=request.pk,
+            kind=Kind.CLICK_REFUSED,
+            actor=user,
+            external_id=external_id,
+            reason="the arguments were changed by another approver",
+            wanted=str(verdict),
+        )
+        return DecisionOutcome(
+            False,
+            ARGS_CHANGED,
+            "The arguments were changed by another approver since you saw them: review them in the "
+            "web inbox before approving.",
+            request,
+        )
     if ConfirmationVote.objects.filter(request_id=request.pk, user_id=user.pk).exists():
         log_event(
             request_id=request.pk,

@@ -124,6 +124,8 @@ class DecisionForm(forms.Form):
     reason = forms.CharField(required=False, max_length=MAX_REASON_LENGTH, strip=True)
     # Offered when the request's policy allows edits: the arguments to run instead, as JSON.
     arguments = forms.CharField(required=False, max_length=MAX_EDITED_ARGS_LENGTH, strip=True)
+    # The hash of the arguments the page showed: approving arguments changed since is refused.
+    args_sha256 = forms.CharField(required=False, max_length=64)
 
     def clean_arguments(self) -> dict[str, Any] | None:
         text = self.cleaned_data["arguments"]
@@ -296,6 +298,7 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
         approve=approve,
         reason=form.cleaned_data["reason"],
         edited_args=form.cleaned_data["arguments"],
+        seen_args_sha256=form.cleaned_data["args_sha256"],
     )
     if outcome.status == "not_found":
         raise Http404(outcome.message)

@@ -18,6 +18,7 @@ from agents.engine.store import args_sha256
 from agents.models import Connector, RunStatus, ToolExecution
 from approvals.models import ConfirmationEvent, ConfirmationStatus, ConfirmationVote
 from approvals.services import confirmation_decide, edit_problem
+from tests.admin_kit import page_text
 from tests.agents.engine_kit import Harness, RecordingTool, events_of
 from tests.approvals.kit import PAY_ARGS, paying_agent, set_policy, suspended_run
 from tests.personas import make_action, make_http_connector
@@ -201,10 +202,16 @@ def test_with_a_quorum_the_first_approver_edits_and_the_others_approve_the_edite
     late_edit = confirmation_decide(
         request_id=request.pk, user=personas.admin, approve=True, edited_args={**EDITED, "amount": 1}
     )
-    second = confirmation_decide(request_id=request.pk, user=personas.admin, approve=True)
+    unseen = confirmation_decide(request_id=request.pk, user=personas.admin, approve=True)
+    stale = inbox_post(personas.admin, request, args_sha256=args_sha256(PAY_ARGS))
+    second = inbox_post(personas.admin, request, args_sha256=args_sha256(EDITED))
 
     assert first.status == "recorded"
     assert late_edit.status == "invalid_edit" and "already voted" in late_edit.message
-    assert second.accepted
+    assert unseen.status == "args_changed", "a caller that does not say what it saw cannot approve edits"
+    assert "changed by another approver since you saw them" in page_text(stale)
+    assert "Approved: oa__purchase_pay" in page_text(second)
+    request.refresh_from_db()
+    assert request.status == ConfirmationStatus.APPROVED
     harness.resume(run)
     assert tool.calls == [EDITED]
