@@ -225,7 +225,8 @@ def confirmation_request_open(
 
 def check_decider(*, request: ConfirmationRequest, user: Any, via_channel_id: int | None) -> str | None:
     """Why this click may not decide ``request`` (``None`` when it may). A request is decided on
-    the channel it was sent to, or in the web inbox (``via_channel_id=None``)."""
+    a channel it was sent to (its own, or an escalation tier's), or in the web inbox
+    (``via_channel_id=None``)."""
     if via_channel_id is not None and via_channel_id not in sent_channel_ids(request=request):
         return "this request was not sent to this channel"
     return describe_refusal(request=request, user=user)
@@ -244,7 +245,10 @@ def confirmation_decide(
     edited_args: dict[str, Any] | None = None,
     seen_args_sha256: str = "",
 ) -> DecisionOutcome:
-    """Record ``user``'s verdict if they may give it and nobody gave one before.
+    """Record ``user``'s vote if they may give it and the request is still pending; the vote
+    settles the request when it completes the quorum (``approvals_required`` distinct approvals)
+    or rejects it (any rejection, or one that leaves the quorum out of reach, as the request's
+    snapshot says). Votes are counted under a row lock on the request; a person votes once.
 
     Refusals and late clicks change nothing but are logged (``click_refused``) on the request.
     A web or API caller with no business in the request's organisation (:func:`is_outsider`) is
