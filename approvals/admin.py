@@ -23,7 +23,7 @@ from agents import selectors as agent_selectors
 from agents.admin import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin, ReadOnlyAdminMixin
 from agents.models import RunEvent
 from approvals.gate import pretty_arguments
-from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest
+from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, EscalationTier
 from approvals.selectors import display_name
 from fimone.history import ConfigHistoryAdmin
 from fimone.humanize import duration_text
@@ -44,6 +44,37 @@ def _manages(request: HttpRequest, obj: Model | None) -> bool:
     return managed.filter(organization_id=obj.organization_id).exists()  # type: ignore[attr-defined]
 
 
+class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
+    """The policy's escalation tiers, edited on the policy's page with the policy's permissions
+    (a tier is part of the policy, not an object of its own)."""
+
+    model = EscalationTier
+    extra = 0
+    fields = ("after_seconds", "named_users", "channel_config")
+    verbose_name = "escalation tier"
+    verbose_name_plural = "Escalation tiers — if nobody decides in time, ask these people too"
+
+    def _may_edit(self, request: HttpRequest, obj: Any) -> bool:
+        return request.user.has_perm("approvals.change_approverpolicy") and _manages(request, obj)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm("approvals.view_approverpolicy") or self._may_edit(request, obj)
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_edit(request, obj)
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_edit(request, obj)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return self._may_edit(request, obj)
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "channel_config" and not request.user.is_superuser:
+            kwargs["queryset"] = _managed_only(request, db_field.related_model._default_manager.all())
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
 @admin.register(ApproverPolicy)
 class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     """One policy per organisation with no agent (its default) and at most one per agent."""
@@ -56,6 +87,7 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
         "allow_self_approval",
         "timeout",
         "inline_wait_seconds",
+        "quorum",
         "channel_config",
     )
     list_select_related = ("organization", "agent", "channel_config")
@@ -85,8 +117,25 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
                 "organisation. Operators decide nothing unless they are also approvers.",
             },
         ),
+        (
+            "Quorum and edits",
+            {
+                "fields": ("approvals_required", "any_rejection_rejects", "allow_edit_on_approve"),
+                "description": "E.g. 2 approvals of the finance group, any rejection rejecting; "
+                "approvers may lower an amount before approving.",
+            },
+        ),
         ("Timing and channel", {"fields": ("timeout_seconds", "inline_wait_seconds", "channel_config")}),
+        (
+            "Escalation",
+            {
+                "fields": ("first_tier_may_decide_after_escalation",),
+                "description": "Tiers are listed below the form. A tier's people are added to the "
+                "approvers of a request nobody has decided in time, and its card is sent again.",
+            },
+        ),
     )
+    inlines = (EscalationTierInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApproverPolicy]:
         return _visible(request, super().get_queryset(request))
@@ -128,6 +177,13 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
             if flag
         ]
         return ", ".join(who) or "named users only"
+
+    @admin.display(description="approvals needed", ordering="approvals_required")
+    def quorum(self, obj: ApproverPolicy) -> str:
+        if obj.approvals_required == 1:
+            return "1"
+        rule = "any rejection rejects" if obj.any_rejection_rejects else "rejected when impossible"
+        return f"{obj.approvals_required} ({rule})"
 
     @admin.display(description="timeout", ordering="timeout_seconds")
     def timeout(self, obj: ApproverPolicy) -> str:
@@ -191,7 +247,10 @@ class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     inlines = (ConfirmationEventInline,)
     fieldsets = (
         (None, {"fields": ("tool_name", "status", "organization", "agent_link", "run_link", "tool_call_id")}),
-        ("Arguments", {"fields": ("arguments", "proposed_arguments", "args_sha256")}),
+        (
+            "Arguments",
+            {"fields": ("arguments", "args_sha256", "edited", "proposed_arguments")},
+        ),
         (
             "Decision",
             {
@@ -199,6 +258,9 @@ class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                     "requester",
                     "approver_names",
                     "allow_self_approval",
+                    "approvals_required",
+                    "any_rejection_rejects",
+                    "escalation_level",
                     "decider",
                     "responded_by_external_id",
                     "responded_at",
@@ -232,9 +294,13 @@ class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "arguments",
         "proposed_arguments",
         "args_sha256",
+        "edited",
         "requester",
         "approver_names",
         "allow_self_approval",
+        "approvals_required",
+        "any_rejection_rejects",
+        "escalation_level",
         "decider",
         "responded_by_external_id",
         "responded_at",
@@ -274,6 +340,16 @@ class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="arguments (as approved)")
     def arguments(self, obj: ConfirmationRequest) -> str:
         return format_html('<pre class="fim-pre">{}</pre>', pretty_arguments(obj.tool_args))
+
+    @admin.display(description="changed by an approver")
+    def edited(self, obj: ConfirmationRequest) -> str:
+        if not obj.was_edited:
+            return "no"
+        return format_html(
+            '{} changed them before approving; before the change:<pre class="fim-pre">{}</pre>',
+            display_name(obj.edited_by),
+            pretty_arguments(obj.proposed_args),
+        )
 
     @admin.display(description="arguments the model proposed")
     def proposed_arguments(self, obj: ConfirmationRequest) -> str:

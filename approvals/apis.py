@@ -28,7 +28,7 @@ from agents.models import RunStatus
 from approvals import selectors
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
-from approvals.services import DecisionOutcome, confirmation_decide
+from approvals.services import ARGS_CHANGED, INVALID_EDIT, DecisionOutcome, confirmation_decide
 from fimone.throttling import ScopedUserRateThrottle
 
 MAX_REASON_LENGTH = 2000
@@ -53,8 +53,9 @@ class AgentRefSerializer(serializers.Serializer):
 class OutcomeSerializer(serializers.Serializer):
     accepted = serializers.BooleanField(help_text="True only for the decision that set the verdict.")
     status = serializers.CharField(
-        help_text='"approved"/"rejected" when accepted; else "refused", "not_found", "expired" or the '
-        "verdict already given."
+        help_text='"approved"/"rejected" when accepted; "recorded" for a vote towards a quorum that '
+        'still waits; else "refused", "not_found", "expired", "already_voted", "invalid_edit", '
+        '"args_changed" or the verdict already given.'
     )
     message = serializers.CharField()
 
@@ -66,6 +67,9 @@ class ApprovalListApi(APIView):
     class OutputSerializer(serializers.Serializer):
         id = serializers.UUIDField()
         tool = serializers.CharField(source="tool_name")
+        args_sha256 = serializers.CharField(
+            help_text="The hash of `arguments`: send it back with an approval to approve exactly them."
+        )
         arguments = serializers.JSONField(source="tool_args", help_text="Exactly the arguments to approve.")
         agent = AgentRefSerializer()
         requested_by = PersonSerializer()
@@ -127,10 +131,12 @@ class ApprovalDetailApi(APIView):
 
 
 def _outcome_status(outcome: DecisionOutcome) -> int:
-    if outcome.accepted:
+    if outcome.counted:  # the verdict, or a vote towards a quorum that still waits
         return status.HTTP_200_OK
     if outcome.refused:
         return status.HTTP_403_FORBIDDEN
+    if outcome.status in (INVALID_EDIT, ARGS_CHANGED):
+        return status.HTTP_400_BAD_REQUEST
     if outcome.status == "not_found":
         return status.HTTP_404_NOT_FOUND
     return status.HTTP_409_CONFLICT
@@ -158,6 +164,20 @@ class ApprovalDecisionApi(APIView):
             max_length=MAX_REASON_LENGTH,
             help_text="Optional; the LLM reads it when the call is rejected.",
         )
+        args_sha256 = serializers.CharField(
+            required=False,
+            default="",
+            allow_blank=True,
+            max_length=64,
+            help_text="Optional: the `args_sha256` of the arguments the caller reviewed. Needed to "
+            "approve arguments another approver changed; refused if they changed since.",
+        )
+        arguments = serializers.JSONField(
+            required=False,
+            default=None,
+            help_text="Optional, with `approve` when the policy allows edits: the arguments to run "
+            "instead of the proposed ones (a JSON object within the tool's parameter schema).",
+        )
 
     OutputSerializer = OutcomeSerializer
 
@@ -166,8 +186,15 @@ class ApprovalDecisionApi(APIView):
         tags=["approvals"],
         request=InputSerializer,
         responses={
-            200: OpenApiResponse(OutputSerializer, description="The caller's verdict was recorded."),
-            400: OpenApiResponse(description="Invalid input: `{field: [message]}`."),
+            200: OpenApiResponse(
+                OutputSerializer,
+                description="The caller's verdict was recorded (status `recorded`: a vote towards "
+                "a quorum that still waits for more approvals).",
+            ),
+            400: OpenApiResponse(
+                description="Invalid input: `{field: [message]}`; or edited arguments that were "
+                "refused (status `invalid_edit`, nothing recorded)."
+            ),
             403: OpenApiResponse(OutputSerializer, description="The caller may not decide this request."),
             404: OpenApiResponse(OutputSerializer, description="No such request."),
             409: OpenApiResponse(OutputSerializer, description="The request was already final or expired."),
@@ -183,5 +210,7 @@ class ApprovalDecisionApi(APIView):
             user=request.user,
             approve=data["decision"] == "approve",
             reason=data["reason"],
+            edited_args=data["arguments"],
+            seen_args_sha256=data["args_sha256"],
         )
         return Response(self.OutputSerializer(outcome).data, status=_outcome_status(outcome))

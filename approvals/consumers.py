@@ -24,7 +24,7 @@ class RunWatchConsumer(RunStreamConsumer):
 
 class InboxConsumer(AsyncJsonWebsocketConsumer):
     """``ws/inbox/``: tells a signed-in user's page that a request entered or left their inbox
-    (``{"request_id": …, "change": "opened" | "settled"}``); the page then re-reads its inbox over
+    (``{"request_id": …, "change": "opened" | "voted" | "settled"}``); the page then re-reads its inbox over
     HTTP. Signed-out sockets are closed with 4401. One-way: frames from the client are ignored."""
 
     async def connect(self) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from django.conf import settings
 
 from agents import events as ev
+from agents.engine import jsonsafe
 from agents.engine.db import db
 from agents.engine.store import args_sha256, run_load
 from approvals import services
@@ -50,6 +51,7 @@ def _approval_payload(request: ConfirmationRequest, approvers: list[dict[str, An
         "approvers": approvers,
         "expires_at": request.expires_at.isoformat(),
         "channel": request.channel,
+        "approvals_required": request.approvals_required,
     }
 
 
@@ -62,6 +64,8 @@ def _decided_payload(request: ConfirmationRequest, *, delivery_problem: str | No
         "reason": request.reason,
         "at": request.responded_at.isoformat() if request.responded_at else None,
         "delivery_problem": delivery_problem,
+        "edited_by": display_name(request.edited_by) if request.edited_by_id else None,
+        "arguments": request.tool_args,
     }
 
 
@@ -78,7 +82,32 @@ def _open(*, run_id: int, ctx: HookContext, digest: str) -> tuple[services.Opene
 
 
 def _reload(*, request_id: Any) -> ConfirmationRequest:
-    return ConfirmationRequest.objects.select_related("responded_by").get(pk=request_id)
+    return ConfirmationRequest.objects.select_related("responded_by", "edited_by").get(pk=request_id)
+
+
+def _editor_name(*, request: ConfirmationRequest) -> str:
+    return display_name(request.edited_by)
+
+
+def edit_note(request: ConfirmationRequest) -> str:
+    """What the LLM is told when an approver changed the arguments: who, and what changed."""
+    proposed = request.proposed_args if isinstance(request.proposed_args, dict) else {}
+    approved = request.tool_args if isinstance(request.tool_args, dict) else {}
+    changes = []
+    for key in sorted(set(proposed) | set(approved)):
+        if key not in approved:
+            changes.append(f"{key} removed (was {json.dumps(proposed[key], ensure_ascii=False)})")
+        elif key not in proposed:
+            changes.append(f"{key} added ({json.dumps(approved[key], ensure_ascii=False)})")
+        elif proposed[key] != approved[key]:
+            before = json.dumps(proposed[key], ensure_ascii=False)
+            after = json.dumps(approved[key], ensure_ascii=False)
+            changes.append(f"{key} changed from {before} to {after}")
+    what = "; ".join(changes) or "the arguments were changed"
+    return (
+        f"Note: the approver {display_name(request.edited_by)} changed the arguments before approving "
+        f"({what}). The call ran with the changed arguments."
+    )
 
 
 def _delivery_problem(*, request_id: Any) -> str | None:
@@ -174,7 +203,9 @@ class ConfirmationGateHook(PreToolUseHook):
             await sink.publish(
                 APPROVAL_DECIDED, _decided_payload(request, delivery_problem=problem), at_once=False
             )
-        if request.status == ConfirmationStatus.APPROVED and request.args_sha256 != digest:
+        # The call is recognised by the arguments it was proposed with; an approver's edit then
+        # replaces them (below) and the engine binds to the hash of the edited ones.
+        if request.status == ConfirmationStatus.APPROVED and request.requested_args_sha256 != digest:
             return HookResult(
                 allow=False,
                 error=(
@@ -183,8 +214,15 @@ class ConfirmationGateHook(PreToolUseHook):
                 side_effects=[f"arguments differ from approval request {request.pk}"],
             )
         if request.status == ConfirmationStatus.APPROVED:
+            effects = [f"approved by {display_name(request.responded_by)}"]
+            if request.was_edited:
+                effects.append(
+                    f"arguments changed by {await db(_editor_name, request=request)} before approval"
+                )
             return HookResult(
-                side_effects=[f"approved by {display_name(request.responded_by)}"],
+                side_effects=effects,
+                # Exactly the approved arguments run: the edited ones when an approver changed them.
+                modified_args=dict(request.tool_args) if request.was_edited else None,
                 approved_args_sha256=request.args_sha256,
                 confirmation_request_id=str(request.pk),
             )
@@ -197,7 +235,8 @@ class ConfirmationGateHook(PreToolUseHook):
 
 @register_hook
 class ConfirmationExecutedHook(PostToolUseHook):
-    """Appends ``executed`` to the log of the request that approved this call."""
+    """Appends ``executed`` to the log of the request that approved this call, and tells the LLM
+    when the approver changed the arguments (the result then starts with :func:`edit_note`)."""
 
     name = "confirmation_executed"
     system = True
@@ -215,7 +254,12 @@ class ConfirmationExecutedHook(PostToolUseHook):
             request_id=ctx.confirmation_request_id,
             tool_status=str(ctx.metadata.get("tool_status", "")),
         )
-        return HookResult()
+        request = await db(_reload, request_id=ctx.confirmation_request_id)
+        if not request.was_edited:
+            return HookResult()
+        # The model proposed other arguments than those that ran: it must know, or it would
+        # report the call as it proposed it.
+        return HookResult(modified_result=f"{edit_note(request)}\nResult: {jsonsafe.text(ctx.tool_result)}")
 
 
 def pretty_arguments(args: Any) -> str:

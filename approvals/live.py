@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 
 OPENED = "opened"
 SETTLED = "settled"
+VOTED = "voted"  # a vote was counted and the request still waits for more
 
 
 def inbox_group(user_id: int) -> str:
@@ -45,7 +46,7 @@ def inbox_recipients(*, request_id: uuid.UUID) -> list[int]:
 
 
 def inbox_changed(*, request_id: uuid.UUID, change: str) -> None:
-    """Tell the inboxes of ``request_id``'s approvers that it was ``change`` (opened or settled).
+    """Tell the inboxes of ``request_id``'s approvers that it was ``change`` (opened, voted on or settled).
     Call after the change committed (``transaction.on_commit``). Fire and forget: a lost message
     costs a stale inbox until the next change or reload, never a wrong decision (deciding re-reads
     the row)."""

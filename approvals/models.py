@@ -48,6 +48,26 @@ class ApproverPolicy(models.Model):
         related_name="+",
         help_text="Where cards are sent. Empty: the organisation default, else the web inbox.",
     )
+    approvals_required = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="How many distinct approvers must approve (M of the N who may decide). "
+        "A call whose policy leaves fewer than M possible approvers is refused at once.",
+    )
+    any_rejection_rejects = models.BooleanField(
+        default=True,
+        help_text="One rejection rejects the call. Untick to reject only once the remaining "
+        "approvers could no longer reach the number of approvals required.",
+    )
+    allow_edit_on_approve = models.BooleanField(
+        default=False,
+        help_text="Approvers may change the arguments before approving (in the web inbox only), "
+        "within the tool's parameter schema; the tool then runs with exactly the approved arguments.",
+    )
+    first_tier_may_decide_after_escalation = models.BooleanField(
+        default=True,
+        help_text="Once a request is escalated, the people first asked may still decide it. Untick "
+        "to leave it to the escalation tiers alone.",
+    )
     history = HistoricalRecords(m2m_fields=[named_users])
 
     class Meta:
@@ -61,10 +81,47 @@ class ApproverPolicy(models.Model):
             models.CheckConstraint(
                 condition=models.Q(timeout_seconds__gte=10), name="approverpolicy_timeout_min"
             ),
+            models.CheckConstraint(
+                condition=models.Q(approvals_required__gte=1), name="approverpolicy_quorum_min"
+            ),
         ]
 
     def __str__(self) -> str:
         return f"Policy for {self.agent or self.organization}"
+
+
+class EscalationTier(models.Model):
+    """A step of a policy's escalation: if nobody has decided ``after_seconds`` after a request
+    opened (and it has not expired), these people are added to its approvers and the card is sent
+    again, on the tier's channel if it names one."""
+
+    policy = models.ForeignKey(ApproverPolicy, on_delete=models.CASCADE, related_name="tiers")
+    after_seconds = models.PositiveIntegerField(
+        help_text="Seconds after the request opened, counted from its opening (not from the tier "
+        "before). A tier due after the request's timeout never happens."
+    )
+    named_users = models.ManyToManyField(
+        settings.AUTH_USER_MODEL,
+        related_name="+",
+        help_text="Who is asked at this tier (they must be active members of the organisation).",
+    )
+    channel_config = models.ForeignKey(
+        "channels_im.ChannelConfig",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="Where this tier's card goes. Empty: the channel the request was sent on.",
+    )
+
+    class Meta:
+        ordering = ["after_seconds", "pk"]
+        constraints = [
+            models.CheckConstraint(condition=models.Q(after_seconds__gte=1), name="escalationtier_after_min"),
+        ]
+
+    def __str__(self) -> str:
+        return f"after {self.after_seconds} s"
 
 
 class ConfirmationStatus(models.TextChoices):
@@ -110,6 +167,24 @@ class ConfirmationRequest(models.Model):
         settings.AUTH_USER_MODEL, through="ConfirmationApprover", related_name="approvable_requests"
     )
     allow_self_approval = models.BooleanField(default=False)
+    # The policy's quorum, snapshotted at opening: a later change of policy never moves the bar
+    # of a request in flight.
+    approvals_required = models.PositiveSmallIntegerField(default=1)
+    any_rejection_rejects = models.BooleanField(default=True)
+    allow_edit_on_approve = models.BooleanField(default=False)
+    # When an approver edited the arguments: ``tool_args`` / ``args_sha256`` are the approved ones
+    # (what runs), these keep what the model proposed, and who changed them.
+    # Escalation, snapshotted at opening: the tiers still to come (``[{"after_seconds",
+    # "user_ids", "channel_config_id", "channel"}]``), how many happened, and when the next is due.
+    escalation_plan = models.JSONField(default=list, blank=True)
+    escalation_level = models.PositiveSmallIntegerField(default=0)
+    next_escalation_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    first_tier_may_decide_after_escalation = models.BooleanField(default=True)
+    proposed_args = models.JSONField(null=True, blank=True)
+    proposed_args_sha256 = models.CharField(max_length=64, blank=True)
+    edited_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField(db_index=True)
     responded_at = models.DateTimeField(null=True, blank=True)
@@ -134,6 +209,16 @@ class ConfirmationRequest(models.Model):
         return self.status == ConfirmationStatus.PENDING
 
     @property
+    def was_edited(self) -> bool:
+        return self.edited_by_id is not None
+
+    @property
+    def requested_args_sha256(self) -> str:
+        """The hash of the arguments the call was proposed with (the gate recognises the call by
+        it, whatever an approver changed)."""
+        return self.proposed_args_sha256 or self.args_sha256
+
+    @property
     def timeout_seconds(self) -> int:
         return round((self.expires_at - self.created_at).total_seconds())
 
@@ -149,6 +234,8 @@ class ConfirmationApprover(models.Model):
         ConfirmationRequest, on_delete=models.PROTECT, db_column="confirmationrequest_id", related_name="+"
     )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    #: 0 for the people first asked, n for those added by the n-th escalation.
+    tier = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         db_table = "approvals_confirmationrequest_approvers"
@@ -157,6 +244,38 @@ class ConfirmationApprover(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} may decide {self.request_id}"
+
+
+class ConfirmationVote(models.Model):
+    """One approver's vote on a request: at most one per person (a second click counts once).
+
+    Written only by ``approvals.services.confirmation_decide``, under a lock on the request, so
+    the tally that settles the request always counts every vote. Never updated or deleted.
+    """
+
+    request = models.ForeignKey(ConfirmationRequest, on_delete=models.PROTECT, related_name="votes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    approve = models.BooleanField()
+    reason = models.TextField(blank=True)
+    external_id = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "user"], name="confirmation_one_vote_per_person"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} {'approves' if self.approve else 'rejects'} {self.request_id}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("votes are never changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("votes are never deleted")
 
 
 class ConfirmationEvent(ChainLink):
@@ -171,6 +290,9 @@ class ConfirmationEvent(ChainLink):
         DELIVERED = "delivered"
         DELIVERY_FAILED = "delivery_failed"
         CLICK_REFUSED = "click_refused"
+        EDITED = "edited"
+        ESCALATED = "escalated"
+        VOTED = "voted"
         DECIDED = "decided"
         EXPIRED = "expired"
         CANCELLED = "cancelled"

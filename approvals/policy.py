@@ -8,7 +8,15 @@ from typing import Any
 from django.db.models import Q
 
 from agents.models import Agent, Membership, Role
-from approvals.models import ApproverPolicy
+from approvals.models import ApproverPolicy, ConfirmationApprover
+
+
+@dataclass(frozen=True)
+class ResolvedTier:
+    after_seconds: int
+    user_ids: frozenset[int]
+    channel_config_id: int | None = None
+    channel: str | None = None
 
 
 @dataclass(frozen=True)
@@ -21,6 +29,11 @@ class ResolvedPolicy:
     timeout_seconds: int = 600
     inline_wait_seconds: int = 20
     channel_config_id: int | None = None
+    approvals_required: int = 1
+    any_rejection_rejects: bool = True
+    allow_edit_on_approve: bool = False
+    first_tier_may_decide_after_escalation: bool = True
+    tiers: tuple[ResolvedTier, ...] = ()
 
     @classmethod
     def from_row(cls, row: ApproverPolicy) -> ResolvedPolicy:
@@ -33,6 +46,19 @@ class ResolvedPolicy:
             timeout_seconds=row.timeout_seconds,
             inline_wait_seconds=row.inline_wait_seconds,
             channel_config_id=row.channel_config_id,
+            approvals_required=row.approvals_required,
+            any_rejection_rejects=row.any_rejection_rejects,
+            allow_edit_on_approve=row.allow_edit_on_approve,
+            first_tier_may_decide_after_escalation=row.first_tier_may_decide_after_escalation,
+            tiers=tuple(
+                ResolvedTier(
+                    after_seconds=tier.after_seconds,
+                    user_ids=frozenset(u.pk for u in tier.named_users.all()),
+                    channel_config_id=tier.channel_config_id,
+                    channel=tier.channel_config.kind if tier.channel_config_id else None,
+                )
+                for tier in row.tiers.select_related("channel_config").prefetch_related("named_users")
+            ),
         )
 
 
@@ -74,6 +100,36 @@ def approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> 
     return ids
 
 
+def eligible_ids(
+    *, organization_id: int, user_ids: set[int], requester_id: int, allow_self: bool
+) -> set[int]:
+    """Those of ``user_ids`` who may decide at all: active members of the organisation, and not
+    the requester unless the policy allows self-approval."""
+    ids = set(
+        Membership.objects.filter(
+            organization_id=organization_id, user_id__in=user_ids, user__is_active=True
+        ).values_list("user_id", flat=True)
+    )
+    if not allow_self:
+        ids.discard(requester_id)
+    return ids
+
+
+def tier_approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> set[int]:
+    """Everyone the policy's escalation tiers would add (eligible ones only)."""
+    named: set[int] = set()
+    for tier in policy.tiers:
+        named |= tier.user_ids
+    if not named:
+        return set()
+    return eligible_ids(
+        organization_id=agent.organization_id,
+        user_ids=named,
+        requester_id=requester_id,
+        allow_self=policy.allow_self_approval,
+    )
+
+
 def is_outsider(*, request: Any, user: Any) -> bool:
     """Whether ``user`` has no business with ``request`` at all (DESIGN §1.11): not a superuser,
     not a member of its organisation, not its requester and not in its approver snapshot. Such a
@@ -104,7 +160,19 @@ def describe_refusal(*, request: Any, user: Any) -> str | None:
     if not Membership.objects.filter(user_id=user.pk, organization_id=request.organization_id).exists():
         return "no longer a member of the organisation"
     agent = request.agent
-    current = approver_ids(policy=policy_for(agent=agent), agent=agent, requester_id=request.requested_by_id)
-    if user.pk not in current:
+    policy = policy_for(agent=agent)
+    current = approver_ids(policy=policy, agent=agent, requester_id=request.requested_by_id)
+    if user.pk not in current and (
+        request.escalation_level == 0
+        or user.pk not in tier_approver_ids(policy=policy, agent=agent, requester_id=request.requested_by_id)
+    ):
         return "no longer an approver under the agent's current policy"
+    if request.escalation_level > 0 and not request.first_tier_may_decide_after_escalation:
+        tier = (
+            ConfirmationApprover.objects.filter(request_id=request.pk, user_id=user.pk)
+            .values_list("tier", flat=True)
+            .first()
+        )
+        if not tier:
+            return "the request was escalated: only the escalation tiers may decide it now"
     return None

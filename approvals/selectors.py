@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import CharField, F, FloatField, Q, QuerySet, TextField, Value
+from django.db.models import CharField, Count, F, FloatField, Q, QuerySet, TextField, Value
 from django.db.models.fields.json import KT
 from django.db.models.functions import Cast, Concat
 from django.utils import timezone
@@ -21,8 +21,90 @@ from approvals.models import (
     ConfirmationEvent,
     ConfirmationRequest,
     ConfirmationStatus,
+    ConfirmationVote,
 )
 from approvals.policy import describe_refusal
+
+_NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+def _count_words(n: int) -> str:
+    return _NUMBER_WORDS.get(n, str(n))
+
+
+@dataclass(frozen=True)
+class Tally:
+    """The votes on a request against its quorum (the snapshot taken at opening).
+
+    ``eligible`` is the size of the approver snapshot: with ``any_rejection_rejects`` off, a
+    request is rejected once so many have rejected that the others can no longer reach
+    ``required``."""
+
+    approvals: int
+    rejections: int
+    required: int
+    eligible: int
+    any_rejection_rejects: bool = True
+
+    @property
+    def outcome(self) -> str | None:
+        """``approved``, ``rejected``, or ``None`` while the request must wait for more votes."""
+        if self.rejections and self.any_rejection_rejects:
+            return ConfirmationStatus.REJECTED
+        if self.approvals >= self.required:
+            return ConfirmationStatus.APPROVED
+        undecided = max(self.eligible - self.approvals - self.rejections, 0)
+        if self.approvals + undecided < self.required:
+            return ConfirmationStatus.REJECTED
+        return None
+
+    @property
+    def is_quorum(self) -> bool:
+        """Whether the request needs more than one approval (cards show a tally only then)."""
+        return self.required > 1
+
+    @property
+    def text(self) -> str:
+        """E.g. "1 of 2 approvals — waiting for one more"."""
+        noun = "approval" if self.required == 1 else "approvals"
+        line = f"{self.approvals} of {self.required} {noun}"
+        if self.rejections:
+            line += f", {self.rejections} rejection" + ("s" if self.rejections > 1 else "")
+        missing = self.required - self.approvals
+        if self.outcome is None and missing > 0:
+            line += f" — waiting for {_count_words(missing)} more"
+        return line
+
+
+def tally_of(*, request: ConfirmationRequest) -> Tally:
+    """Count the votes on ``request`` (two indexed queries)."""
+    votes = dict(
+        ConfirmationVote.objects.filter(request_id=request.pk)
+        .values("approve")
+        .annotate(n=Count("pk"))
+        .values_list("approve", "n")
+    )
+    return Tally(
+        approvals=votes.get(True, 0),
+        rejections=votes.get(False, 0),
+        required=request.approvals_required,
+        eligible=ConfirmationApprover.objects.filter(request_id=request.pk).count(),
+        any_rejection_rejects=request.any_rejection_rejects,
+    )
+
+
+def may_edit_arguments(*, request: ConfirmationRequest) -> bool:
+    """Whether an approver may still change ``request``'s arguments: its policy allows it, it is
+    pending, and nobody has voted on the arguments yet."""
+    return (
+        request.allow_edit_on_approve
+        and request.is_pending
+        and not ConfirmationVote.objects.filter(request_id=request.pk).exists()
+    )
+
+
+def has_voted(*, request: ConfirmationRequest, user: Any) -> bool:
+    return ConfirmationVote.objects.filter(request_id=request.pk, user_id=user.pk).exists()
 
 
 def request_status(*, request_id: uuid.UUID) -> str:
@@ -49,8 +131,9 @@ def request_for_decision(*, request_id: uuid.UUID) -> ConfirmationRequest | None
 
 
 def inbox_for(*, user: Any) -> QuerySet[ConfirmationRequest]:
-    """Pending, unexpired requests ``user`` is an approver of, in organisations they still belong
-    to, soonest deadline first (a change of policy since opening is checked when they decide)."""
+    """Pending, unexpired requests ``user`` is an approver of and has not voted on yet, in
+    organisations they still belong to, soonest deadline first (a change of policy since opening
+    is checked when they decide)."""
     return (
         ConfirmationRequest.objects.filter(
             approvers=user,
@@ -58,6 +141,7 @@ def inbox_for(*, user: Any) -> QuerySet[ConfirmationRequest]:
             expires_at__gt=timezone.now(),
             organization_id__in=Membership.objects.filter(user=user).values("organization_id"),
         )
+        .exclude(pk__in=ConfirmationVote.objects.filter(user_id=user.pk).values("request_id"))
         .select_related("agent", "requested_by", "run", "run__conversation")
         .order_by("expires_at")
     )
@@ -124,6 +208,7 @@ def may_decide(*, request: ConfirmationRequest, user: Any) -> bool:
         request.is_pending
         and request.expires_at > timezone.now()
         and describe_refusal(request=request, user=user) is None
+        and not has_voted(request=request, user=user)
     )
 
 

@@ -17,12 +17,28 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agents.engine.store import args_sha256
 from agents.models import Run, RunStatus
+from agents.tools.schema import argument_errors
+from agents.tools.toolbox import ToolboxError, tools_for_agent
 from approvals.channels import channel_config_for
-from approvals.live import OPENED, SETTLED, inbox_changed
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from approvals.policy import approver_ids, describe_refusal, is_outsider, policy_for
-from approvals.selectors import request_for_decision
+from approvals.live import OPENED, SETTLED, VOTED, inbox_changed
+from approvals.models import (
+    ConfirmationApprover,
+    ConfirmationEvent,
+    ConfirmationRequest,
+    ConfirmationStatus,
+    ConfirmationVote,
+)
+from approvals.policy import (
+    approver_ids,
+    describe_refusal,
+    eligible_ids,
+    is_outsider,
+    policy_for,
+    tier_approver_ids,
+)
+from approvals.selectors import request_for_decision, tally_of
 from approvals.signals import confirmation_opened, confirmation_settled
 from fimone.audit_chain import chain_append
 
@@ -50,6 +66,20 @@ class DecisionOutcome:
     @property
     def refused(self) -> bool:
         return not self.accepted and self.status == "refused"
+
+    @property
+    def counted(self) -> bool:
+        """The decider's vote counted: it set the verdict, or it was recorded and the request
+        still waits for more approvals (status ``recorded``)."""
+        return self.accepted or self.status == RECORDED
+
+
+#: The status of a vote that was counted without settling the request (a quorum not yet met).
+RECORDED = "recorded"
+#: The status of an approval refused because of its edited arguments (nothing was recorded).
+INVALID_EDIT = "invalid_edit"
+#: The status of an approval of arguments another approver has changed since (nothing recorded).
+ARGS_CHANGED = "args_changed"
 
 
 class NoApprovers(Exception):
@@ -119,8 +149,26 @@ def confirmation_request_open(
     approvers = approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
     if not approvers:
         raise NoApprovers("nobody is authorised to approve this call: check the agent's approver policy")
+    tier_approvers = tier_approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
+    if len(approvers | tier_approvers) < policy.approvals_required:
+        # Fail closed and say so now, rather than leave a request nobody could ever approve.
+        raise NoApprovers(
+            f"the approver policy needs {policy.approvals_required} approvals and only "
+            f"{len(approvers | tier_approvers)} people may approve this call"
+        )
     channel_config = channel_config_for(agent=agent, policy_channel_id=policy.channel_config_id)
     now = timezone.now()
+    # Only tiers due before the deadline can happen ("up to the expiry").
+    plan = [
+        {
+            "after_seconds": tier.after_seconds,
+            "user_ids": sorted(tier.user_ids),
+            "channel_config_id": tier.channel_config_id,
+            "channel": tier.channel,
+        }
+        for tier in policy.tiers
+        if tier.after_seconds < policy.timeout_seconds
+    ]
     try:
         with transaction.atomic():
             request = ConfirmationRequest.objects.create(
@@ -138,7 +186,13 @@ def confirmation_request_open(
                 channel=channel_config.kind if channel_config is not None else "web",
                 channel_config=channel_config,
                 allow_self_approval=policy.allow_self_approval,
+                approvals_required=policy.approvals_required,
+                any_rejection_rejects=policy.any_rejection_rejects,
+                allow_edit_on_approve=policy.allow_edit_on_approve,
                 expires_at=now + dt.timedelta(seconds=policy.timeout_seconds),
+                escalation_plan=plan,
+                next_escalation_at=now + dt.timedelta(seconds=plan[0]["after_seconds"]) if plan else None,
+                first_tier_may_decide_after_escalation=policy.first_tier_may_decide_after_escalation,
             )
     except IntegrityError:  # a concurrent opener won: theirs is the request
         return Opened(
@@ -156,6 +210,9 @@ def confirmation_request_open(
         approvers=sorted(approvers),
         expires_at=request.expires_at.isoformat(),
         channel=request.channel,
+        approvals_required=request.approvals_required,
+        any_rejection_rejects=request.any_rejection_rejects,
+        escalation_after_seconds=[tier["after_seconds"] for tier in plan],
     )
     transaction.on_commit(
         lambda: confirmation_opened.send(
@@ -168,8 +225,9 @@ def confirmation_request_open(
 
 def check_decider(*, request: ConfirmationRequest, user: Any, via_channel_id: int | None) -> str | None:
     """Why this click may not decide ``request`` (``None`` when it may). A request is decided on
-    the channel it was sent to, or in the web inbox (``via_channel_id=None``)."""
-    if via_channel_id is not None and via_channel_id != request.channel_config_id:
+    a channel it was sent to (its own, or an escalation tier's), or in the web inbox
+    (``via_channel_id=None``)."""
+    if via_channel_id is not None and via_channel_id not in sent_channel_ids(request=request):
         return "this request was not sent to this channel"
     return describe_refusal(request=request, user=user)
 
@@ -184,8 +242,13 @@ def confirmation_decide(
     via_channel_id: int | None = None,
     external_id: str = "",
     loaded: ConfirmationRequest | None = None,
+    edited_args: dict[str, Any] | None = None,
+    seen_args_sha256: str = "",
 ) -> DecisionOutcome:
-    """Record ``user``'s verdict if they may give it and nobody gave one before.
+    """Record ``user``'s vote if they may give it and the request is still pending; the vote
+    settles the request when it completes the quorum (``approvals_required`` distinct approvals)
+    or rejects it (any rejection, or one that leaves the quorum out of reach, as the request's
+    snapshot says). Votes are counted under a row lock on the request; a person votes once.
 
     Refusals and late clicks change nothing but are logged (``click_refused``) on the request.
     A web or API caller with no business in the request's organisation (:func:`is_outsider`) is
@@ -194,6 +257,12 @@ def confirmation_decide(
     of the channel's own organisation.)
     ``loaded``: the request as :func:`request_for_decision` returned it, if the caller has it
     already; the verdict is still taken by the conditional update, never from this copy.
+    ``edited_args``: the arguments the approver wants run instead of the proposed ones (an
+    approval in the web inbox or API, when the request's policy allows edits). They must satisfy
+    the tool's parameter schema, and can only be changed before anybody voted on the proposed
+    ones; they then replace the proposed arguments, whose hash the engine binds to.
+    ``seen_args_sha256``: the hash of the arguments the decider was shown (the inbox sends it);
+    an approval of arguments that were edited since is refused.
     """
     request = loaded if loaded is not None and loaded.pk == request_id else None
     request = request or request_for_decision(request_id=request_id)
@@ -212,46 +281,293 @@ def confirmation_decide(
             via="web" if via_channel_id is None else via_channel_id,
         )
         return DecisionOutcome(False, "refused", f"You cannot decide this request: {refusal}.", request)
+    if isinstance(edited_args, dict) and args_sha256(edited_args) == request.args_sha256:
+        edited_args = None  # unchanged: a plain approval
+    if edited_args is not None:
+        problem = edit_problem(
+            request=request, edited_args=edited_args, approve=approve, via_channel_id=via_channel_id
+        )
+        if problem is not None:
+            log_event(
+                request_id=request.pk,
+                kind=Kind.CLICK_REFUSED,
+                actor=user,
+                external_id=external_id,
+                reason=f"edit refused: {problem}",
+                wanted=str(verdict),
+                edited_args=edited_args,
+            )
+            return DecisionOutcome(
+                False, INVALID_EDIT, f"The arguments were not changed: {problem}.", request
+            )
 
     now = timezone.now()
-    written = {
-        "status": verdict,
-        "responded_at": now,
-        "responded_by": user,
-        "responded_by_external_id": external_id,
-        "reason": (reason or "").strip()[:2000],
-    }
-    won = ConfirmationRequest.objects.filter(
-        pk=request.pk, status=ConfirmationStatus.PENDING, expires_at__gt=now
-    ).update(**written)
-    if won:
-        for field, value in written.items():  # what we wrote is what the row holds now
-            setattr(request, field, value)
-    else:
-        request = request_for_decision(request_id=request.pk)
-        if request is None:  # deleted with its run meanwhile
-            return DecisionOutcome(False, "not_found", "No such approval request.")
-        late = "expired" if request.is_pending else str(request.status)
+    # Votes are counted under a lock on the request row: two concurrent votes cannot both
+    # complete the quorum, and none is lost. Whoever finds it no longer pending is late.
+    # ``no_key``: the lock must not block the foreign-key checks of rows that point at the
+    # request (events logged elsewhere while this decider waits for the audit chain's lock).
+    locked = (
+        ConfirmationRequest.objects.select_for_update(no_key=True)
+        .filter(pk=request.pk)
+        .values_list("status", "expires_at", "args_sha256", "edited_by_id")
+        .first()
+    )
+    if locked is None or locked[0] != ConfirmationStatus.PENDING or locked[1] <= now:
+        return _late(request_id=request.pk, user=user, external_id=external_id, verdict=verdict)
+    # An approval covers the arguments the approver saw: after another approver's edit, a page
+    # opened before it, a chat card (which shows the proposed ones) or any caller that does not
+    # say which arguments it saw, cannot approve.
+    current_hash, edited = locked[2], locked[3] is not None
+    stated = bool(seen_args_sha256)
+    if approve and edited_args is None and (stated or edited) and seen_args_sha256 != current_hash:
         log_event(
             request_id=request.pk,
             kind=Kind.CLICK_REFUSED,
             actor=user,
             external_id=external_id,
-            reason=f"already {late}",
+            reason="the arguments were changed by another approver",
             wanted=str(verdict),
         )
-        return DecisionOutcome(False, late, f"This request was already {late}.", request)
-    log_event(
-        request_id=request.pk,
-        kind=Kind.DECIDED,
-        actor=user,
-        external_id=external_id,
-        status=str(verdict),
-        reason=request.reason,
-        via="web" if via_channel_id is None else via_channel_id,
+        return DecisionOutcome(
+            False,
+            ARGS_CHANGED,
+            "The arguments were changed by another approver since you saw them: review them in the "
+            "web inbox before approving.",
+            request,
+        )
+    if ConfirmationVote.objects.filter(request_id=request.pk, user_id=user.pk).exists():
+        log_event(
+            request_id=request.pk,
+            kind=Kind.CLICK_REFUSED,
+            actor=user,
+            external_id=external_id,
+            reason="already voted",
+            wanted=str(verdict),
+        )
+        return DecisionOutcome(
+            False, "already_voted", "You have already voted on this request; a vote counts once.", request
+        )
+    clean_reason = (reason or "").strip()[:2000]
+    if edited_args is not None:
+        if ConfirmationVote.objects.filter(request_id=request.pk).exists():
+            log_event(
+                request_id=request.pk,
+                kind=Kind.CLICK_REFUSED,
+                actor=user,
+                external_id=external_id,
+                reason="edit refused: others have already voted on these arguments",
+                wanted=str(verdict),
+            )
+            return DecisionOutcome(
+                False,
+                INVALID_EDIT,
+                "The arguments were not changed: others have already voted on these arguments.",
+                request,
+            )
+        _apply_edit(request=request, edited_args=edited_args, user=user, external_id=external_id)
+    ConfirmationVote.objects.create(
+        request_id=request.pk, user=user, approve=approve, reason=clean_reason, external_id=external_id
     )
+    tally = tally_of(request=request)
+    via = "web" if via_channel_id is None else via_channel_id
+    if tally.outcome is None:
+        log_event(
+            request_id=request.pk,
+            kind=Kind.VOTED,
+            actor=user,
+            external_id=external_id,
+            vote=str(verdict),
+            reason=clean_reason,
+            approvals=tally.approvals,
+            rejections=tally.rejections,
+            required=tally.required,
+            via=via,
+        )
+        transaction.on_commit(lambda: inbox_changed(request_id=request.pk, change=VOTED))
+        what = "approval" if approve else "rejection"
+        return DecisionOutcome(False, RECORDED, f"Your {what} was recorded: {tally.text}.", request)
+
+    verdict = ConfirmationStatus(tally.outcome)
+    written = {
+        "status": verdict,
+        "responded_at": now,
+        "responded_by": user,
+        "responded_by_external_id": external_id,
+        "reason": clean_reason,
+    }
+    # Still the one conditional update (DESIGN §1.4); under the lock it cannot lose, but it is
+    # what guarantees that nothing else ever moves a request out of ``pending``.
+    won = ConfirmationRequest.objects.filter(
+        pk=request.pk, status=ConfirmationStatus.PENDING, expires_at__gt=now
+    ).update(**written)
+    if not won:
+        return _late(request_id=request.pk, user=user, external_id=external_id, verdict=verdict)
+    for field, value in written.items():  # what we wrote is what the row holds now
+        setattr(request, field, value)
+    details: dict[str, Any] = {"status": str(verdict), "reason": request.reason, "via": via}
+    if tally.required > 1 or tally.rejections:
+        details.update(approvals=tally.approvals, rejections=tally.rejections, required=tally.required)
+    log_event(request_id=request.pk, kind=Kind.DECIDED, actor=user, external_id=external_id, **details)
     transaction.on_commit(lambda: _after_verdict(request))
     return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
+
+
+def edit_problem(
+    *, request: ConfirmationRequest, edited_args: Any, approve: bool = True, via_channel_id: int | None = None
+) -> str | None:
+    """Why ``edited_args`` may not replace ``request``'s arguments (``None`` when they may): the
+    policy must allow edits, only an approval carries them, only from the web inbox or the API
+    (a chat button cannot), and they must satisfy the tool's parameter schema as the agent's
+    toolbox declares it now."""
+    if not request.allow_edit_on_approve:
+        return "this request's approver policy does not allow changing the arguments"
+    if not approve:
+        return "only an approval can change the arguments"
+    if via_channel_id is not None:
+        return "arguments can only be changed in the web inbox"
+    if not isinstance(edited_args, dict):
+        return "the arguments must be a JSON object"
+    try:
+        tool = tools_for_agent(request.agent).get(request.tool_name)
+    except ToolboxError as exc:
+        return f"the agent's tools cannot be read ({exc})"
+    if tool is None:
+        return f"the tool {request.tool_name} is no longer available to this agent"
+    problems = argument_errors(tool.spec.parameters, edited_args)
+    if problems:
+        return "they do not fit the tool's parameters: " + "; ".join(problems[:5])
+    return None
+
+
+def _apply_edit(
+    *, request: ConfirmationRequest, edited_args: dict[str, Any], user: Any, external_id: str
+) -> None:
+    """Replace the proposed arguments by the approver's (the caller holds the request's lock and
+    checked :func:`edit_problem`). The proposed ones are kept on the request and in the log."""
+    proposed, proposed_hash = request.tool_args, request.args_sha256
+    written = {
+        "tool_args": edited_args,
+        "args_sha256": args_sha256(edited_args),
+        "proposed_args": proposed,
+        "proposed_args_sha256": proposed_hash,
+        "edited_by": user,
+    }
+    ConfirmationRequest.objects.filter(pk=request.pk, status=ConfirmationStatus.PENDING).update(**written)
+    for field, value in written.items():
+        setattr(request, field, value)
+    log_event(
+        request_id=request.pk,
+        kind=Kind.EDITED,
+        actor=user,
+        external_id=external_id,
+        proposed_args=proposed,
+        proposed_args_sha256=proposed_hash,
+        approved_args=edited_args,
+        approved_args_sha256=written["args_sha256"],
+    )
+
+
+def _late(*, request_id: uuid.UUID, user: Any, external_id: str, verdict: str) -> DecisionOutcome:
+    """A vote that came after the verdict or the deadline: logged, and answered with the
+    verdict."""
+    request = request_for_decision(request_id=request_id)
+    if request is None:  # deleted with its run meanwhile
+        return DecisionOutcome(False, "not_found", "No such approval request.")
+    late = "expired" if request.is_pending else str(request.status)
+    log_event(
+        request_id=request.pk,
+        kind=Kind.CLICK_REFUSED,
+        actor=user,
+        external_id=external_id,
+        reason=f"already {late}",
+        wanted=str(verdict),
+    )
+    return DecisionOutcome(False, late, f"This request was already {late}.", request)
+
+
+def sent_channel_ids(*, request: ConfirmationRequest) -> set[int | None]:
+    """The channel configurations ``request``'s cards went to: its own, and those of the
+    escalation tiers that happened (one query, for escalated requests only)."""
+    ids: set[int | None] = {request.channel_config_id}
+    if request.escalation_level:
+        for details in ConfirmationEvent.objects.filter(
+            request_id=request.pk, kind=Kind.ESCALATED
+        ).values_list("details", flat=True):
+            ids.add(details.get("from_channel_config_id"))
+            ids.add(details.get("channel_config_id"))
+    return ids
+
+
+def confirmation_escalate_due(*, now: dt.datetime | None = None, limit: int = 500) -> int:
+    """Escalate pending requests whose next tier is due (the beat / in-process sweep). One query
+    when nothing is due. Each escalation is its own transaction and happens once: the conditional
+    update on ``escalation_level`` lets only one sweeper move a request to its next tier."""
+    now = now or timezone.now()
+    due = list(
+        ConfirmationRequest.objects.filter(
+            status=ConfirmationStatus.PENDING, next_escalation_at__lte=now, expires_at__gt=now
+        ).values_list("pk", flat=True)[:limit]
+    )
+    escalated = 0
+    for request_id in due:
+        with transaction.atomic():
+            if _escalate(request_id=request_id, now=now):
+                escalated += 1
+    return escalated
+
+
+def _escalate(*, request_id: uuid.UUID, now: dt.datetime) -> bool:
+    request = ConfirmationRequest.objects.select_related("channel_config").get(pk=request_id)
+    level, plan = request.escalation_level, request.escalation_plan or []
+    if level >= len(plan):
+        return False
+    tier = plan[level]
+    following = plan[level + 1] if level + 1 < len(plan) else None
+    channel_config_id = tier.get("channel_config_id") or request.channel_config_id
+    channel = tier.get("channel") or request.channel
+    won = ConfirmationRequest.objects.filter(
+        pk=request_id, status=ConfirmationStatus.PENDING, escalation_level=level
+    ).update(
+        escalation_level=level + 1,
+        next_escalation_at=request.created_at + dt.timedelta(seconds=following["after_seconds"])
+        if following
+        else None,
+        channel_config_id=channel_config_id,
+        channel=channel,
+        # A new card: the previous card's id no longer names the one to update.
+        external_message_id=""
+        if channel_config_id != request.channel_config_id
+        else request.external_message_id,
+    )
+    if not won:
+        return False
+    added = eligible_ids(
+        organization_id=request.organization_id,
+        user_ids=set(tier.get("user_ids") or []),
+        requester_id=request.requested_by_id,
+        allow_self=request.allow_self_approval,
+    )
+    # People already asked move up to this tier (they may decide even if the first tier may not).
+    ConfirmationApprover.objects.filter(request_id=request_id, user_id__in=added).update(tier=level + 1)
+    ConfirmationApprover.objects.bulk_create(
+        [ConfirmationApprover(request_id=request_id, user_id=user_id, tier=level + 1) for user_id in added],
+        ignore_conflicts=True,
+    )
+    log_event(
+        request_id=request_id,
+        kind=Kind.ESCALATED,
+        tier=level + 1,
+        after_seconds=tier["after_seconds"],
+        added_approvers=sorted(added),
+        channel=channel,
+        channel_config_id=channel_config_id,
+        from_channel_config_id=request.channel_config_id,
+    )
+    transaction.on_commit(
+        lambda: confirmation_opened.send(sender=ConfirmationRequest, request_id=request_id, channel=channel)
+    )
+    transaction.on_commit(lambda: inbox_changed(request_id=request_id, change=OPENED))
+    return True
 
 
 def confirmation_expire_due(*, now: dt.datetime | None = None, limit: int = 500) -> int:

@@ -1,8 +1,8 @@
-"""The periodic sweep: expire due requests, resume parked runs whose wake-up was lost, and hand
-orphaned runs (dead worker, expired lease) to a new one.
+"""The periodic sweep: expire due requests, escalate those whose next tier is due, resume
+parked runs whose wake-up was lost, and hand orphaned runs (dead worker, expired lease) to a new one.
 
 In production it is a Celery beat task every ``APPROVAL_SWEEP_SECONDS``; in embedded mode the
-server process runs :func:`sweep_forever` on its own loop. When nothing is due it costs three
+server process runs :func:`sweep_forever` on its own loop. When nothing is due it costs four
 indexed queries per period, whatever the number of pending requests.
 """
 
@@ -18,11 +18,16 @@ log = logging.getLogger(__name__)
 
 def sweep_once() -> dict[str, int]:
     from agents.services import runs_reclaim_expired
-    from approvals.services import confirmation_expire_due, runs_resume_orphaned
+    from approvals.services import confirmation_escalate_due, confirmation_expire_due, runs_resume_orphaned
 
     # Orphans first: a request this very sweep expires resumes its run itself.
     resumed = runs_resume_orphaned()
-    return {"expired": confirmation_expire_due(), "resumed": resumed, "reclaimed": runs_reclaim_expired()}
+    return {
+        "expired": confirmation_expire_due(),
+        "escalated": confirmation_escalate_due(),
+        "resumed": resumed,
+        "reclaimed": runs_reclaim_expired(),
+    }
 
 
 async def sweep_forever(interval: float) -> None:

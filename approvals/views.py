@@ -14,6 +14,7 @@ approvers are usually not staff.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -46,6 +47,7 @@ User = get_user_model()
 LOGIN_URL = reverse_lazy("approvals:login")
 HISTORY_PAGE_SIZE = 25
 MAX_REASON_LENGTH = 2000
+MAX_EDITED_ARGS_LENGTH = 100_000
 
 signed_in = login_required(login_url=LOGIN_URL)
 
@@ -59,6 +61,12 @@ class RequestCard:
     requester: str
     decider: str | None
     requested_ago: str
+    #: The votes against the quorum, for requests needing more than one approval.
+    tally: selectors.Tally | None = None
+    #: Whether an approver may still change the arguments (the policy allows it, nobody voted).
+    editable: bool = False
+    proposed: str = ""
+    editor: str | None = None
 
     @classmethod
     def of(cls, request: ConfirmationRequest) -> RequestCard:
@@ -68,6 +76,10 @@ class RequestCard:
             requester=display_name(request.requested_by),
             decider=display_name(request.responded_by) if request.responded_by_id else None,
             requested_ago=_ago(request.created_at),
+            tally=selectors.tally_of(request=request) if request.approvals_required > 1 else None,
+            editable=request.allow_edit_on_approve and selectors.may_edit_arguments(request=request),
+            proposed=pretty_arguments(request.proposed_args) if request.was_edited else "",
+            editor=display_name(request.edited_by) if request.was_edited else None,
         )
 
 
@@ -110,6 +122,22 @@ def _bad_request(request: HttpRequest, problems: dict[str, Any]) -> HttpResponse
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
     reason = forms.CharField(required=False, max_length=MAX_REASON_LENGTH, strip=True)
+    # Offered when the request's policy allows edits: the arguments to run instead, as JSON.
+    arguments = forms.CharField(required=False, max_length=MAX_EDITED_ARGS_LENGTH, strip=True)
+    # The hash of the arguments the page showed: approving arguments changed since is refused.
+    args_sha256 = forms.CharField(required=False, max_length=64)
+
+    def clean_arguments(self) -> dict[str, Any] | None:
+        text = self.cleaned_data["arguments"]
+        if not text:
+            return None
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"The arguments are not valid JSON: {exc}.") from None
+        if not isinstance(value, dict):
+            raise forms.ValidationError("The arguments must be a JSON object.")
+        return value
 
 
 class HistoryFilterForm(forms.Form):
@@ -256,17 +284,31 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
         return response
     form = DecisionForm(request.POST)
     if not form.is_valid():
+        if set(form.errors) == {"arguments"} and selectors.request_get(
+            request_id=request_id, user=request.user
+        ):
+            # A typo in the edited arguments: say so on the inbox, nothing was decided.
+            messages.error(request, " ".join(form.errors["arguments"]))
+            return redirect("approvals:inbox")
         return _bad_request(request, form.errors)
     approve = form.cleaned_data["decision"] == "approve"
     outcome = confirmation_decide(
-        request_id=request_id, user=request.user, approve=approve, reason=form.cleaned_data["reason"]
+        request_id=request_id,
+        user=request.user,
+        approve=approve,
+        reason=form.cleaned_data["reason"],
+        edited_args=form.cleaned_data["arguments"],
+        seen_args_sha256=form.cleaned_data["args_sha256"],
     )
     if outcome.status == "not_found":
         raise Http404(outcome.message)
     if outcome.accepted:
         verb = "Approved" if approve else "Rejected"
         tool = outcome.request.tool_name if outcome.request is not None else "the call"
-        messages.success(request, f"{verb}: {tool}")
+        edited = outcome.request is not None and outcome.request.edited_by_id == request.user.pk
+        messages.success(request, f"{verb}: {tool}" + (" with your changed arguments" if edited else ""))
+    elif outcome.counted:  # a vote towards a quorum: the request still waits for others
+        messages.success(request, outcome.message)
     elif outcome.refused:
         messages.error(request, outcome.message)
     else:  # someone else decided first, or the deadline passed

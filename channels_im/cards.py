@@ -8,7 +8,7 @@ from typing import Any
 
 from django.conf import settings
 
-from approvals.selectors import display_name
+from approvals.selectors import display_name, tally_of
 
 #: Arguments longer than this (pretty-printed) are cut on cards, with a link to the full request in
 #: the portal. Feishu cards must stay under 30 KB and Slack text blocks under 3,000 characters.
@@ -29,6 +29,16 @@ class CardFacts:
     decided_by: str | None
     decided_at: str | None
     reason: str
+    #: The quorum's progress ("1 of 2 approvals — waiting for one more"); empty when one approval
+    #: is enough.
+    tally: str = ""
+    #: More lines for a pending card (an escalation, where to edit the arguments).
+    notes: tuple[str, ...] = ()
+
+    @property
+    def waiting_lines(self) -> list[str]:
+        """What a pending card says under its arguments: the deadline, the tally, the notes."""
+        return [f"Expires at {self.expires_at}", *([self.tally] if self.tally else []), *self.notes]
 
     @property
     def pending(self) -> bool:
@@ -51,10 +61,12 @@ def _when(value: Any) -> str | None:
 
 def card_facts(request: Any) -> CardFacts:
     """Facts of ``request`` (with ``agent``, ``requested_by`` and ``responded_by`` loadable)."""
+    tally = tally_of(request=request) if getattr(request, "approvals_required", 1) > 1 else None
     text = json.dumps(request.tool_args, indent=2, ensure_ascii=False, sort_keys=True)
     truncated = len(text) > ARGS_CARD_LIMIT
     if truncated:
         text = text[:ARGS_CARD_LIMIT] + "\n…"
+    link = f"{settings.SITE_URL}/approvals/{request.pk}/"
     return CardFacts(
         request_id=str(request.pk),
         agent=request.agent.name,
@@ -62,10 +74,23 @@ def card_facts(request: Any) -> CardFacts:
         tool=request.tool_name,
         args_text=text,
         args_truncated=truncated,
-        link=f"{settings.SITE_URL}/approvals/{request.pk}/",
+        link=link,
         expires_at=_when(request.expires_at) or "",
         status=str(request.status),
         decided_by=display_name(request.responded_by) if request.responded_by_id else None,
         decided_at=_when(request.responded_at),
         reason=request.reason,
+        tally=tally.text if tally is not None else "",
+        notes=tuple(_notes(request, link)),
     )
+
+
+def _notes(request: Any, link: str) -> list[str]:
+    """Lines only a pending card shows. Buttons cannot edit arguments: the card says where to."""
+    notes = []
+    level = getattr(request, "escalation_level", 0)
+    if level:
+        notes.append(f"Escalated: nobody decided in time, so more approvers were asked (tier {level})")
+    if getattr(request, "allow_edit_on_approve", False):
+        notes.append(f"To change the arguments before approving, open the web inbox: {link}")
+    return notes

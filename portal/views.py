@@ -260,11 +260,11 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     else:
         message = outcome.message
     if _wants_json(request):
-        status = 200 if outcome.accepted else 403 if outcome.refused else 409
+        status = 200 if outcome.counted else 403 if outcome.refused else 409
         return JsonResponse(
             {"accepted": outcome.accepted, "status": outcome.status, "message": message}, status=status
         )
-    (messages.success if outcome.accepted else messages.error)(request, message)
+    (messages.success if outcome.counted else messages.error)(request, message)
     return _back(request)
 
 

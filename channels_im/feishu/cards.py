@@ -90,7 +90,7 @@ def _request_card(facts: CardFacts, *, args_text: str, truncated: bool) -> dict[
             }
         )
     if facts.pending:
-        elements.append(_div(f"Expires at {facts.expires_at}"))
+        elements.append(_div("\n".join(facts.waiting_lines)))
         elements.append({"tag": "hr"})
         elements.append(
             {

@@ -120,7 +120,7 @@ def approval_blocks(facts: CardFacts) -> list[Block]:
             "elements": [
                 {
                     "type": "mrkdwn",
-                    "text": f"Expires at {escape(facts.expires_at)} · {_link(facts, 'Open in FIM One')}",
+                    "text": " · ".join([*map(escape, facts.waiting_lines), _link(facts, "Open in FIM One")]),
                 }
             ],
         },

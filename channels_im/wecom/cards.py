@@ -42,6 +42,7 @@ def _card(facts: CardFacts, *, sub_title: str) -> dict[str, Any]:
             {"keyname": "By", "value": _cut(facts.requester, 30)},
             {"keyname": "Tool", "value": _cut(facts.tool, 30)},
             {"keyname": "Until", "value": _cut(facts.expires_at, 30)},
+            *([{"keyname": "Votes", "value": _cut(facts.tally, 30)}] if facts.tally else []),
         ],
         "card_action": {"type": 1, "url": facts.link},
         "task_id": task_id(facts.request_id),

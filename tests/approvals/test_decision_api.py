@@ -57,6 +57,7 @@ def test_the_inbox_lists_what_the_caller_may_decide(personas, resumes) -> None:
         {
             "id": str(request.pk),
             "tool": "oa__purchase_pay",
+            "args_sha256": request.args_sha256,
             "arguments": PAY_ARGS,
             "agent": {"id": request.agent_id, "name": "Procurement assistant"},
             "requested_by": {"id": personas.member.pk, "name": "alice"},

@@ -25,7 +25,7 @@ def test_one_sweep_expires_due_requests_and_resumes_their_runs(personas, resumes
         expires_at=timezone.now() - dt.timedelta(seconds=1)
     )
 
-    assert sweep_once() == {"expired": 1, "resumed": 0, "reclaimed": 0}
+    assert sweep_once() == {"expired": 1, "escalated": 0, "resumed": 0, "reclaimed": 0}
 
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.EXPIRED and resumes.run_ids == [run.pk]
@@ -62,5 +62,5 @@ def test_a_sweep_with_nothing_due_costs_a_few_queries_whatever_is_pending(person
         suspended_run(personas, harness)
 
     with CaptureQueriesContext(connection) as queries:
-        assert sweep_once() == {"expired": 0, "resumed": 0, "reclaimed": 0}
-    assert len(queries) == 3, [q["sql"] for q in queries]
+        assert sweep_once() == {"expired": 0, "escalated": 0, "resumed": 0, "reclaimed": 0}
+    assert len(queries) == 4, [q["sql"] for q in queries]

@@ -433,6 +433,9 @@
     var where = el("span", "", "Sent to: ");
     where.appendChild(el("b", "", CHANNEL_WORDS[p.channel] || p.channel || "the web inbox"));
     meta.appendChild(where);
+    if (p.approvals_required > 1) {
+      meta.appendChild(el("span", "tally", "Needs " + p.approvals_required + " approvals"));
+    }
     card.appendChild(meta);
     card.appendChild(el("div", "caption", "Arguments — exactly what will run if approved"));
     var args = el("pre", "args", pretty(p.arguments || {}));

@@ -1,0 +1,84 @@
+"""The policy admin edits the quorum, edit-on-approve and escalation options (issue 15, item 4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from approvals.models import ApproverPolicy, EscalationTier
+from tests.admin_kit import logged_in, page_text, url
+
+pytestmark = pytest.mark.django_db
+
+
+def policy_form(policy: ApproverPolicy, **changes: str) -> dict[str, str]:
+    data = {
+        "organization": str(policy.organization_id),
+        "agent": "",
+        "allow_org_approvers": "on",
+        "allow_agent_owner": "on",
+        "timeout_seconds": "600",
+        "inline_wait_seconds": "20",
+        "channel_config": "",
+        "approvals_required": "1",
+        "any_rejection_rejects": "on",
+        "first_tier_may_decide_after_escalation": "on",
+        "tiers-TOTAL_FORMS": "0",
+        "tiers-INITIAL_FORMS": "0",
+        "tiers-MIN_NUM_FORMS": "0",
+        "tiers-MAX_NUM_FORMS": "1000",
+    }
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def test_an_org_admin_sees_every_new_option_with_its_help(governed) -> None:
+    policy = ApproverPolicy.objects.create(organization=governed.org)
+
+    page = page_text(logged_in(governed.admin).get(url(ApproverPolicy, "change", policy.pk)))
+
+    for text in (
+        "How many distinct approvers must approve",
+        "One rejection rejects the call",
+        "Approvers may change the arguments before approving",
+        "the people first asked may still decide it",
+        "Escalation tiers",
+    ):
+        assert text in page
+
+
+def test_an_org_admin_sets_a_quorum_edits_and_a_tier(governed) -> None:
+    policy = ApproverPolicy.objects.create(organization=governed.org)
+    data = policy_form(
+        policy,
+        approvals_required="2",
+        any_rejection_rejects=None,
+        allow_edit_on_approve="on",
+        **{
+            "tiers-TOTAL_FORMS": "1",
+            "tiers-0-after_seconds": "300",
+            "tiers-0-named_users": str(governed.approver.pk),
+            "tiers-0-channel_config": "",
+        },
+    )
+
+    answer = logged_in(governed.admin).post(url(ApproverPolicy, "change", policy.pk), data)
+
+    assert answer.status_code == 302, page_text(answer)[:3000]
+    policy.refresh_from_db()
+    assert (
+        policy.approvals_required == 2 and not policy.any_rejection_rejects and policy.allow_edit_on_approve
+    )
+    [tier] = EscalationTier.objects.filter(policy=policy)
+    assert tier.after_seconds == 300 and list(tier.named_users.all()) == [governed.approver]
+
+
+def test_a_quorum_of_zero_is_refused_with_a_message(governed) -> None:
+    policy = ApproverPolicy.objects.create(organization=governed.org)
+
+    answer = logged_in(governed.admin).post(
+        url(ApproverPolicy, "change", policy.pk), policy_form(policy, approvals_required="0")
+    )
+
+    assert answer.status_code == 200
+    policy.refresh_from_db()
+    assert policy.approvals_required == 1
