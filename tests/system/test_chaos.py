@@ -51,7 +51,7 @@ pytestmark = [pytest.mark.system, pytest.mark.postgres, pytest.mark.redis, pytes
 RUNS = 40  # half of them pay; the issue's hundred does not fit a 2-core machine in 5 minutes
 PAYING = RUNS // 2
 LEASE_SECONDS = 5  # how long a dead worker's run waits for another one
-APPROVAL_TIMEOUT = 75  # seconds: the requests left alone expire while the test watches
+APPROVAL_TIMEOUT = 100  # seconds: the requests left alone expire while the test watches
 MODEL_DELAY = 1.5  # seconds a model call takes: long enough to kill a worker inside one
 PAYMENT_ANSWER_DELAY = 1.5  # seconds the payments service takes to answer a payment it made
 APRIL = "ou_april0000000000000000000000001"
@@ -220,6 +220,10 @@ class Drill:
         self.late = False
         self.run_plans: dict[int, Plan] = {}
         self.faults: list[str] = []
+        self.began = time.monotonic()
+
+    def fault(self, what: str) -> None:
+        self.faults.append(f"{time.monotonic() - self.began:5.1f} s: {what}")
 
     def tick(self) -> None:
         """Decide every pending request whose turn has come (late ones once ``late`` is set)."""
@@ -280,7 +284,7 @@ class Drill:
             execution.refresh_from_db()
             worker.start()
             if execution.status == ToolExecution.Status.STARTED:
-                self.faults.append(f"kill -9 {worker.name} during payment {execution.args['purchase_id']}")
+                self.fault(f"kill -9 {worker.name} during payment {execution.args['purchase_id']}")
                 return
         pytest.fail("never caught a worker in the middle of a payment")
 
@@ -288,7 +292,7 @@ class Drill:
         run, worker = self.until("a model call in flight", self.model_call_in_flight, 60)
         worker.kill()
         worker.start()
-        self.faults.append(f"kill -9 {worker.name} during a model call of run {run.pk}")
+        self.fault(f"kill -9 {worker.name} during a model call of run {run.pk}")
 
     def pause_worker_past_its_lease(self) -> None:
         """SIGSTOP a worker inside a model call until another worker took its run over, then let
@@ -304,12 +308,12 @@ class Drill:
             )
         finally:
             worker.signal(18)  # SIGCONT
-        self.faults.append(f"SIGSTOP {worker.name} past its lease during run {run.pk}, then SIGCONT")
+        self.fault(f"SIGSTOP {worker.name} past its lease during run {run.pk}, then SIGCONT")
 
     def kill_a_server(self) -> None:
         web = self.prod.webs[0]
         web.kill()
-        self.faults.append(f"kill -9 {web.name}")
+        self.fault(f"kill -9 {web.name}")
         back_at = time.monotonic() + 3
         self.until("a few decisions while a server is down", lambda: time.monotonic() >= back_at, 10)
         web.start()
@@ -318,9 +322,7 @@ class Drill:
     def kill_everything(self) -> None:
         pending = ConfirmationRequest.objects.filter(status=ConfirmationStatus.PENDING).count()
         self.prod.kill_all()
-        self.faults.append(
-            f"kill -9 of all {len(self.prod.processes)} processes with {pending} approvals pending"
-        )
+        self.fault(f"kill -9 of all {len(self.prod.processes)} processes with {pending} approvals pending")
         self.prod.start_all()
 
 
@@ -379,6 +381,7 @@ def test_runs_survive_killed_and_paused_processes_with_every_payment_made_at_mos
                 90,
             )
             drill.late = True
+            drill.fault("the late decisions start")
             drill.until("a late decision", lambda: any(p.posted for p in plans.values() if p.late), 30)
             drill.kill_everything()
 
@@ -391,6 +394,7 @@ def test_runs_survive_killed_and_paused_processes_with_every_payment_made_at_mos
                 )
 
             drill.until("every run to end and every approval to be settled", settled, APPROVAL_TIMEOUT + 90)
+            drill.fault("every run ended, nothing pending")
             log = prod.log()
 
     report = check_the_record(run_ids, drill, log)
