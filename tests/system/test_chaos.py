@@ -252,7 +252,18 @@ class Drill:
             if found:
                 return found
             if time.monotonic() > deadline:
-                pytest.fail(f"gave up waiting for {what} after {timeout:.0f} s\n{self.prod.log()}")
+                unsettled = list(
+                    Run.objects.exclude(
+                        status__in=[RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED]
+                    )
+                    .values_list("pk", "status", "lease_owner")
+                    .order_by("pk")
+                )
+                pending = ConfirmationRequest.objects.filter(status=ConfirmationStatus.PENDING).count()
+                pytest.fail(
+                    f"gave up waiting for {what} after {timeout:.0f} s; runs not ended: {unsettled}; "
+                    f"{pending} approvals pending; faults so far: {self.faults}\n{self.prod.log()}"
+                )
             time.sleep(0.05)
 
     def holder(self, run: Run) -> Process | None:
