@@ -489,6 +489,12 @@ def check_the_record(run_ids: list[int], drill: Drill, log: str) -> dict[str, An
             print(
                 "planned", plan, "but expired; events:", list(request.events.values_list("kind", "details"))
             )
+    left_started = list(
+        ToolExecution.objects.filter(run_id__in=run_ids, status=ToolExecution.Status.STARTED).values_list(
+            "run_id", "tool_call_id"
+        )
+    )
+    assert not left_started, f"tool calls left 'started' with no outcome reported: {left_started}"
     unknown = ToolExecution.objects.filter(run_id__in=run_ids, status=ToolExecution.Status.UNKNOWN).count()
     return {
         "runs": len(run_ids),
