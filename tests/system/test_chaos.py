@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import json
+import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -236,13 +237,13 @@ class Drill:
             plan = self.run_plans[request.run_id]
             if plan.posted or plan.verdict == "expire" or (plan.late and not self.late):
                 continue
-            if plan.late and self.late_budget is not None:
-                if self.late_budget <= 0:
-                    continue
-                self.late_budget -= 1
+            if plan.late and self.late_budget is not None and self.late_budget <= 0:
+                continue
             if plan.channel == "feishu" and not request.external_message_id:
                 continue  # the card is not in the chat yet: nothing to click
             plan.posted = decide(self.prod, request, plan, self.channel, self.tokens)
+            if plan.posted and plan.late and self.late_budget is not None:
+                self.late_budget -= 1
 
     def until(self, what: str, check: Callable[[], Any], timeout: float) -> Any:
         deadline = time.monotonic() + timeout
@@ -315,7 +316,7 @@ class Drill:
         it go on: it must notice it lost the lease and write nothing more."""
         run, worker = self.until("a model call to pause", self.model_call_in_flight, 60)
         owner = run.lease_owner
-        worker.signal(19)  # SIGSTOP
+        worker.signal(signal.SIGSTOP)
         try:
             self.until(
                 f"run {run.pk} to be taken over from the paused {worker.name}",
@@ -323,8 +324,15 @@ class Drill:
                 LEASE_SECONDS * 6,
             )
         finally:
-            worker.signal(18)  # SIGCONT
+            worker.signal(signal.SIGCONT)
         self.fault(f"SIGSTOP {worker.name} past its lease during run {run.pk}, then SIGCONT")
+        # Awake again, its model call answers and its next write is refused: it stops there.
+        noticed = f"run {run.pk}: lease lost to another worker; stopping here"
+        self.until(
+            f"the paused {worker.name} to notice it lost run {run.pk}",
+            lambda: noticed in worker.log_path.read_text(errors="replace"),
+            LEASE_SECONDS * 4,
+        )
 
     def kill_a_server(self) -> None:
         web = self.prod.webs[0]
