@@ -51,10 +51,11 @@ pytestmark = [pytest.mark.system, pytest.mark.postgres, pytest.mark.redis, pytes
 
 RUNS = 40  # half of them pay; the issue's hundred does not fit a 2-core machine in 5 minutes
 PAYING = RUNS // 2
+HELD_BACK = 2  # runs started just before each fault that needs a model call in flight
 LEASE_SECONDS = 5  # how long a dead worker's run waits for another one
 APPROVAL_TIMEOUT = 100  # seconds: the requests left alone expire while the test watches
 MODEL_DELAY = 1.5  # seconds a model call takes: long enough to kill a worker inside one
-PAYMENT_ANSWER_DELAY = 1.5  # seconds the payments service takes to answer a payment it made
+PAYMENT_ANSWER_DELAY = 2.0  # seconds the payments service takes to answer a payment it made
 APRIL = "ou_april0000000000000000000000001"
 PAY = "oa__purchase_pay"
 Kind = ConfirmationEvent.Kind
@@ -75,6 +76,7 @@ class Plan:
     channel: str
     late: bool  # decided after the whole topology was killed and restarted
     posted: bool = False
+    held: bool = False  # kept for the fault that needs a payment in flight
     answer: str = ""  # what the server said to the decision
 
 
@@ -130,7 +132,9 @@ def set_the_stage(
         purchase_id = f"PO-C{index:03d}"
         Purchase.objects.create(id=purchase_id, vendor=f"Vendor {index}", amount=Decimal(100 + index))
         verdict, channel = PLANS[index % len(PLANS)]
-        plans[purchase_id] = Plan(purchase_id, verdict, channel, late=(index // len(PLANS)) % 2 == 1)
+        late = (index // len(PLANS)) % 2 == 1
+        held = verdict == "approve" and not late
+        plans[purchase_id] = Plan(purchase_id, verdict, channel, late=late, held=held)
     agent.model_config_json = {"provider": "scripted", "script": chaos_script()}
     agent.save()
     org = agent.organization
@@ -224,6 +228,28 @@ class Drill:
         self.faults: list[str] = []
         self.began = time.monotonic()
 
+    def start_runs(self, agent: Agent, inputs: list[str]) -> list[int]:
+        """Start a run per input at once, spread over both servers; their ids."""
+
+        def start(numbered: tuple[int, str]) -> tuple[str, int]:
+            number, text = numbered
+            answer = post_anywhere(
+                self.prod,
+                number,
+                f"/api/agents/{agent.pk}/runs/",
+                json={"input": text},
+                headers={"Authorization": f"Token {self.tokens['alice']}"},
+            )
+            assert answer is not None and answer.status_code == 201, answer and answer.text
+            return text, answer.json()["id"]
+
+        with ThreadPoolExecutor(8) as pool:
+            started = list(pool.map(start, enumerate(inputs)))
+        for text, run_id in started:
+            if text.startswith("pay "):
+                self.run_plans[run_id] = self.plans[text.removeprefix("pay ")]
+        return [run_id for _, run_id in started]
+
     def fault(self, what: str) -> None:
         self.faults.append(f"{time.monotonic() - self.began:5.1f} s: {what}")
 
@@ -235,7 +261,7 @@ class Drill:
         )
         for request in pending:
             plan = self.run_plans[request.run_id]
-            if plan.posted or plan.verdict == "expire" or (plan.late and not self.late):
+            if plan.posted or plan.held or plan.verdict == "expire" or (plan.late and not self.late):
                 continue
             if plan.late and self.late_budget is not None and self.late_budget <= 0:
                 continue
@@ -245,10 +271,15 @@ class Drill:
             if plan.posted and plan.late and self.late_budget is not None:
                 self.late_budget -= 1
 
-    def until(self, what: str, check: Callable[[], Any], timeout: float) -> Any:
+    def until(self, what: str, check: Callable[[], Any], timeout: float, *, deciding: bool = True) -> Any:
+        """Poll ``check`` until it returns something true, deciding approvals meanwhile unless
+        ``deciding`` is false (a hunt for a short window must not be slowed by them)."""
         deadline = time.monotonic() + timeout
         while True:
-            self.tick()
+            if deciding:
+                self.tick()
+            else:
+                close_old_connections()
             found = check()
             if found:
                 return found
@@ -274,12 +305,20 @@ class Drill:
         worker = self.prod.holding(int(run.lease_owner.split(":")[1]))
         return worker if worker is not None and worker.name.startswith("worker.") else None
 
-    def payment_in_flight(self) -> tuple[ToolExecution, Process] | None:
-        for execution in ToolExecution.objects.filter(tool_name=PAY, status=ToolExecution.Status.STARTED):
-            worker = self.holder(Run.objects.get(pk=execution.run_id))
-            if worker is not None:
-                return execution, worker
-        return None
+    def payment_in_flight(self, run_id: int) -> tuple[ToolExecution, Process] | None:
+        execution = ToolExecution.objects.filter(
+            run_id=run_id, tool_name=PAY, status=ToolExecution.Status.STARTED
+        ).first()
+        if execution is None:
+            return None
+        worker = self.holder(Run.objects.get(pk=run_id))
+        return (execution, worker) if worker is not None else None
+
+    def payment_done(self, run_id: int) -> str | None:
+        done = ToolExecution.objects.filter(run_id=run_id, tool_name=PAY).exclude(
+            status=ToolExecution.Status.STARTED
+        )
+        return "done" if done.exists() else None
 
     def model_call_in_flight(self) -> tuple[Run, Process] | None:
         """A run held by a live worker with no tool running: it waits for its (slow) model."""
@@ -294,19 +333,45 @@ class Drill:
         return None
 
     def kill_worker_mid_payment(self) -> None:
-        """``kill -9`` a worker while a payment it started waits for its answer; restart it."""
-        for _attempt in range(5):
-            execution, worker = self.until("a payment in flight", self.payment_in_flight, 60)
-            worker.kill()
+        """``kill -9`` a worker while a payment it started waits for its answer; restart it.
+        The approvals held back for this are given one by one until one is caught in flight."""
+        for run_id, plan in self.run_plans.items():
+            if not plan.held:
+                continue
+            request = self.until(
+                f"the card of {plan.purchase_id}",
+                lambda run_id=run_id: (
+                    ConfirmationRequest.objects.filter(run_id=run_id).exclude(external_message_id="").first()
+                ),
+                60,
+            )
+            plan.held = False
+            # Posted beside the hunt: a busy server may answer the click after the payment began.
+            with ThreadPoolExecutor(1) as pool:
+                posting = pool.submit(decide, self.prod, request, plan, self.channel, self.tokens)
+                found = self.until(
+                    f"the payment of {plan.purchase_id}",
+                    lambda run_id=run_id: self.payment_in_flight(run_id) or self.payment_done(run_id),
+                    60,
+                    deciding=False,
+                )
+                if found == "done":  # the window closed before it was seen: try the next one
+                    plan.posted = posting.result()
+                    continue
+                execution, worker = found
+                worker.kill()
+                plan.posted = posting.result()
             execution.refresh_from_db()
             worker.start()
             if execution.status == ToolExecution.Status.STARTED:
-                self.fault(f"kill -9 {worker.name} during payment {execution.args['purchase_id']}")
+                self.fault(f"kill -9 {worker.name} during payment {plan.purchase_id}")
+                for other in self.run_plans.values():
+                    other.held = False  # the other approvals go out as they come
                 return
         pytest.fail("never caught a worker in the middle of a payment")
 
     def kill_worker_mid_model_call(self) -> None:
-        run, worker = self.until("a model call in flight", self.model_call_in_flight, 60)
+        run, worker = self.until("a model call in flight", self.model_call_in_flight, 60, deciding=False)
         worker.kill()
         worker.start()
         self.fault(f"kill -9 {worker.name} during a model call of run {run.pk}")
@@ -314,7 +379,7 @@ class Drill:
     def pause_worker_past_its_lease(self) -> None:
         """SIGSTOP a worker inside a model call until another worker took its run over, then let
         it go on: it must notice it lost the lease and write nothing more."""
-        run, worker = self.until("a model call to pause", self.model_call_in_flight, 60)
+        run, worker = self.until("a model call to pause", self.model_call_in_flight, 60, deciding=False)
         owner = run.lease_owner
         worker.signal(signal.SIGSTOP)
         try:
@@ -369,30 +434,15 @@ def test_runs_survive_killed_and_paused_processes_with_every_payment_made_at_mos
         with fleet(web=2, workers=2, ports=web_ports, env=env) as prod:
             drill = Drill(prod, plans, channel, tokens)
             inputs = [f"pay {purchase_id}" for purchase_id in plans] + [
-                "what was paid?" for _ in range(RUNS - PAYING)
+                "what was paid?" for _ in range(RUNS - PAYING - 2 * HELD_BACK)
             ]
-
-            def start(numbered: tuple[int, str]) -> tuple[str, int]:
-                number, text = numbered
-                answer = post_anywhere(
-                    prod,
-                    number,
-                    f"/api/agents/{agent.pk}/runs/",
-                    json={"input": text},
-                    headers={"Authorization": f"Token {tokens['alice']}"},
-                )
-                assert answer is not None and answer.status_code == 201, answer and answer.text
-                return text, answer.json()["id"]
-
-            with ThreadPoolExecutor(8) as pool:
-                started = list(pool.map(start, enumerate(inputs)))
-            for text, run_id in started:
-                if text.startswith("pay "):
-                    drill.run_plans[run_id] = plans[text.removeprefix("pay ")]
-            run_ids = [run_id for _, run_id in started]
+            run_ids = drill.start_runs(agent, inputs)
 
             drill.kill_worker_mid_payment()
+            # Runs started now are in their (slow) model calls when the worker dies or pauses.
+            run_ids += drill.start_runs(agent, ["what was paid?"] * HELD_BACK)
             drill.kill_worker_mid_model_call()
+            run_ids += drill.start_runs(agent, ["what was paid?"] * HELD_BACK)
             drill.pause_worker_past_its_lease()
             drill.kill_a_server()
             # Every paying run has asked (or ended): the late decisions start, and the whole
