@@ -13,10 +13,12 @@ Errors are ``{"error": "<code>", "detail": "<sentence>"}`` (plus ``"expected"`` 
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 from decimal import Decimal
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
@@ -82,7 +84,17 @@ def purchase_detail_api(request: HttpRequest, purchase_id: str) -> JsonResponse:
 
 @csrf_exempt  # a machine API authenticated by its token header, not a browser form
 @require_POST
-def purchase_pay_api(request: HttpRequest, purchase_id: str) -> JsonResponse:
+async def purchase_pay_api(request: HttpRequest, purchase_id: str) -> JsonResponse:
+    """Pay, then answer ``DEMO_PAYMENTS_ANSWER_DELAY_SECONDS`` later (0 by default): a slow
+    payment provider whose payment is made even if the caller stops waiting for the answer.
+    The wait is asynchronous, so a slow answer holds no thread of the server."""
+    answer = await sync_to_async(_pay)(request, purchase_id)
+    if settings.DEMO_PAYMENTS_ANSWER_DELAY_SECONDS and answer.status_code == 200:
+        await asyncio.sleep(settings.DEMO_PAYMENTS_ANSWER_DELAY_SECONDS)
+    return answer
+
+
+def _pay(request: HttpRequest, purchase_id: str) -> JsonResponse:
     if (refused := _unauthorised(request)) is not None:
         return refused
     try:

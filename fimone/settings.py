@@ -55,6 +55,8 @@ SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 # The demo payments service (``/demo/``) is mounted in development only; it has no default token
 # in production, where nothing should pay with a well-known one.
 DEMO_PAYMENTS_TOKEN = env_str("DEMO_PAYMENTS_TOKEN", None if PRODUCTION else "demo-token")
+# How long the demo payments service waits before answering a payment it made (fault drills).
+DEMO_PAYMENTS_ANSWER_DELAY_SECONDS = env_float("DEMO_PAYMENTS_ANSWER_DELAY_SECONDS", 0.0, minimum=0.0)
 
 INSTALLED_APPS = [
     "daphne",

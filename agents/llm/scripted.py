@@ -14,16 +14,21 @@ messages since the last user message, so a resumed run continues where it stoppe
 
 In a turn, a string argument ``"$last"`` or ``"$last.<path>"`` takes the last tool observation
 (parsed as JSON when it is JSON; a path of keys and list indexes); ``{last}`` in ``content`` is
-replaced by the last observation's text.
+replaced by the last observation's text. ``"delay": <seconds>`` (at most
+:data:`MAX_DELAY_SECONDS`) makes a turn answer that much later, as a slow model would: fault
+drills use it to stop a process while a model call is in flight.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
 
 from agents.llm.base import DeltaCallback, LLMConfigError, LLMProvider, LLMResponse, ToolCall
+
+MAX_DELAY_SECONDS = 60.0
 
 
 def check_script(script: Any) -> None:
@@ -44,6 +49,11 @@ def check_script(script: Any) -> None:
         for t, turn in enumerate(rule["turns"]):
             if not isinstance(turn, dict) or not ({"content", "tool_calls"} & set(turn)):
                 raise LLMConfigError(f"script turn {t}: needs content or tool_calls")
+            delay = turn.get("delay", 0)
+            sane = isinstance(delay, int | float) and not isinstance(delay, bool)
+            if not sane or not 0 <= delay <= MAX_DELAY_SECONDS:
+                limit = f"{MAX_DELAY_SECONDS:g}"
+                raise LLMConfigError(f"script turn {t}: delay must be between 0 and {limit} seconds")
             for call in turn.get("tool_calls", []):
                 if not isinstance(call, dict) or not isinstance(call.get("name"), str):
                     raise LLMConfigError(f"script turn {t}: every tool call needs a name")
@@ -72,6 +82,8 @@ class ScriptedProvider(LLMProvider):
             turn: dict[str, Any] = {"content": "I have nothing more to do."}
         else:
             turn = turns[played]
+        if turn.get("delay"):
+            await asyncio.sleep(float(turn["delay"]))
         content = str(turn.get("content") or "").replace("{last}", last)
         if content and on_delta is not None:
             for piece in re.findall(r"\S+\s*", content):

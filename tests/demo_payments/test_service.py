@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -144,6 +145,18 @@ def test_paying_twice_is_refused_with_409(client: Client, purchases: list[Purcha
     assert (first.status_code, second.status_code) == (200, 409)
     assert second.json()["error"] == "already_paid"
     assert first.json()["paid_reference"] in second.json()["detail"]
+
+
+def test_a_slow_service_pays_at_once_and_answers_after_its_delay(
+    client: Client, purchases: list[Purchase], settings: Any
+) -> None:
+    settings.DEMO_PAYMENTS_ANSWER_DELAY_SECONDS = 0.3
+    started = time.monotonic()
+
+    response = api(client, "POST", f"{API}/PO-1001/pay", {"amount": 1200})
+
+    assert response.status_code == 200 and time.monotonic() - started >= 0.3
+    assert Purchase.objects.get(pk="PO-1001").status == Purchase.Status.PAID
 
 
 def test_paying_an_unknown_purchase_is_404(client: Client, purchases: list[Purchase]) -> None:
