@@ -13,6 +13,7 @@ from agents.models import Agent, Connector, Organization
 from approvals.models import ApproverPolicy
 from channels_im.models import ChannelConfig
 from tests.admin_kit import logged_in, page_text, url
+from tests.approvals.kit import policy_form
 from tests.personas import make_agent, make_http_connector, scripted
 
 OLD_KEY = "sk-old-key-0123456789abcdef"
@@ -137,15 +138,7 @@ def test_an_unchanged_secret_is_not_reported_as_changed(governed, agent) -> None
 def test_policies_organisations_and_channels_keep_their_history_too(governed) -> None:
     client = logged_in(governed.admin)
     policy = ApproverPolicy.objects.create(organization=governed.org, timeout_seconds=600)
-    form = {
-        "organization": governed.org.pk,
-        "agent": "",
-        "allow_org_approvers": "on",
-        "allow_agent_owner": "on",
-        "timeout_seconds": "900",
-        "inline_wait_seconds": "20",
-        "channel_config": "",
-    }
+    form = policy_form(policy, timeout_seconds="900")
 
     response = client.post(url(ApproverPolicy, "change", policy.pk), form)
 

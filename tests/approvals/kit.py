@@ -110,3 +110,24 @@ def recorded_request(
     request.refresh_from_db()
     request.approvers.set(approvers if approvers is not None else [personas.approver])
     return request
+
+
+def policy_form(policy: ApproverPolicy, **changes: str) -> dict[str, str]:
+    data = {
+        "organization": str(policy.organization_id),
+        "agent": "",
+        "allow_org_approvers": "on",
+        "allow_agent_owner": "on",
+        "timeout_seconds": "600",
+        "inline_wait_seconds": "20",
+        "channel_config": "",
+        "approvals_required": "1",
+        "any_rejection_rejects": "on",
+        "first_tier_may_decide_after_escalation": "on",
+        "tiers-TOTAL_FORMS": "0",
+        "tiers-INITIAL_FORMS": "0",
+        "tiers-MIN_NUM_FORMS": "0",
+        "tiers-MAX_NUM_FORMS": "1000",
+    }
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}

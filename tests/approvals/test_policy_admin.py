@@ -6,29 +6,9 @@ import pytest
 
 from approvals.models import ApproverPolicy, EscalationTier
 from tests.admin_kit import logged_in, page_text, url
+from tests.approvals.kit import policy_form
 
 pytestmark = pytest.mark.django_db
-
-
-def policy_form(policy: ApproverPolicy, **changes: str) -> dict[str, str]:
-    data = {
-        "organization": str(policy.organization_id),
-        "agent": "",
-        "allow_org_approvers": "on",
-        "allow_agent_owner": "on",
-        "timeout_seconds": "600",
-        "inline_wait_seconds": "20",
-        "channel_config": "",
-        "approvals_required": "1",
-        "any_rejection_rejects": "on",
-        "first_tier_may_decide_after_escalation": "on",
-        "tiers-TOTAL_FORMS": "0",
-        "tiers-INITIAL_FORMS": "0",
-        "tiers-MIN_NUM_FORMS": "0",
-        "tiers-MAX_NUM_FORMS": "1000",
-    }
-    data.update(changes)
-    return {k: v for k, v in data.items() if v is not None}
 
 
 def test_an_org_admin_sees_every_new_option_with_its_help(governed) -> None:

@@ -226,6 +226,7 @@ class Drill:
         self.late_budget: int | None = None  # how many late decisions may go out (None: all)
         self.run_plans: dict[int, Plan] = {}
         self.faults: list[str] = []
+        self.cut_off: ToolExecution | None = None  # the payment whose worker was killed mid-call
         self.began = time.monotonic()
 
     def start_runs(self, agent: Agent, inputs: list[str]) -> list[int]:
@@ -364,6 +365,7 @@ class Drill:
             execution.refresh_from_db()
             worker.start()
             if execution.status == ToolExecution.Status.STARTED:
+                self.cut_off = execution
                 self.fault(f"kill -9 {worker.name} during payment {plan.purchase_id}")
                 for other in self.run_plans.values():
                     other.held = False  # the other approvals go out as they come
@@ -547,6 +549,13 @@ def check_the_record(run_ids: list[int], drill: Drill, log: str) -> dict[str, An
             print(
                 "planned", plan, "but expired; events:", list(request.events.values_list("kind", "details"))
             )
+    # The payment cut off by the kill: whether it was made is not known, so it must be reported
+    # "outcome unknown" — never run again, whether the second run would pay or fail.
+    assert drill.cut_off is not None
+    drill.cut_off.refresh_from_db()
+    assert drill.cut_off.status == ToolExecution.Status.UNKNOWN, (
+        f"the payment cut off mid-call ended {drill.cut_off.status}: it was run again"
+    )
     left_started = list(
         ToolExecution.objects.filter(run_id__in=run_ids, status=ToolExecution.Status.STARTED).values_list(
             "run_id", "tool_call_id"
