@@ -39,7 +39,7 @@ from approvals.policy import (
     tier_approver_ids,
 )
 from approvals.selectors import request_for_decision, tally_of
-from approvals.signals import confirmation_opened, confirmation_settled
+from approvals.signals import confirmation_opened, confirmation_settled, confirmation_voted
 from fimone.audit_chain import chain_append
 
 log = logging.getLogger(__name__)
@@ -125,6 +125,13 @@ def _after_verdict(request: ConfirmationRequest) -> None:
         return
     executors.dispatch_resume(request.run_id, reason=f"approval request {request.status}")
     announce_settled(request_id=request.pk, channel=request.channel, status=str(request.status))
+
+
+def _after_vote(*, request_id: uuid.UUID, channel: str) -> None:
+    """A vote that did not settle the request: the approvers' inboxes and the channel app (which
+    shows the new tally on the cards already sent) are told. Call on commit."""
+    inbox_changed(request_id=request_id, change=VOTED)
+    confirmation_voted.send(sender=ConfirmationRequest, request_id=request_id, channel=channel)
 
 
 def announce_settled(*, request_id: uuid.UUID | str, channel: str, status: str) -> None:
@@ -309,7 +316,7 @@ def confirmation_decide(
     locked = (
         ConfirmationRequest.objects.select_for_update(no_key=True)
         .filter(pk=request.pk)
-        .values_list("status", "expires_at", "args_sha256", "edited_by_id")
+        .values_list("status", "expires_at", "args_sha256", "edited_by_id", "channel")
         .first()
     )
     if locked is None or locked[0] != ConfirmationStatus.PENDING or locked[1] <= now:
@@ -383,7 +390,9 @@ def confirmation_decide(
             required=tally.required,
             via=via,
         )
-        transaction.on_commit(lambda: inbox_changed(request_id=request.pk, change=VOTED))
+        # The channel read under the lock: an escalation may have moved the card since ``request`` was loaded.
+        channel = locked[4]
+        transaction.on_commit(lambda: _after_vote(request_id=request.pk, channel=channel))
         what = "approval" if approve else "rejection"
         return DecisionOutcome(False, RECORDED, f"Your {what} was recorded: {tally.text}.", request)
 

@@ -1,6 +1,6 @@
 """What the approvals app tells higher apps (import down, signal up: DESIGN §2).
 
-Both signals are sent after the transaction that made them true committed, so a receiver never
+Every signal is sent after the transaction that made them true committed, so a receiver never
 looks for a row that is not there yet. ``channels_im`` listens to deliver and update cards.
 """
 
@@ -13,3 +13,7 @@ confirmation_opened = Signal()
 confirmation_settled = Signal()
 """A request left ``pending`` (decided, expired or cancelled): its card should show it.
 ``sender=ConfirmationRequest``, ``request_id``, ``channel``, ``status``."""
+
+confirmation_voted = Signal()
+"""A vote was counted and the request still waits for more (a quorum not yet met): its cards
+should show the new tally. ``sender=ConfirmationRequest``, ``request_id``, ``channel``."""

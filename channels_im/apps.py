@@ -9,10 +9,11 @@ class ChannelsImConfig(AppConfig):
         # The approvals app sits below this one: it asks for a channel through its registry and
         # announces requests through signals, and this app answers (DESIGN §2).
         from approvals.channels import register_channel_resolver
-        from approvals.signals import confirmation_opened, confirmation_settled
+        from approvals.signals import confirmation_opened, confirmation_settled, confirmation_voted
         from channels_im.delivery import resolve_channel
-        from channels_im.receivers import deliver_card, update_card
+        from channels_im.receivers import deliver_card, show_tally, update_card
 
         register_channel_resolver(resolve_channel)
         confirmation_opened.connect(deliver_card, dispatch_uid="channels_im.deliver_card")
         confirmation_settled.connect(update_card, dispatch_uid="channels_im.update_card")
+        confirmation_voted.connect(show_tally, dispatch_uid="channels_im.show_tally")

@@ -71,6 +71,10 @@ class Channel(abc.ABC):
     kind: ClassVar[str]
     callback_methods: ClassVar[frozenset[str]] = frozenset({"POST"})
     """HTTP methods the callback URL takes for this provider (WeCom checks the URL with a GET)."""
+    updates_pending_cards: ClassVar[bool] = True
+    """Whether :meth:`update_card` may be called while the request is still pending (to show a
+    quorum's tally) as well as once after its verdict. A platform that lets a card be updated only
+    once keeps that update for the verdict."""
 
     def __init__(self, config: Any = None) -> None:
         self.config = config
@@ -87,7 +91,9 @@ class Channel(abc.ABC):
 
     @abc.abstractmethod
     def update_card(self, request: Any) -> None:
-        """Show the request's outcome (who decided, when) on the card it was sent as."""
+        """Show the request's current state on the card it was sent as: its outcome (who decided,
+        when) once settled; while pending, the card with its buttons and the quorum's tally. Must
+        be safe to call again: it renders the row as it is, never a delta."""
 
     def check_config(self) -> None:
         """Raise ``ValueError`` naming what is missing or invalid in the configuration (admin

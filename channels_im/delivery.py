@@ -50,8 +50,8 @@ def enqueue_card_delivery(request_id: uuid.UUID, *, channel: str) -> None:
 
 
 def enqueue_card_update(request_id: uuid.UUID, *, channel: str) -> None:
-    """Show the verdict on the request's card, off the caller's thread. Call after commit. The
-    web inbox reads the row itself: there is nothing to update."""
+    """Show the request's state (its verdict, or a quorum's tally) on its card, off the caller's
+    thread. Call after commit. The web inbox reads the row itself: there is nothing to update."""
     if channel == "web":
         return
     from channels_im.services import card_update_attempt

@@ -61,18 +61,36 @@ def card_deliver_attempt(*, request_id: str, attempt: int, final: bool) -> float
 
 
 def card_update_attempt(*, request_id: str, attempt: int, final: bool) -> float | None:
-    """Show the verdict on the card once; retry on failure while attempts remain."""
-    request = (
-        ConfirmationRequest.objects.select_related("channel_config", "responded_by", "agent", "requested_by")
-        .filter(pk=request_id)
-        .first()
-    )
-    if request is None or request.is_pending or not request.external_message_id:
+    """Show the request's current state on its card once (the verdict, or while it is pending the
+    quorum's tally); retry on failure while attempts remain. Idempotent: the card is rendered from
+    the row as it is now, so a repeated or late attempt shows the latest state, never an older one.
+
+    A pending card is updated only when there is a tally to show and the platform allows updating
+    a card more than once. If the verdict lands while a tally update is on its way, the card could
+    end on the tally (the verdict's update may have gone first): the row is read again afterwards
+    and the card updated once more with the verdict."""
+    request = _for_update(request_id)
+    if request is None or not request.external_message_id:
+        return None
+    channel = channel_for(request.channel_config)
+    if request.is_pending and not (request.approvals_required > 1 and channel.updates_pending_cards):
         return None
     try:
-        channel_for(request.channel_config).update_card(request)
+        channel.update_card(request)
+        if request.is_pending:
+            settled = _for_update(request_id)
+            if settled is not None and not settled.is_pending and settled.external_message_id:
+                channel_for(settled.channel_config).update_card(settled)
     except DeliveryError as exc:
         will_retry = exc.retryable and not final
         log.warning("card update for %s failed (attempt %s): %s", request_id, attempt, exc)
         return backoff_seconds(attempt) if will_retry else None
     return None
+
+
+def _for_update(request_id: str) -> ConfirmationRequest | None:
+    return (
+        ConfirmationRequest.objects.select_related("channel_config", "responded_by", "agent", "requested_by")
+        .filter(pk=request_id)
+        .first()
+    )

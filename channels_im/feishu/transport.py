@@ -88,8 +88,9 @@ class FeishuChannel(Channel):
         return self._post_card(conf, card, dedupe_id=str(request.pk), operation="card delivery")
 
     def update_card(self, request: Any) -> None:
-        """PATCH the request's message with its settled card: the outcome line (who, when) and no
-        buttons. Raises :class:`DeliveryError`."""
+        """PATCH the request's message with its card as it is now: settled, the outcome line (who,
+        when) and no buttons; still pending, the buttons and the quorum's tally. Raises
+        :class:`DeliveryError`."""
         if not request.external_message_id:
             return
         from lark_oapi.api.im.v1 import PatchMessageRequest, PatchMessageRequestBody

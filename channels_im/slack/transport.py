@@ -188,7 +188,8 @@ class SlackChannel(Channel):
         return None
 
     def update_card(self, request: Any) -> None:
-        """Replace the card's buttons with the outcome line (who decided, when)."""
+        """Replace the card's buttons with the outcome line (who decided, when); while the
+        request is pending, re-post the card with its buttons and the quorum's tally."""
         ref = parse_message_ref(request.external_message_id)
         if ref is None:
             raise DeliveryError("the request has no Slack message to update", retryable=False)

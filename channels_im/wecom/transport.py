@@ -108,6 +108,10 @@ class WecomChannel(Channel):
             )
         return ref
 
+    #: The card's ``response_code`` can be spent once: it is kept for the verdict, so a quorum's
+    #: tally is not shown on WeCom cards (the voter is told it in a private message).
+    updates_pending_cards = False
+
     def update_card(self, request: Any) -> None:
         """Grey the card's buttons out under the outcome line, for every recipient."""
         ref = parse_message_ref(request.external_message_id)

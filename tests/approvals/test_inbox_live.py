@@ -98,6 +98,24 @@ def test_the_approvers_inboxes_hear_a_request_leave_when_it_is_settled(personas,
     assert heard == [[{"request_id": str(request.pk), "change": "settled"}], []]
 
 
+def test_a_vote_towards_a_quorum_reaches_the_approvers_inboxes_with_the_new_tally(personas, resumes) -> None:
+    request = open_request(personas)
+    ConfirmationRequest.objects.filter(pk=request.pk).update(approvals_required=2)
+    users = [personas.admin, personas.approver, personas.member, personas.stranger]
+
+    def first_vote() -> None:
+        assert confirmation_decide(request_id=request.pk, user=personas.approver, approve=True).counted
+
+    heard = listen_while(personas, users, first_vote)
+
+    message = {"request_id": str(request.pk), "change": "voted"}
+    assert heard[:2] == [[message], [message]], "adam may still vote; april's inbox drops the card"
+    assert heard[2:] == [[], []], "the requester and another organisation hear nothing"
+    [card] = live(personas.admin).json()["cards"]
+    assert '<p class="tally">1 of 2 approvals — waiting for one more</p>' in card["html"]
+    assert live(personas.approver).json() == {"pending": 0, "cards": []}, "april has voted"
+
+
 def test_a_refused_click_pushes_nothing(personas, resumes) -> None:
     request = open_request(personas)
 

@@ -101,3 +101,35 @@ def test_another_organisations_member_gets_a_404_page_for_a_run(
     assert response is not None and response.status == 404
     expect(sam.get_by_role("heading", name="Page not found")).to_be_visible()
     expect(sam.locator("body")).not_to_contain_text("oa__purchase_pay")
+
+
+def test_a_vote_towards_a_quorum_updates_the_tally_of_a_card_already_shown(
+    asgi_server, demo: dict[str, Any], browser: Browser
+) -> None:
+    from agents.models import Organization
+    from approvals.models import ApproverPolicy
+
+    org = Organization.objects.get(name=demo["organization"])
+    ApproverPolicy.objects.filter(organization=org, agent=None).update(approvals_required=2)
+    base = asgi_server.url
+    alice = browser.new_context(viewport=DESKTOP).new_page()
+    start_paying(alice, base)
+    april = browser.new_context(viewport=DESKTOP).new_page()
+    sign_in(april, base, "april")
+    april.get_by_role("link", name=re.compile("^Inbox")).click()
+    card = april.locator(".inbox-card")
+    expect(card.locator(".tally")).to_have_text("0 of 2 approvals — waiting for two more", timeout=15_000)
+    april.get_by_label("Reason").fill("checking the PO first")
+    april.evaluate("window.__sameDocument = true")  # gone if the page were reloaded
+
+    adam = browser.new_context(viewport=DESKTOP).new_page()
+    sign_in(adam, base, "adam")
+    adam.get_by_role("link", name=re.compile("^Inbox")).click()
+    adam.get_by_role("button", name="Approve").click()
+    expect(adam.locator("body")).to_contain_text("1 of 2 approvals — waiting for one more")
+
+    expect(card.locator(".tally")).to_have_text("1 of 2 approvals — waiting for one more", timeout=15_000)
+    expect(april.get_by_label("Reason")).to_have_value("checking the PO first")
+    assert april.evaluate("window.__sameDocument") is True
+    shoot(april, "inbox-tally-updated-desktop")
+    assert ConfirmationRequest.objects.get().status == ConfirmationStatus.PENDING

@@ -17,7 +17,8 @@ from django.urls import reverse
 
 from agents.models import Run, RunStatus
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from approvals.services import confirmation_expire_due
+from approvals.selectors import display_name
+from approvals.services import confirmation_decide, confirmation_expire_due
 from channels_im.models import ChannelConfig, ImIdentity
 from tests.agents.engine_kit import Harness, events_of
 from tests.approvals.kit import PAY_ARGS, Resumes, pay_tool, set_policy, suspended_run
@@ -449,3 +450,35 @@ def test_a_replayed_click_is_refused_even_once_it_would_be_accepted(
     first, second = refusals(request)
     assert first.details["reason"] == "the clicker is not mapped to a user"
     assert "replayed" in second.details["reason"] and second.actor_external_id == "ou_new_hire"
+
+
+# --- a quorum's tally on the card ----------------------------------------------------------------
+
+
+def test_a_first_vote_of_two_shows_the_tally_on_the_card_and_the_verdict_then_settles_it(
+    client: Client,
+    personas: Any,
+    resumes: Resumes,
+    fake: FakeFeishu,
+    channel: ChannelConfig,
+    harness: Harness,
+) -> None:
+    run, request = park(personas, harness, approvals_required=2)
+
+    response = post_click(client, channel, request)
+
+    assert response.status_code == 200 and still_pending(request)
+    [tally] = fake.patches
+    assert tally.path == f"/open-apis/im/v1/messages/{request.external_message_id}"
+    assert "1 of 2 approvals — waiting for one more" in "\n".join(card_texts(tally.card))
+    assert [b["name"] for b in card_buttons(tally.card)] == ["approve", "reject"], "others may still vote"
+
+    outcome = confirmation_decide(request_id=request.pk, user=personas.admin, approve=True)
+
+    assert outcome.accepted
+    request.refresh_from_db()
+    assert len(fake.patches) == 2, "the verdict updates the card once more"
+    verdict = fake.patches[-1]
+    assert f"Approved by {display_name(personas.admin)} at" in "\n".join(card_texts(verdict.card))
+    assert card_buttons(verdict.card) == []
+    assert harness.resume(run) == RunStatus.COMPLETED

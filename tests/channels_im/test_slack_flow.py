@@ -19,7 +19,8 @@ from django.test import Client
 
 from agents.models import Run, RunStatus
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from approvals.services import confirmation_expire_due
+from approvals.selectors import display_name
+from approvals.services import confirmation_decide, confirmation_expire_due
 from channels_im.models import ChannelConfig, ImIdentity
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
@@ -78,7 +79,7 @@ def slack() -> Iterator[FakeSlack]:
         yield fake
 
 
-def park(personas: Any, slack: FakeSlack) -> Flow:
+def park(personas: Any, slack: FakeSlack, **policy: Any) -> Flow:
     """Slack as the organisation's default channel, April mapped to her Slack id, and a run
     parked on its approval (its card delivered, or not, by the delivery task)."""
     personas.approver.first_name, personas.approver.last_name = "April", "Chen"
@@ -91,7 +92,7 @@ def park(personas: Any, slack: FakeSlack) -> Flow:
         external_id=APRIL,
         display_name="april",
     )
-    set_policy(personas)
+    set_policy(personas, **policy)
     tool = pay_tool()
     harness = Harness(tool)
     run, request = suspended_run(personas, harness)
@@ -382,3 +383,58 @@ def test_a_second_approver_clicking_after_the_verdict_is_told_it_was_already_dec
     assert ephemeral_text(late) == "This request was already approved."
     assert flow.refresh().status == ConfirmationStatus.APPROVED
     assert flow.request.events.filter(kind=Kind.CLICK_REFUSED).get().actor == personas.admin
+
+
+# --- a quorum's tally on the card ----------------------------------------------------------------
+
+
+def test_a_first_vote_of_two_shows_the_tally_on_the_card_and_the_verdict_then_settles_it(
+    personas, resumes, slack
+) -> None:
+    flow = park(personas, slack, approvals_required=2)
+
+    answer = ephemeral_text(flow.post(*flow.click()))
+
+    assert answer == "Your approval was recorded: 1 of 2 approvals — waiting for one more."
+    [tally] = slack.calls("chat.update")
+    assert f"{tally.body['channel']}:{tally.body['ts']}" == flow.refresh().external_message_id
+    assert "1 of 2 approvals — waiting for one more" in str(tally.body["blocks"])
+    assert tally.body["blocks"][-1]["type"] == "actions", "the others may still vote"
+
+    assert confirmation_decide(request_id=flow.request.pk, user=personas.admin, approve=True).accepted
+
+    assert len(slack.calls("chat.update")) == 2, "the verdict updates the card once more"
+    verdict = slack.calls("chat.update")[-1]
+    assert verdict.body["text"].startswith(f"Approved by {display_name(personas.admin)} at ")
+    assert all(block["type"] != "actions" for block in verdict.body["blocks"])
+    [(_, card)] = slack.messages.items()
+    assert card["text"] == verdict.body["text"], "the card in the channel shows the verdict"
+    assert flow.harness.resume(flow.run) == RunStatus.COMPLETED and flow.tool.calls == [PAY_ARGS]
+
+
+def test_a_verdict_landing_during_a_tally_update_still_ends_on_the_card(
+    personas, resumes, slack, monkeypatch
+) -> None:
+    from channels_im.slack.transport import SlackChannel
+
+    flow = park(personas, slack, approvals_required=2)
+    post_tally = SlackChannel.update_card
+
+    def while_the_verdict_lands(self: Any, request: Any) -> None:
+        post_tally(self, request)
+        if request.status == ConfirmationStatus.PENDING:  # its own update already went: outrun it
+            ConfirmationRequest.objects.filter(pk=request.pk).update(
+                status=ConfirmationStatus.APPROVED,
+                responded_by=personas.admin,
+                responded_at=request.created_at,
+            )
+
+    monkeypatch.setattr(SlackChannel, "update_card", while_the_verdict_lands)
+
+    flow.post(*flow.click())
+
+    tally, verdict = slack.calls("chat.update")
+    assert "1 of 2 approvals" in str(tally.body["blocks"])
+    assert verdict.body["text"].startswith(f"Approved by {display_name(personas.admin)} at ")
+    [(_, card)] = slack.messages.items()
+    assert card["text"] == verdict.body["text"]

@@ -70,14 +70,14 @@ def wecom() -> Iterator[FakeWecom]:
         yield fake
 
 
-def park(personas: Any, wecom: FakeWecom) -> Flow:
+def park(personas: Any, wecom: FakeWecom, **policy: Any) -> Flow:
     personas.approver.first_name, personas.approver.last_name = "April", "Chen"
     personas.approver.save()
     config = wecom.channel_config(personas.org, is_default=True)
     ImIdentity.objects.create(
         organization=personas.org, user=personas.approver, provider="wecom", external_id=APRIL
     )
-    set_policy(personas)
+    set_policy(personas, **policy)
     tool = pay_tool()
     harness = Harness(tool)
     run, request = suspended_run(personas, harness)
@@ -155,6 +155,27 @@ def test_a_second_approver_clicking_after_the_verdict_is_told_privately(personas
     [notice] = wecom.notices
     assert notice["touser"] == "adam" and notice["text"]["content"] == "This request was already approved."
     assert len(wecom.calls(UPDATE)) == 1, "the single-use response_code is spent once"
+
+
+def test_a_first_vote_of_two_keeps_the_single_use_code_for_the_verdict(personas, resumes, wecom) -> None:
+    flow = park(personas, wecom, approvals_required=2)
+    ImIdentity.objects.create(
+        organization=personas.org, user=personas.admin, provider="wecom", external_id="adam"
+    )
+
+    flow.click()
+
+    assert flow.refresh().status == ConfirmationStatus.PENDING
+    assert wecom.calls(UPDATE) == [], "the card's one update is kept for the verdict"
+    [notice] = wecom.notices
+    assert notice["touser"] == APRIL
+    assert notice["text"]["content"] == "Your approval was recorded: 1 of 2 approvals — waiting for one more."
+
+    flow.click(user="adam")
+
+    assert flow.refresh().status == ConfirmationStatus.APPROVED
+    [update] = wecom.calls(UPDATE)
+    assert update.body["template_card"]["replace_text"] == "Approved"
 
 
 # --- delivery faults -----------------------------------------------------------------------------

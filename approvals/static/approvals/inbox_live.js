@@ -1,10 +1,11 @@
 // The live inbox: the nav's pending count on every page, and on the inbox page the cards
 // themselves, refreshed when the server says a request entered or left this user's inbox.
 //
-// The socket (ws/inbox/) only carries "request X was opened / settled"; what to show is then read
-// over HTTP from /approvals/live/ with the same authorised read as the inbox page. No polling: a
-// read happens after a push, and once after a reconnect (changes made while the link was down).
-// Cards already on the page are never re-rendered, so a reason being typed is kept.
+// The socket (ws/inbox/) only carries "request X was opened / voted on / settled"; what to show is
+// then read over HTTP from /approvals/live/ with the same authorised read as the inbox page. No
+// polling: a read happens after a push, and once after a reconnect (changes made while the link was
+// down). Cards already on the page are not re-rendered, so a reason being typed is kept: only their
+// status lines (a quorum's tally, an escalation) are brought up to date.
 (function () {
   "use strict";
 
@@ -69,6 +70,28 @@
   }
   setInterval(tick, 1000);
 
+  // The lines of a shown card that change while it waits; nothing else of the card is touched.
+  var STATUS_LINES = ["tally", "escalated"];
+  function updateStatusLines(node, html) {
+    var fresh = cardNode(html);
+    if (!fresh) return;
+    var after = node.querySelector(":scope > .meta"); // status lines follow it, in STATUS_LINES order
+    STATUS_LINES.forEach(function (name) {
+      var shown = node.querySelector(":scope > ." + name);
+      var wanted = fresh.querySelector(":scope > ." + name);
+      if (shown && !wanted) {
+        shown.remove();
+        shown = null;
+      } else if (wanted && !shown) {
+        node.insertBefore(wanted, after ? after.nextSibling : node.firstChild);
+        shown = wanted;
+      } else if (shown && wanted && shown.textContent !== wanted.textContent) {
+        shown.textContent = wanted.textContent;
+      }
+      if (shown) after = shown;
+    });
+  }
+
   function applyCards(cards) {
     var wanted = {};
     cards.forEach(function (c) { wanted[c.id] = true; });
@@ -84,6 +107,8 @@
         node.classList.add("is-new");
         list.insertBefore(node, previous ? previous.nextSibling : list.firstChild);
         node.querySelectorAll("time[data-countdown]").forEach(function (t) { clocks.push(t); });
+      } else {
+        updateStatusLines(node, c.html);
       }
       previous = node;
     });
