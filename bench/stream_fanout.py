@@ -3,7 +3,9 @@ runs on one Daphne with PostgreSQL + Redis (the Redis channel layer), from a sep
 
 As deployed, the runs execute on Celery workers (``--workers``, two by default) and the Daphne
 server only streams and takes the decisions; ``--executor embedded`` runs them inside the Daphne
-process instead, as ``make run`` does, so the same server also does the runs' database work.
+process instead, as ``make run`` does, so the same server also does the runs' database work. The
+runs are started and approved through a second Daphne, as behind a load balancer, so the measured
+server only streams (``--api same`` sends those requests to it as well).
 
 Each run asks for a tool call that needs approval and parks; the load process connects its
 watchers (4 per run, ``ws/runs/<id>/?after=0``: what happened before arrives as a replay), then
@@ -15,7 +17,7 @@ every watcher received every stored event of its run exactly once and in order.
 Target: p99 <= 100 ms, no event lost or doubled.
 
     DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/stream_fanout.py [--runs 50 --watchers 4]
-        [--executor celery|embedded --workers 2]
+        [--executor celery|embedded --workers 2 --api separate|same]
 """
 
 from __future__ import annotations
@@ -123,6 +125,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="approvals per run")
     parser.add_argument("--executor", choices=("celery", "embedded"), default="celery")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (celery executor)")
+    parser.add_argument(
+        "--api", choices=("separate", "same"), default="separate", help="where runs are started and decided"
+    )
     opts = parser.parse_args()
 
     with bench_database(need_redis=True):
@@ -173,11 +178,15 @@ def main() -> None:
         approver_token = Token.objects.create(user=approver).key
         cookies = [cookie_of(user) for user in [owner, *watchers]]
 
-        listener = socket.socket()
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(1024)
-        listener.set_inheritable(True)
-        port = listener.getsockname()[1]
+        def listening() -> tuple[socket.socket, int]:
+            listener = socket.socket()
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(1024)
+            listener.set_inheritable(True)
+            return listener, listener.getsockname()[1]
+
+        listener, port = listening()
+        api_listener, api_port = listening()
         env = {
             **os.environ,
             "DATABASE_URL": test_database_url(),
@@ -190,13 +199,20 @@ def main() -> None:
             "RUN_START_RATE": "100000/min",
             "DECISION_RATE": "100000/min",
         }
-        server = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "--fd", str(listener.fileno()), "fimone.asgi:application"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            pass_fds=[listener.fileno()],
-        )
+
+        def daphne(on: socket.socket) -> subprocess.Popen:
+            return subprocess.Popen(
+                [sys.executable, "-m", "daphne", "--fd", str(on.fileno()), "fimone.asgi:application"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                pass_fds=[on.fileno()],
+            )
+
+        # The measured server streams; the runs are started and decided through a second one, as
+        # behind a load balancer (``--api same``: through the streaming server too).
+        server = daphne(listener)
+        api_server = daphne(api_listener) if opts.api == "separate" else None
         workers = [
             subprocess.Popen(
                 [
@@ -218,19 +234,21 @@ def main() -> None:
             )
             for n in range(opts.workers if opts.executor == "celery" else 0)
         ]
-        base = f"http://127.0.0.1:{port}"
+        servers = [server] if api_server is None else [server, api_server]
+        base = f"http://127.0.0.1:{api_port if api_server is not None else port}"
         loader = None
         try:
             deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    sys.exit("Daphne did not start")
-                time.sleep(0.2)
+            for url in {f"http://127.0.0.1:{port}", base}:
+                while True:
+                    try:
+                        if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    if time.monotonic() > deadline:
+                        sys.exit("Daphne did not start")
+                    time.sleep(0.2)
 
             async def post_all(urls: list[str], token: str, body: dict[str, Any]) -> list[int]:
                 async with httpx.AsyncClient(
@@ -291,11 +309,12 @@ def main() -> None:
         finally:
             if loader is not None and loader.is_alive():
                 loader.terminate()
-            for process in (server, *workers):
+            for process in (*servers, *workers):
                 process.terminate()
-            for process in (server, *workers):
+            for process in (*servers, *workers):
                 process.wait(30)
             listener.close()
+            api_listener.close()
 
         stored: dict[int, dict[int, str]] = {run_id: {} for run_id in run_ids}
         rows = RunEvent.objects.filter(run_id__in=run_ids).values_list("run_id", "seq", "type")
@@ -326,6 +345,7 @@ def main() -> None:
             f"{opts.runs} runs x {opts.watchers} watchers = {len(results)} WebSocket clients, "
             f"{opts.rounds} approvals per run, one Daphne, Redis pub/sub channel layer, runs executed "
             + (f"by {opts.workers} Celery workers" if opts.executor == "celery" else "inside Daphne")
+            + (", started and decided through a second Daphne" if opts.api == "separate" else "")
         )
         print(
             f"stored events: {total_stored} ({total_stored // opts.runs} per run); "
