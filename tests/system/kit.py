@@ -120,7 +120,10 @@ def make_prod(*, web: int = 2, workers: int = 1, timeout: float = 60) -> Iterato
 
 
 def _stop(process: subprocess.Popen) -> None:
-    """SIGTERM the whole group (make, honcho and every process it started), then SIGKILL."""
+    """SIGTERM the whole group (make, honcho and every process it started), then SIGKILL — and
+    SIGKILL every descendant too: honcho may start its processes in sessions of their own, which
+    the group's signal does not reach once honcho is gone (they outlived the test, orphaned)."""
+    family = _descendants(process.pid)
     try:
         os.killpg(process.pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -130,6 +133,35 @@ def _stop(process: subprocess.Popen) -> None:
     with suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(10)
+    for pid in family | _descendants_of(family):
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _parents() -> dict[int, int]:
+    """Every live process's parent, from /proc."""
+    parents = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with suppress(OSError, ValueError, IndexError):
+                stat = (entry / "stat").read_text()
+                parents[int(entry.name)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    return parents
+
+
+def _descendants_of(pids: set[int]) -> set[int]:
+    parents = _parents()
+    found: set[int] = set()
+    frontier = set(pids)
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _descendants(pid: int) -> set[int]:
+    """The processes ``pid`` started, and theirs, down the tree."""
+    return _descendants_of({pid})
 
 
 # --- the same processes one by one, to hurt them one at a time -----------------------------------
