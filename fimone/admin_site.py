@@ -1,7 +1,7 @@
 """The admin site as operators and auditors use it: named after the product, its index grouped by
 what they do rather than by Python package.
 
-Groups (in this order): Agents & hooks · Approvals · Channels · Connectors · Audit ·
+Groups (in this order): Agents & hooks · Workflows & evals · Approvals · Channels · Connectors · Audit ·
 Organisations & people · System. A model no group names lands in "System" (Celery beat's tables,
 sign-in lockouts, API tokens: superusers only, since no role group grants them). The Audit group
 also links the approval history page (filters, CSV export) for those who may read it.
@@ -17,6 +17,7 @@ from django.urls import reverse
 
 INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("agents-hooks", "Agents & hooks", ("agents.agent", "hooks.*")),
+    ("workflows-evals", "Workflows & evals", ("workflows.*", "evals.*")),
     ("approvals", "Approvals", ("approvals.approverpolicy", "approvals.confirmationrequest")),
     ("channels", "Channels", ("channels_im.channelconfig", "channels_im.imidentity")),
     ("connectors", "Connectors", ("agents.connector", "agents.connectoraction")),

@@ -129,7 +129,14 @@ def test_the_demo_operator_sees_an_admin_grouped_by_what_operators_do(live_serve
     sign_in(page, live_server.url, "oscar", admin=True)
 
     captions = [text.strip() for text in page.locator("#content-main caption").all_text_contents()]
-    assert captions[:5] == ["Agents & hooks", "Approvals", "Channels", "Connectors", "Audit"]
+    assert captions[:6] == [
+        "Agents & hooks",
+        "Workflows & evals",
+        "Approvals",
+        "Channels",
+        "Connectors",
+        "Audit",
+    ]
     expect(page.locator("#site-name")).to_contain_text("FIM One hooks")
     expect(page.get_by_text("have permission to view or edit anything")).to_have_count(0)
     expect(page.locator("#content-main")).not_to_contain_text("Periodic tasks")
