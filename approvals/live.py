@@ -29,7 +29,7 @@ def inbox_group(user_id: int) -> str:
     return f"inbox.{int(user_id)}"
 
 
-def inbox_recipients(*, request_id: uuid.UUID) -> list[int]:
+def inbox_recipients(*, request_id: uuid.UUID | str) -> list[int]:
     """The ids of the request's approvers (its snapshot) who still belong to its organisation:
     those whose inbox may show it. Nobody of another organisation is ever among them."""
     organization_id = (
@@ -45,7 +45,7 @@ def inbox_recipients(*, request_id: uuid.UUID) -> list[int]:
     )
 
 
-def inbox_changed(*, request_id: uuid.UUID, change: str) -> None:
+def inbox_changed(*, request_id: uuid.UUID | str, change: str) -> None:
     """Tell the inboxes of ``request_id``'s approvers that it was ``change`` (opened, voted on or settled).
     Call after the change committed (``transaction.on_commit``). Fire and forget: a lost message
     costs a stale inbox until the next change or reload, never a wrong decision (deciding re-reads

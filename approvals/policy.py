@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db.models import Q
+from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from agents.models import Agent, Membership, Role
-from approvals.models import ApproverPolicy, ConfirmationApprover
+from approvals.models import ApproverPolicy, ConfirmationApprover, EscalationTier
 
 
 @dataclass(frozen=True)
@@ -62,15 +62,20 @@ class ResolvedPolicy:
         )
 
 
-def policy_for(*, agent: Agent) -> ResolvedPolicy:
-    """The agent's own policy, else its organisation's default, else the built-in defaults."""
-    rows = {
+def _policy_row(agent: Agent, rows: QuerySet[ApproverPolicy]) -> ApproverPolicy | None:
+    """The agent's own policy among ``rows``, else its organisation's default (one query)."""
+    found = {
         p.agent_id: p
-        for p in ApproverPolicy.objects.filter(
+        for p in rows.filter(
             Q(agent_id=agent.pk) | Q(organization_id=agent.organization_id, agent__isnull=True)
         )
     }
-    row = rows.get(agent.pk) or rows.get(None)
+    return found.get(agent.pk) or found.get(None)
+
+
+def policy_for(*, agent: Agent) -> ResolvedPolicy:
+    """The agent's own policy, else its organisation's default, else the built-in defaults."""
+    row = _policy_row(agent, ApproverPolicy.objects.all())
     return ResolvedPolicy.from_row(row) if row is not None else ResolvedPolicy()
 
 
@@ -148,31 +153,62 @@ def describe_refusal(*, request: Any, user: Any) -> str | None:
 
     The approver snapshot taken at opening is an upper bound: at decision time the user must also
     still be active, a member of the request's organisation and eligible under the agent's
-    current policy. ``request.agent`` is loaded (or loadable) by the caller."""
+    current policy (:func:`approver_ids`, or an escalation tier's :func:`tier_approver_ids` once
+    the request was escalated). ``request.agent`` is loaded (or loadable) by the caller.
+
+    The same rules as those two functions, asked of one person: two indexed queries (the
+    snapshot row with the memberships, the policy with whether it names the user), where
+    computing the whole approver set took five or more. A click pays this on every decision."""
     if user is None or not getattr(user, "is_authenticated", False):
         return "not signed in"
     if not user.is_active:
         return "the account is deactivated"
     if user.pk == request.requested_by_id and not request.allow_self_approval:
         return "the requester may not approve their own call"
-    if not request.approvers.filter(pk=user.pk).exists():
+    memberships = Membership.objects.filter(user_id=user.pk, organization_id=request.organization_id)
+    standing = (
+        ConfirmationApprover.objects.filter(request_id=request.pk, user_id=user.pk)
+        .annotate(
+            member=Exists(memberships),
+            org_approver=Exists(memberships.filter(role__in=[Role.APPROVER, Role.ADMIN])),
+        )
+        .values_list("tier", "member", "org_approver")
+        .first()
+    )
+    if standing is None:
         return "not an approver of this request"
-    if not Membership.objects.filter(user_id=user.pk, organization_id=request.organization_id).exists():
+    tier, member, org_approver = standing
+    if not member:
         return "no longer a member of the organisation"
     agent = request.agent
-    policy = policy_for(agent=agent)
-    current = approver_ids(policy=policy, agent=agent, requester_id=request.requested_by_id)
-    if user.pk not in current and (
-        request.escalation_level == 0
-        or user.pk not in tier_approver_ids(policy=policy, agent=agent, requester_id=request.requested_by_id)
-    ):
+    row = _policy_row(
+        agent,
+        ApproverPolicy.objects.annotate(
+            names_user=Exists(
+                ApproverPolicy.named_users.through.objects.filter(
+                    approverpolicy_id=OuterRef("pk"), user_id=user.pk
+                )
+            ),
+            tier_names_user=Exists(
+                EscalationTier.named_users.through.objects.filter(
+                    escalationtier__policy_id=OuterRef("pk"), user_id=user.pk
+                )
+            ),
+        ),
+    )
+    defaults = ResolvedPolicy()
+    rules = row if row is not None else defaults
+    is_requester = user.pk == request.requested_by_id
+    barred_as_requester = is_requester and not rules.allow_self_approval
+    current = not barred_as_requester and (
+        bool(getattr(row, "names_user", False))
+        or (rules.allow_agent_owner and user.pk == agent.owner_id)
+        or (rules.allow_initiator and is_requester)
+        or (rules.allow_org_approvers and org_approver)
+    )
+    in_a_tier = not barred_as_requester and bool(getattr(row, "tier_names_user", False))
+    if not current and (request.escalation_level == 0 or not in_a_tier):
         return "no longer an approver under the agent's current policy"
-    if request.escalation_level > 0 and not request.first_tier_may_decide_after_escalation:
-        tier = (
-            ConfirmationApprover.objects.filter(request_id=request.pk, user_id=user.pk)
-            .values_list("tier", flat=True)
-            .first()
-        )
-        if not tier:
-            return "the request was escalated: only the escalation tiers may decide it now"
+    if request.escalation_level > 0 and not request.first_tier_may_decide_after_escalation and not tier:
+        return "the request was escalated: only the escalation tiers may decide it now"
     return None

@@ -38,7 +38,7 @@ from approvals.policy import (
     policy_for,
     tier_approver_ids,
 )
-from approvals.selectors import request_for_decision, tally_of
+from approvals.selectors import Tally, has_voted, request_for_decision, tally_of
 from approvals.signals import confirmation_opened, confirmation_settled, confirmation_voted
 from fimone.audit_chain import chain_append
 
@@ -87,14 +87,22 @@ class NoApprovers(Exception):
 
 
 def log_event(
-    *, request_id: uuid.UUID, kind: str, actor: Any = None, external_id: str = "", **details: Any
+    *,
+    request_id: uuid.UUID,
+    kind: str,
+    actor: Any = None,
+    external_id: str = "",
+    organization_id: int | None = None,
+    **details: Any,
 ) -> ConfirmationEvent:
     """Append an event to the request's history, as the next link of its organisation's hash
     chain (fimone/audit_chain.py), in the caller's transaction: the organisation's chain stays
-    locked until that transaction ends, so log last in long transactions."""
-    organization_id = (
-        ConfirmationRequest.objects.filter(pk=request_id).values_list("organization_id", flat=True).get()
-    )
+    locked until that transaction ends, so log last in long transactions.
+    ``organization_id``: the request's, when the caller has it loaded (saves reading it)."""
+    if organization_id is None:
+        organization_id = (
+            ConfirmationRequest.objects.filter(pk=request_id).values_list("organization_id", flat=True).get()
+        )
     return chain_append(
         ConfirmationEvent(
             organization_id=organization_id,
@@ -116,13 +124,15 @@ def _after_verdict(request: ConfirmationRequest) -> None:
     from approvals.waking import wake
 
     wake(request.pk)
-    inbox_changed(request_id=request.pk, change=SETTLED)
     all_celery = settings.RUN_EXECUTOR == "celery" and settings.CHANNEL_DELIVERY == "celery"
     if all_celery and request.channel != "web":
         from approvals.tasks import confirmation_settled_task
 
+        # The inboxes are told from the worker too: pushing to each approver's group from here
+        # cost a click more than deciding it (a hop to the server's event loop per approver).
         confirmation_settled_task.delay(str(request.pk), request.run_id, request.channel, str(request.status))
         return
+    inbox_changed(request_id=request.pk, change=SETTLED)
     executors.dispatch_resume(request.run_id, reason=f"approval request {request.status}")
     announce_settled(request_id=request.pk, channel=request.channel, status=str(request.status))
 
@@ -280,6 +290,7 @@ def confirmation_decide(
     if refusal is not None:
         log_event(
             request_id=request.pk,
+            organization_id=request.organization_id,
             kind=Kind.CLICK_REFUSED,
             actor=user,
             external_id=external_id,
@@ -297,6 +308,7 @@ def confirmation_decide(
         if problem is not None:
             log_event(
                 request_id=request.pk,
+                organization_id=request.organization_id,
                 kind=Kind.CLICK_REFUSED,
                 actor=user,
                 external_id=external_id,
@@ -329,6 +341,7 @@ def confirmation_decide(
     if approve and edited_args is None and (stated or edited) and seen_args_sha256 != current_hash:
         log_event(
             request_id=request.pk,
+            organization_id=request.organization_id,
             kind=Kind.CLICK_REFUSED,
             actor=user,
             external_id=external_id,
@@ -342,9 +355,13 @@ def confirmation_decide(
             "web inbox before approving.",
             request,
         )
-    if ConfirmationVote.objects.filter(request_id=request.pk, user_id=user.pk).exists():
+    # With one approval required and any rejection rejecting, the first vote settles the request:
+    # pending under the lock means nobody has voted yet, so there is nothing to look up or count.
+    first_vote_settles = request.approvals_required == 1 and request.any_rejection_rejects
+    if not first_vote_settles and has_voted(request=request, user=user):
         log_event(
             request_id=request.pk,
+            organization_id=request.organization_id,
             kind=Kind.CLICK_REFUSED,
             actor=user,
             external_id=external_id,
@@ -356,9 +373,10 @@ def confirmation_decide(
         )
     clean_reason = (reason or "").strip()[:2000]
     if edited_args is not None:
-        if ConfirmationVote.objects.filter(request_id=request.pk).exists():
+        if not first_vote_settles and ConfirmationVote.objects.filter(request_id=request.pk).exists():
             log_event(
                 request_id=request.pk,
+                organization_id=request.organization_id,
                 kind=Kind.CLICK_REFUSED,
                 actor=user,
                 external_id=external_id,
@@ -375,11 +393,16 @@ def confirmation_decide(
     ConfirmationVote.objects.create(
         request_id=request.pk, user=user, approve=approve, reason=clean_reason, external_id=external_id
     )
-    tally = tally_of(request=request)
+    tally = (
+        Tally(approvals=int(approve), rejections=int(not approve), required=1, eligible=1)
+        if first_vote_settles
+        else tally_of(request=request)
+    )
     via = "web" if via_channel_id is None else via_channel_id
     if tally.outcome is None:
         log_event(
             request_id=request.pk,
+            organization_id=request.organization_id,
             kind=Kind.VOTED,
             actor=user,
             external_id=external_id,
@@ -416,7 +439,14 @@ def confirmation_decide(
     details: dict[str, Any] = {"status": str(verdict), "reason": request.reason, "via": via}
     if tally.required > 1 or tally.rejections:
         details.update(approvals=tally.approvals, rejections=tally.rejections, required=tally.required)
-    log_event(request_id=request.pk, kind=Kind.DECIDED, actor=user, external_id=external_id, **details)
+    log_event(
+        request_id=request.pk,
+        organization_id=request.organization_id,
+        kind=Kind.DECIDED,
+        actor=user,
+        external_id=external_id,
+        **details,
+    )
     transaction.on_commit(lambda: _after_verdict(request))
     return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
 

@@ -180,6 +180,53 @@ def test_the_agent_owner_the_current_policy_still_names_may_decide(personas, res
     assert response.status_code == 200
 
 
+def test_it_refuses_an_approver_whose_role_was_taken_away_although_still_a_member(personas, resumes) -> None:
+    # April was asked as an organisation approver; an admin has since made her a plain member.
+    request = pending_request(personas)
+    Membership.objects.filter(user=personas.approver, organization=personas.org).update(role="member")
+
+    response = api_decide(personas.approver, request)
+
+    assert response.status_code == 403
+    assert "no longer an approver under the agent's current policy" in response.json()["message"]
+    assert_still_pending(request, resumes)
+
+
+def test_it_refuses_a_named_approver_the_policy_no_longer_names(personas, resumes) -> None:
+    policy = set_policy(personas, allow_org_approvers=False)
+    policy.named_users.set([personas.approver])
+    request = suspended_run(personas, Harness(pay_tool()))[1]
+    assert request.approvers.filter(pk=personas.approver.pk).exists()
+    policy.named_users.clear()
+
+    response = api_decide(personas.approver, request)
+
+    assert response.status_code == 403
+    assert "current policy" in response.json()["message"]
+    assert_still_pending(request, resumes)
+
+
+def test_a_named_approver_the_policy_still_names_may_decide(personas, resumes) -> None:
+    policy = set_policy(personas, allow_org_approvers=False)
+    policy.named_users.set([personas.approver])
+    request = suspended_run(personas, Harness(pay_tool()))[1]
+
+    assert api_decide(personas.approver, request).status_code == 200
+
+
+def test_it_refuses_the_requester_once_the_policy_no_longer_allows_self_approval(personas, resumes) -> None:
+    set_policy(personas, allow_initiator=True, allow_self_approval=True)
+    request = suspended_run(personas, Harness(pay_tool()))[1]
+    assert request.approvers.filter(pk=personas.member.pk).exists(), "the requester is in the snapshot"
+    set_policy(personas, allow_initiator=True, allow_self_approval=False)
+
+    response = api_decide(personas.member, request)
+
+    assert response.status_code == 403
+    assert "current policy" in response.json()["message"]
+    assert_still_pending(request, resumes)
+
+
 def test_it_refuses_a_deactivated_approver_and_logs_it(personas, resumes) -> None:
     # A deactivated user cannot sign in any more (the API turns them away before any service); a
     # click reaching the service for them (an IM identity) is refused and logged.

@@ -208,3 +208,22 @@ def test_a_settled_request_leaves_the_live_read(personas, resumes) -> None:
     confirmation_decide(request_id=request.pk, user=personas.admin, approve=False, reason="no")
 
     assert live(personas.approver).json() == {"pending": 0, "cards": []}
+
+
+def test_a_verdict_followed_up_by_a_worker_still_reaches_the_approvers_inboxes(personas, resumes) -> None:
+    # With runs and deliveries on Celery, a click's process only decides: the worker that resumes
+    # the run and updates the card tells the inboxes too.
+    from approvals.tasks import confirmation_settled_task
+
+    request = open_request(personas)
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+    resumes.run_ids.clear()  # the decision's own follow-up, in this process (embedded mode)
+
+    heard = listen_while(
+        personas,
+        [personas.admin, personas.stranger],
+        lambda: confirmation_settled_task(str(request.pk), request.run_id, "feishu", "approved"),
+    )
+
+    assert heard == [[{"request_id": str(request.pk), "change": "settled"}], []]
+    assert resumes.run_ids == [request.run_id]
