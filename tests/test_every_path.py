@@ -35,7 +35,7 @@ from approvals.services import confirmation_decide
 from hooks.catalog import HookDeclarationError, parse_declaration, resolve_chain
 from tests.agents.engine_kit import Harness, RecordingTool, events_of
 from tests.approvals.kit import PAY_SCHEMA, set_policy
-from tests.personas import make_agent, scripted
+from tests.personas import make_agent, make_hook, scripted
 from tests.workflows.kit import drive as drive_workflow
 from tests.workflows.kit import node, one_step_graph, pay_action
 from workflows.models import Workflow, WorkflowRun
@@ -265,6 +265,19 @@ def test_a_blocking_pre_tool_use_hook_blocks(path, personas, resumes) -> None:
         assert root.status == RunStatus.COMPLETED
     else:  # no model to tell: the path fails, naming the refusal
         assert root.status == RunStatus.FAILED and "Payments are frozen." in root.error
+
+
+@every_path
+def test_an_organisation_enforced_hook_blocks_though_the_path_declares_none(path, personas, resumes) -> None:
+    make_hook(personas.org, "deny_tools", params={"tools": ["oa__*"], "message": "Acme froze payments."})
+    pay = pay_tool()
+
+    _root, tool_run = drive(path, personas, None, pay)
+
+    assert pay.calls == []
+    [blocked] = events_of(tool_run, ev.TOOL_BLOCKED)
+    assert blocked["blocked_by"] == "deny_tools" and blocked["error"] == "Acme froze payments."
+    assert [i["source"] for i in tool_run.hook_chain["declared"]] == ["organisation"]
 
 
 @every_path

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from agents import events as ev
@@ -145,6 +147,26 @@ def test_a_result_rewriting_hook_changes_what_the_llm_reads(personas, no_dispatc
     assert ToolExecution.objects.get(run=run).result == {"card": "6222-0000-1111-2222"}, (
         "the raw result is audited"
     )
+
+
+def test_result_truncate_cuts_what_the_llm_reads_and_the_execution_keeps_the_whole_result(
+    personas, no_dispatch
+) -> None:
+    def rows() -> dict[str, Any]:
+        return {"rows": [{"id": i, "memo": "m" * 90} for i in range(100)]}  # about 10,000 characters
+
+    pay = RecordingTool("oa__purchase_pay", result=rows(), parameters=PAY_SCHEMA)
+    run = start(personas, pay_agent(personas, hooks=["result_truncate"]))
+    harness = Harness(pay)
+
+    harness.execute(run)
+
+    [finished] = events_of(run, ev.TOOL_FINISHED)
+    read = harness.llm_requests[1][-1]["content"]
+    assert read == finished["observation"] and len(read) < 8_200
+    kept, marker = read.split("\n", 1)
+    assert len(kept) == 8_000 and "characters removed; the full result is kept" in marker
+    assert ToolExecution.objects.get(run=run).result == rows()
 
 
 @pytest.mark.parametrize(

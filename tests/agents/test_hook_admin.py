@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from agents.models import Agent, HookDeclaration, Membership, Organization
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.test_admin import agent_form, grant, hook_rows, organization_form
@@ -53,6 +55,49 @@ def test_an_operator_with_the_code_hooks_permission_adds_a_command_hook(personas
     assert response.status_code == 302
     saved = HookDeclaration.objects.get()
     assert (saved.agent, saved.organization, saved.kind) == (agent, personas.org, "command")
+
+
+CODE_HOOKS = {
+    "command": COMMAND,
+    "python": {"name": "tagger", "kind": "python", "point": "PreToolUse",
+               "params": {"path": "tests.hooks.declared_examples.tag_reference"}},
+    "http": {"name": "policy", "kind": "http", "point": "PostToolUse",
+             "params": {"url": "https://hooks.example/policy"}},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", list(CODE_HOOKS))
+def test_a_code_hook_is_added_changed_and_deleted_only_by_a_permission_holder_and_each_change_is_recorded(
+    personas, kind
+) -> None:
+    agent = make_agent(personas.org, personas.operator)
+    grant(personas.operator, *AGENT_PERMISSIONS)
+    grant(personas.admin, *AGENT_PERMISSIONS, "manage_code_hooks")
+    fields = CODE_HOOKS[kind]
+    added = row(**fields, secret="whsec-admin-0123456789" if kind == "http" else "")
+
+    def by(user, *rows: dict[str, Any]):
+        response = post_agent(user, personas, agent, *rows, initial=HookDeclaration.objects.count())
+        if response.status_code == 200:
+            assert "changing one needs the" in page_text(response)
+        return response.status_code
+
+    assert (by(personas.operator, added), by(personas.admin, added)) == (200, 302)
+    hook = HookDeclaration.objects.get()
+    changed = row(id=hook.pk, **fields, matcher="oa__*")
+    assert (by(personas.operator, changed), by(personas.admin, changed)) == (200, 302)
+    deleted = row(id=hook.pk, **fields, matcher="oa__*", DELETE="on")
+    assert (by(personas.operator, deleted), by(personas.admin, deleted)) == (200, 302)
+
+    assert not HookDeclaration.objects.exists()
+    versions = list(HookDeclaration.history.filter(id=hook.pk).order_by("history_id"))
+    assert [(v.history_type, v.history_user) for v in versions] == [
+        ("+", personas.admin),
+        ("~", personas.admin),
+        ("-", personas.admin),
+    ]
+    changes = versions[1].diff_against(versions[0]).changes
+    assert [(c.field, c.old, c.new) for c in changes] == [("matcher", "", "oa__*")]
 
 
 def test_an_operator_adds_a_class_hook_without_the_code_permission_and_bad_params_are_named(personas) -> None:

@@ -182,6 +182,51 @@ def test_class_hooks_need_no_code_permission_but_turning_a_code_hook_into_one_do
     assert HookDeclaration.objects.get(pk=code.pk).kind == "command"
 
 
+CODE_HOOKS = {
+    "command": {"point": "PreToolUse", "params": script("block_payments.sh")},
+    "python": {"point": "PreToolUse", "params": {"path": "tests.hooks.declared_examples.tag_reference"}},
+    "http": {
+        "point": "PostToolUse",
+        "params": {"url": "https://hooks.example/policy"},
+        "secret": "whsec-0123456789abcdef",
+    },
+}
+
+
+@pytest.mark.parametrize("kind", list(CODE_HOOKS))
+def test_only_holders_of_the_code_hooks_permission_create_change_or_delete_a_code_hook(
+    personas, kind
+) -> None:
+    agent = make_agent(personas.org, personas.operator)
+
+    def row() -> HookDeclaration:
+        return HookDeclaration(agent=agent, name="policy", kind=kind, **CODE_HOOKS[kind])
+
+    with pytest.raises(ServiceError, match="permission"):
+        hook_declaration_save(declaration=row(), actor=personas.operator)
+    assert not HookDeclaration.objects.exists()
+    grant(personas.operator, "manage_code_hooks", app_label="agents")
+    holder = type(personas.operator).objects.get(pk=personas.operator.pk)  # fresh permission cache
+    saved = hook_declaration_save(declaration=row(), actor=holder)
+
+    # An organisation admin of the agent, without the permission, may neither change nor delete it.
+    changed = HookDeclaration.objects.get(pk=saved.pk)
+    changed.matcher = "oa__*"
+    with pytest.raises(ServiceError, match="permission"):
+        hook_declaration_save(declaration=changed, actor=personas.admin)
+    with pytest.raises(ServiceError, match="permission"):
+        hook_declaration_delete(declaration=HookDeclaration.objects.get(pk=saved.pk), actor=personas.admin)
+    assert HookDeclaration.objects.get(pk=saved.pk).matcher == ""
+    hook_declaration_save(declaration=changed, actor=holder)
+    hook_declaration_delete(declaration=HookDeclaration.objects.get(pk=saved.pk), actor=holder)
+    assert not HookDeclaration.objects.exists()
+    assert [v.history_type for v in HookDeclaration.history.filter(id=saved.pk).order_by("history_id")] == [
+        "+",
+        "~",
+        "-",
+    ], "only the permitted changes are in the history"
+
+
 def test_a_stranger_cannot_declare_hooks_on_another_organisations_agent(personas) -> None:
     agent = make_agent(personas.org, personas.operator)
 

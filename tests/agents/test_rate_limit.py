@@ -12,6 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+import redis
+import redis.connection
 from django.db import connection
 
 from agents import events as ev
@@ -120,9 +122,42 @@ def test_exactly_n_of_5n_calls_from_concurrent_threads_pass_on_redis(settings: A
     assert len(results) == 5 * n and sum(results) == n
 
 
-@pytest.mark.postgres
+@pytest.mark.redis
+async def test_each_check_on_redis_is_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One write to the server per check (the ``INCR`` and ``EXPIRE`` go out together), whether
+    the call is allowed or over the limit."""
+    registry, org = limiter(2), unique_org()
+    await registry.run_pre_tool_use(ctx(unique_org(), 1))  # the pooled connection is open (and greeted)
+    sends: list[int] = []
+    real = redis.connection.AbstractConnection.send_packed_command
+
+    def counting(self: Any, command: Any, check_health: bool = True) -> None:
+        sends.append(1)
+        real(self, command, check_health)
+
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
+
+    assert await allowed(registry, ctx(org, 1), 4) == [True, True, False, False]
+    assert len(sends) == 4
+
+
+async def test_exactly_n_of_5n_concurrent_calls_pass_on_the_database_fallback(
+    settings: Any, transactional_db: None
+) -> None:
+    settings.REDIS_URL = None
+    n, org = 10, unique_org()
+    registry = limiter(n, window=3600)
+
+    outcomes = await asyncio.gather(*(registry.run_pre_tool_use(ctx(org, 9)) for _ in range(5 * n)))
+
+    assert sum(out.allow for out in outcomes) == n
+    assert {out.blocked_by for out in outcomes if not out.allow} == {"connector_rate_limit"}
+
+
 @pytest.mark.django_db(transaction=True)
-def test_exactly_n_of_5n_concurrent_database_counts_pass_on_postgres() -> None:
+def test_exactly_n_of_5n_database_counts_from_concurrent_connections_pass() -> None:
+    """The embedded fallback's one statement, from ten connections at once: on SQLite (embedded
+    mode) and on PostgreSQL alike every call gets a count of its own."""
     n, key = 10, f"test:{unique_org()}"
     start = threading.Barrier(10)
 

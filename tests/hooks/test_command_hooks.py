@@ -101,6 +101,21 @@ async def test_updated_mcp_tool_output_rewrites_the_result_and_additional_contex
     assert out.result == '{"card": "************1111", "status": "paid"}\n\nCard numbers were masked.'
 
 
+async def test_a_post_tool_use_block_decision_withholds_the_result_with_its_reason() -> None:
+    hook = command("withhold_cards.py", point="PostToolUse")
+    card, clean = pre_context(), pre_context()
+    card.tool_result = {"card": "4111111111111111", "status": "paid"}
+    clean.tool_result = {"status": "paid"}
+
+    withheld = await HookRegistry([hook]).run_post_tool_use(card)
+    passed = await HookRegistry([hook]).run_post_tool_use(clean)
+
+    assert withheld.failed_hooks == [] and "4111" not in json.dumps(withheld.result)
+    assert withheld.result == "[The tool's result was withheld by 'withhold_cards': It shows a card number.]"
+    assert [e.message for e in withheld.side_effects] == ["result withheld: It shows a card number."]
+    assert passed.result == {"status": "paid"} and passed.side_effects == []
+
+
 async def test_a_session_start_script_adds_context(jq: str) -> None:
     out = await HookRegistry([command("session_context.sh", point="SessionStart")]).run_session_start(
         HookContext(metadata={"run_id": 42})
