@@ -56,3 +56,7 @@ application = BindServerLoop(
         }
     )
 )
+
+from fimone.gc_tuning import tune_for_server  # noqa: E402
+
+tune_for_server(settings.GC_THRESHOLD)

@@ -5,9 +5,20 @@ from __future__ import annotations
 import os
 
 from celery import Celery
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fimone.settings")
 
 app = Celery("fimone")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@worker_process_init.connect
+def _tune_gc(**_: object) -> None:
+    """Each worker process, once loaded: see fimone/gc_tuning.py."""
+    from django.conf import settings
+
+    from fimone.gc_tuning import tune_for_server
+
+    tune_for_server(settings.GC_THRESHOLD)

@@ -219,6 +219,9 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_TIMEZONE = "UTC"
 
 # Where agent runs execute: in the server process (embedded) or on Celery workers.
+# Young-generation threshold of the garbage collector in servers and workers (fimone/gc_tuning.py):
+# larger means rarer full collections, which stop the process; 0 keeps CPython's default (700).
+GC_THRESHOLD = env_int("GC_THRESHOLD", 50_000, minimum=0)
 RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "embedded" if EMBEDDED else "celery", ("embedded", "celery"))
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 60, minimum=5)
 # How many agents deep call_agent may delegate (the first delegate is depth 1).

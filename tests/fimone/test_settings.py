@@ -45,6 +45,7 @@ def start_django(**env: str) -> subprocess.CompletedProcess:
         ({"DECISION_RATE": "0/min"}, "DECISION_RATE"),
         ({"LOGIN_FAILURE_LIMIT": "0"}, "LOGIN_FAILURE_LIMIT"),
         ({"CLIENT_IP_HEADER": "X Forwarded For"}, "CLIENT_IP_HEADER"),
+        ({"GC_THRESHOLD": "-1"}, "GC_THRESHOLD"),
     ],
 )
 def test_the_process_refuses_to_start_with_one_line_naming_the_variable(env: dict, variable: str) -> None:
