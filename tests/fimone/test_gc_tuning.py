@@ -11,10 +11,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
-PROBE = (
-    "import gc, {module}; {load}"
-    "print(gc.get_threshold()[0], gc.get_freeze_count())"
-)
+PROBE = "import gc, {module}; {load}print(gc.get_threshold()[0], gc.get_freeze_count())"
 
 
 def collector_after_loading(module: str, load: str = "", **env: str) -> tuple[int, int]:
