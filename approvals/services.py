@@ -286,18 +286,23 @@ def confirmation_decide(
     if request is None or (via_channel_id is None and is_outsider(request=request, user=user)):
         return DecisionOutcome(False, "not_found", "No such approval request.")
     verdict = ConfirmationStatus.APPROVED if approve else ConfirmationStatus.REJECTED
-    refusal = check_decider(request=request, user=user, via_channel_id=via_channel_id)
-    if refusal is not None:
+
+    def log(kind: str, **details: Any) -> None:
+        """An event of this click on the request (a refusal names the verdict it wanted)."""
+        if kind == Kind.CLICK_REFUSED:
+            details.setdefault("wanted", str(verdict))
         log_event(
             request_id=request.pk,
             organization_id=request.organization_id,
-            kind=Kind.CLICK_REFUSED,
+            kind=kind,
             actor=user,
             external_id=external_id,
-            reason=refusal,
-            wanted=str(verdict),
-            via="web" if via_channel_id is None else via_channel_id,
+            **details,
         )
+
+    refusal = check_decider(request=request, user=user, via_channel_id=via_channel_id)
+    if refusal is not None:
+        log(Kind.CLICK_REFUSED, reason=refusal, via="web" if via_channel_id is None else via_channel_id)
         return DecisionOutcome(False, "refused", f"You cannot decide this request: {refusal}.", request)
     if isinstance(edited_args, dict) and args_sha256(edited_args) == request.args_sha256:
         edited_args = None  # unchanged: a plain approval
@@ -306,16 +311,7 @@ def confirmation_decide(
             request=request, edited_args=edited_args, approve=approve, via_channel_id=via_channel_id
         )
         if problem is not None:
-            log_event(
-                request_id=request.pk,
-                organization_id=request.organization_id,
-                kind=Kind.CLICK_REFUSED,
-                actor=user,
-                external_id=external_id,
-                reason=f"edit refused: {problem}",
-                wanted=str(verdict),
-                edited_args=edited_args,
-            )
+            log(Kind.CLICK_REFUSED, reason=f"edit refused: {problem}", edited_args=edited_args)
             return DecisionOutcome(
                 False, INVALID_EDIT, f"The arguments were not changed: {problem}.", request
             )
@@ -339,15 +335,7 @@ def confirmation_decide(
     current_hash, edited = locked[2], locked[3] is not None
     stated = bool(seen_args_sha256)
     if approve and edited_args is None and (stated or edited) and seen_args_sha256 != current_hash:
-        log_event(
-            request_id=request.pk,
-            organization_id=request.organization_id,
-            kind=Kind.CLICK_REFUSED,
-            actor=user,
-            external_id=external_id,
-            reason="the arguments were changed by another approver",
-            wanted=str(verdict),
-        )
+        log(Kind.CLICK_REFUSED, reason="the arguments were changed by another approver")
         return DecisionOutcome(
             False,
             ARGS_CHANGED,
@@ -359,30 +347,14 @@ def confirmation_decide(
     # pending under the lock means nobody has voted yet, so there is nothing to look up or count.
     first_vote_settles = request.approvals_required == 1 and request.any_rejection_rejects
     if not first_vote_settles and has_voted(request=request, user=user):
-        log_event(
-            request_id=request.pk,
-            organization_id=request.organization_id,
-            kind=Kind.CLICK_REFUSED,
-            actor=user,
-            external_id=external_id,
-            reason="already voted",
-            wanted=str(verdict),
-        )
+        log(Kind.CLICK_REFUSED, reason="already voted")
         return DecisionOutcome(
             False, "already_voted", "You have already voted on this request; a vote counts once.", request
         )
     clean_reason = (reason or "").strip()[:2000]
     if edited_args is not None:
         if not first_vote_settles and ConfirmationVote.objects.filter(request_id=request.pk).exists():
-            log_event(
-                request_id=request.pk,
-                organization_id=request.organization_id,
-                kind=Kind.CLICK_REFUSED,
-                actor=user,
-                external_id=external_id,
-                reason="edit refused: others have already voted on these arguments",
-                wanted=str(verdict),
-            )
+            log(Kind.CLICK_REFUSED, reason="edit refused: others have already voted on these arguments")
             return DecisionOutcome(
                 False,
                 INVALID_EDIT,
@@ -400,12 +372,8 @@ def confirmation_decide(
     )
     via = "web" if via_channel_id is None else via_channel_id
     if tally.outcome is None:
-        log_event(
-            request_id=request.pk,
-            organization_id=request.organization_id,
-            kind=Kind.VOTED,
-            actor=user,
-            external_id=external_id,
+        log(
+            Kind.VOTED,
             vote=str(verdict),
             reason=clean_reason,
             approvals=tally.approvals,
@@ -439,14 +407,7 @@ def confirmation_decide(
     details: dict[str, Any] = {"status": str(verdict), "reason": request.reason, "via": via}
     if tally.required > 1 or tally.rejections:
         details.update(approvals=tally.approvals, rejections=tally.rejections, required=tally.required)
-    log_event(
-        request_id=request.pk,
-        organization_id=request.organization_id,
-        kind=Kind.DECIDED,
-        actor=user,
-        external_id=external_id,
-        **details,
-    )
+    log(Kind.DECIDED, **details)
     transaction.on_commit(lambda: _after_verdict(request))
     return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
 
