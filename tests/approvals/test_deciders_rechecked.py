@@ -16,7 +16,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from agents.models import Membership
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.services import confirmation_decide
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import pay_tool, set_policy, suspended_run
@@ -192,11 +192,17 @@ def test_it_refuses_an_approver_whose_role_was_taken_away_although_still_a_membe
     assert_still_pending(request, resumes)
 
 
-def test_it_refuses_a_named_approver_the_policy_no_longer_names(personas, resumes) -> None:
+def named_approver_request(personas: Any) -> tuple[ApproverPolicy, ConfirmationRequest]:
+    """A request under a policy that names April (and no organisation approvers)."""
     policy = set_policy(personas, allow_org_approvers=False)
     policy.named_users.set([personas.approver])
     request = suspended_run(personas, Harness(pay_tool()))[1]
     assert request.approvers.filter(pk=personas.approver.pk).exists()
+    return policy, request
+
+
+def test_it_refuses_a_named_approver_the_policy_no_longer_names(personas, resumes) -> None:
+    policy, request = named_approver_request(personas)
     policy.named_users.clear()
 
     response = api_decide(personas.approver, request)
@@ -207,9 +213,7 @@ def test_it_refuses_a_named_approver_the_policy_no_longer_names(personas, resume
 
 
 def test_a_named_approver_the_policy_still_names_may_decide(personas, resumes) -> None:
-    policy = set_policy(personas, allow_org_approvers=False)
-    policy.named_users.set([personas.approver])
-    request = suspended_run(personas, Harness(pay_tool()))[1]
+    _, request = named_approver_request(personas)
 
     assert api_decide(personas.approver, request).status_code == 200
 

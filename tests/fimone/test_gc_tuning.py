@@ -4,12 +4,7 @@ collections, which stop the process, are rare and short."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
+from tests.fimone.test_settings import start_django
 
 PROBE = "import gc, {module}; {load}print(gc.get_threshold()[0], gc.get_freeze_count())"
 
@@ -17,16 +12,8 @@ PROBE = "import gc, {module}; {load}print(gc.get_threshold()[0], gc.get_freeze_c
 def collector_after_loading(module: str, load: str = "", **env: str) -> tuple[int, int]:
     """The young-generation threshold and the frozen object count of a fresh process that loaded
     ``module`` (and ran ``load``)."""
-    clean = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "fimone.settings", **env}
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(module=module, load=load)],
-        cwd=ROOT,
-        env=clean,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
+    proc = start_django(PROBE.format(module=module, load=load), **env)
+    assert proc.returncode == 0, proc.stderr
     threshold, frozen = proc.stdout.split()
     return int(threshold), int(frozen)
 

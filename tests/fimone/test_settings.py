@@ -14,11 +14,14 @@ from fimone.env import EnvError, env_bool, env_database, env_float, env_int, env
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def start_django(**env: str) -> subprocess.CompletedProcess:
-    """Configure Django in a fresh process with exactly these variables (plus PATH)."""
+def start_django(
+    code: str = "import django; django.setup(); print('started')", **env: str
+) -> subprocess.CompletedProcess:
+    """Run ``code`` (by default: configure Django) in a fresh process with exactly these variables
+    (plus PATH)."""
     clean = {"PATH": os.environ["PATH"], "DJANGO_SETTINGS_MODULE": "fimone.settings", **env}
     return subprocess.run(
-        [sys.executable, "-c", "import django; django.setup(); print('started')"],
+        [sys.executable, "-c", code],
         cwd=ROOT,
         env=clean,
         capture_output=True,
