@@ -18,6 +18,7 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from fimone.parsers import loads as json_loads
 from hooks.catalog import HookDeclarationError, catalog_entries
 from hooks.contract import GATE_PRIORITY
 
@@ -104,9 +105,9 @@ def _json_text(value: Any) -> str:
 
 def _loose(text: str) -> Any:
     """A value typed where anything goes: JSON if it reads as JSON (50000, true, ["a"]), else
-    the text itself."""
+    the text itself (also when it nests deeper than the bounded reader accepts)."""
     try:
-        return json.loads(text)
+        return json_loads(text)
     except ValueError:
         return text
 
@@ -143,8 +144,8 @@ def read_value(kind: str, schema: dict[str, Any], raw: Any) -> Any:
     if kind == "text":
         return raw if "\n" in raw else text
     try:
-        return json.loads(text)
-    except ValueError as exc:
+        return json_loads(text)
+    except ValueError as exc:  # InvalidJSON: not JSON, or nested too deep (never RecursionError)
         example = '{"currency": "EUR"}' if schema.get("type") == "object" else '["a", "b"]'
         raise ValueError(f"enter JSON, e.g. {example} ({exc})") from None
 
@@ -470,12 +471,9 @@ def _read_json_box(text: str) -> dict[str, Any]:
     text = (text or "").strip()
     if not text:
         return {}
-    from fimone.parsers import InvalidJSON
-    from fimone.parsers import loads as json_loads
-
     try:
         params = json_loads(text)
-    except (InvalidJSON, ValueError) as exc:
+    except ValueError as exc:  # InvalidJSON
         raise forms.ValidationError(f"Parameters: enter a JSON object ({exc}).") from None
     if not isinstance(params, dict):
         raise forms.ValidationError(

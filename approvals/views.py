@@ -14,7 +14,6 @@ approvers are usually not staff.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +41,7 @@ from approvals.models import ConfirmationEvent, ConfirmationRequest, Confirmatio
 from approvals.selectors import display_name
 from approvals.services import confirmation_decide
 from fimone.humanize import duration_text
+from fimone.parsers import loads as json_loads
 
 User = get_user_model()
 LOGIN_URL = reverse_lazy("approvals:login")
@@ -132,9 +132,9 @@ class DecisionForm(forms.Form):
         if not text:
             return None
         try:
-            value = json.loads(text)
-        except ValueError as exc:
-            raise forms.ValidationError(f"The arguments are not valid JSON: {exc}.") from None
+            value = json_loads(text)
+        except ValueError as exc:  # InvalidJSON: not JSON, or nested too deep (never RecursionError)
+            raise forms.ValidationError(f"The arguments cannot be read: {exc}.") from None
         if not isinstance(value, dict):
             raise forms.ValidationError("The arguments must be a JSON object.")
         return value

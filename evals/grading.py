@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import re
+
+from fimone.parsers import loads as json_loads
 
 
 def expectation_errors(check: str, expected: str) -> list[str]:
@@ -15,8 +16,8 @@ def expectation_errors(check: str, expected: str) -> list[str]:
             return [f"not a valid regular expression: {exc}"]
     elif check == "json_equals":
         try:
-            json.loads(expected)
-        except ValueError as exc:
+            json_loads(expected)
+        except ValueError as exc:  # InvalidJSON: not JSON, or nested too deep
             return [f"not valid JSON: {exc}"]
     elif check != "contains":
         return ["the check must be contains, regex or json_equals"]
@@ -32,8 +33,8 @@ def grade(check: str, expected: str, output: str) -> tuple[bool, str]:
         ok = re.search(expected, output) is not None
         return ok, "" if ok else f"the output does not match /{expected}/"
     try:
-        got = json.loads(output)
-    except ValueError:
+        got = json_loads(output)
+    except ValueError:  # InvalidJSON: not JSON, or nested too deep to compare
         return False, "the output is not JSON"
-    ok = got == json.loads(expected)
+    ok = got == json_loads(expected)
     return ok, "" if ok else "the output's JSON differs from the expected JSON"

@@ -4,7 +4,9 @@ endpoints, sign-in, and the friendly error pages.
 Thin views: validate, one selector or service call, render. Another user's conversation, run or
 request answers 404 — the same page as an unknown id, so ids reveal nothing across organisations.
 Writes go through the services of the apps below (``agents.services.run_start``,
-``approvals.services.confirmation_decide``); no rule of theirs is re-implemented here.
+``approvals.services.confirmation_decide``); no rule of theirs is re-implemented here. Run starts
+and decisions count against the same per-user rates as the API's (``RUN_START_RATE``,
+``DECISION_RATE``): past them a 429 with ``Retry-After``, and nothing is started or decided.
 """
 
 from __future__ import annotations
@@ -24,10 +26,13 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from agents.apis import RunStartThrottle
 from agents.models import ExecutionPath
 from agents.services import ServiceError, run_start
 from approvals import selectors as approval_selectors
+from approvals.apis import DecisionThrottle
 from approvals.services import confirmation_decide
+from fimone.throttling import Refusal
 from portal import selectors
 from portal.transcript import markdown_of, run_transcript
 
@@ -50,6 +55,15 @@ class MessageForm(forms.Form):
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
     reason = forms.CharField(required=False, max_length=MAX_REASON_LENGTH, strip=True)
+
+
+def _retry_after(response: HttpResponse, refused: Refusal) -> HttpResponse:
+    response["Retry-After"] = str(refused.wait)
+    return response
+
+
+def _wait_text(refused: Refusal) -> str:
+    return f"try again in {refused.wait} second{'' if refused.wait == 1 else 's'}"
 
 
 def _form_problem(form: forms.Form) -> str:
@@ -86,7 +100,10 @@ def agent_chat(request: HttpRequest, agent_id: int) -> HttpResponse:
     if agent is None:
         raise Http404("No such agent.")
     form = MessageForm(request.POST or None)
-    if request.method == "POST":
+    refused = RunStartThrottle().refusal(request) if request.method == "POST" else None
+    if refused is not None:
+        messages.error(request, f"Not sent: {refused.message} Nothing was started; {_wait_text(refused)}.")
+    elif request.method == "POST":
         if form.is_valid():
             try:
                 run = run_start(
@@ -103,7 +120,7 @@ def agent_chat(request: HttpRequest, agent_id: int) -> HttpResponse:
                 return redirect("portal:conversation", conversation_id=run.conversation_id)
         else:
             messages.error(request, _form_problem(form))
-    return _page(
+    page = _page(
         request,
         "portal/new_chat.html",
         {
@@ -112,8 +129,9 @@ def agent_chat(request: HttpRequest, agent_id: int) -> HttpResponse:
             "conversations": selectors.conversation_list(user=request.user, agent=agent, limit=10),
             "nav": "chat",
         },
-        status=400 if request.method == "POST" else 200,
+        status=429 if refused is not None else 400 if request.method == "POST" else 200,
     )
+    return _retry_after(page, refused) if refused is not None else page
 
 
 @signed_in
@@ -125,6 +143,10 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
     if chat is None:
         raise Http404("No such conversation.")
     if request.method == "POST":
+        refused = RunStartThrottle().refusal(request)
+        if refused is not None:
+            message = f"{refused.message} Your message was not sent; {_wait_text(refused)}."
+            return _retry_after(_error(request, 429, "Too many runs started", message), refused)
         form = MessageForm(request.POST)
         if not form.is_valid():
             messages.error(request, _form_problem(form))
@@ -233,7 +255,15 @@ def _wants_json(request: HttpRequest) -> bool:
 @require_POST
 def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     """Approve or reject from the chat page: the inbox's service, with the same checks. Answers
-    JSON to the page's script, or redirects back (``next``) with a flash message without it."""
+    JSON to the page's script, or redirects back (``next``) with a flash message without it.
+    Decisions count against the rate the API and the inbox share (429 past it, nothing decided)."""
+    refused = DecisionThrottle().refusal(request)
+    if refused is not None:
+        message = f"{refused.message} Nothing was decided; {_wait_text(refused)}."
+        if _wants_json(request):
+            answer = JsonResponse({"accepted": False, "status": "throttled", "message": message}, status=429)
+            return _retry_after(answer, refused)
+        return _retry_after(_error(request, 429, "Too many decisions", message), refused)
     form = DecisionForm(request.POST)
     if not form.is_valid():
         message = _form_problem(form)

@@ -21,10 +21,11 @@ workflow run's input) and ``{{ nodes.<id>.output }}`` (an earlier node's output)
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from fimone.parsers import loads as json_loads
 
 START, AGENT, CONNECTOR, CONDITION, END = "start", "agent", "connector", "condition", "end"
 NODE_TYPES = (START, AGENT, CONNECTOR, CONDITION, END)
@@ -110,8 +111,8 @@ def condition_holds(node: Mapping[str, Any], output: str) -> bool:
     if operator == "regex":
         return re.search(value, output) is not None
     try:  # equals: JSON equality when both sides are JSON, else the same text
-        return json.loads(output) == json.loads(value)
-    except ValueError:
+        return json_loads(output) == json_loads(value)
+    except ValueError:  # InvalidJSON: not JSON, or nested too deep
         return output.strip() == value.strip()
 
 

@@ -107,6 +107,17 @@ class RunJournal:
             self._buffer = kept
             self._seq -= 1
 
+    def retract_call(self, tool_call_id: str, *, after: int) -> None:
+        """Withdraw the queued, not yet stored events of one tool call numbered after ``after``
+        (what a call that failed half-way had queued); later events move down, seqs stay gap-free."""
+        doomed = [
+            event.seq
+            for event in self._buffer
+            if event.seq > after and event.payload.get("tool_call_id") == tool_call_id
+        ]
+        for seq in reversed(doomed):
+            self.retract(seq)
+
     def emit_side_effects(self, effects: list[SideEffect], *, point: str, tool_call_id: str | None) -> None:
         for effect in effects:
             self.emit(
@@ -174,6 +185,12 @@ class RunJournal:
             except store.LeaseLost:
                 # Keep the events: if the run was cancelled they are stored with its ending.
                 self._buffer[:0] = batch
+                raise
+            except Exception:
+                # Nothing was written: keep the events and the checkpoint to save, so seqs stay
+                # gap-free whatever the caller does next.
+                self._buffer[:0] = batch
+                self._checkpoint_dirty = self._checkpoint_dirty or snapshot is not None
                 raise
             if snapshot is not None:
                 self._stored_messages = snapshot[0]["message_count"]

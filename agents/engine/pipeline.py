@@ -43,6 +43,11 @@ UNKNOWN_OUTCOME = (
     "was recorded. It was not run again. Check the target system before doing anything else."
 )
 
+UNRECORDED_OUTCOME = (
+    "Tool error: {tool} ran, but its outcome could not be processed or recorded ({error}). It may "
+    "have taken effect: check the target system before trying again."
+)
+
 APPROVAL_MISMATCH = (
     "Refused: the arguments about to run differ from the ones that were approved. The call was not executed."
 )
@@ -248,27 +253,38 @@ class ToolPipeline:
             log.exception("tool %s crashed in run %s", name, journal.run_id)
             result, status = f"Tool error: {name} failed unexpectedly ({type(exc).__name__}).", "failed"
         duration = (time.perf_counter() - started) * 1000
-        # Whatever the tool returned, its outcome can be stored (and read back): unstorable parts
-        # (huge integers, NaN, NUL, lone surrogates, too deep nesting) become placeholders, so
-        # the execution always ends recorded and the run goes on. Hooks see what is stored.
-        stored = jsonsafe.storable(result)
-        # The outcome is stored with the observation, after the (time-bounded) PostToolUse hooks:
-        # one write instead of two. A crash in between reports the call as "outcome unknown".
-        return await self._post(
-            call,
-            ctx,
-            stored,
-            status,
-            duration,
-            confirmation_request_id=confirmation_request_id,
-            record=store.execution_finish(
-                run_id=journal.run_id,
-                tool_call_id=call_id,
-                status=status,
-                result=stored,
-                duration_ms=duration,
-            ),
-        )
+        returned_at = journal.seq
+        try:
+            # Whatever the tool returned, its outcome can be stored (and read back): unstorable
+            # parts (huge integers, NaN, NUL, lone surrogates, too deep nesting) become
+            # placeholders, so the execution always ends recorded and the run goes on. Hooks see
+            # what is stored.
+            stored = jsonsafe.storable(result)
+            # The outcome is stored with the observation, after the (time-bounded) PostToolUse
+            # hooks: one write instead of two. A crash in between reports the call as "outcome
+            # unknown".
+            return await self._post(
+                call,
+                ctx,
+                stored,
+                status,
+                duration,
+                confirmation_request_id=confirmation_request_id,
+                record=store.execution_finish(
+                    run_id=journal.run_id,
+                    tool_call_id=call_id,
+                    status=status,
+                    result=stored,
+                    duration_ms=duration,
+                ),
+            )
+        except store.LeaseLost:
+            raise  # the outcome was written all the same (a fact); the run ends as cancelled or lost
+        except Exception as exc:
+            # Anything else failing once the tool returned (a bug, the database refusing the
+            # write) still ends its execution, failed, with an observation saying so.
+            log.exception("the outcome of %s could not be recorded in run %s", name, journal.run_id)
+            return await self._unrecorded(call, exc, duration, returned_at=returned_at)
 
     async def _post(
         self,
@@ -307,6 +323,40 @@ class ToolPipeline:
         # The outcome of a tool that ran is recorded even if the run was cancelled meanwhile: the
         # run then ends cancelled after it, never leaving the execution "started".
         await journal.commit(facts=(record,) if record is not None else ())
+        return Observation(observation)
+
+    async def _unrecorded(
+        self, call: dict[str, Any], exc: Exception, ms: float, *, returned_at: int
+    ) -> Observation:
+        """End the execution of a tool that returned but whose outcome could not be processed or
+        stored: ``failed``, its result the observation the LLM reads. The events the failed
+        attempt queued for this call (``seq > returned_at``) are withdrawn, so the call has one
+        ``tool.finished`` and seqs stay gap-free. Re-raises ``exc`` if the outcome was recorded
+        after all (then there is nothing to end)."""
+        journal = self.journal
+        recorded = await db(store.execution_find, run_id=journal.run_id, tool_call_id=call["id"])
+        if recorded is None or recorded.status != ToolExecution.Status.STARTED:
+            raise exc
+        journal.retract_call(call["id"], after=returned_at)
+        observation = UNRECORDED_OUTCOME.format(tool=call["name"], error=type(exc).__name__)
+        journal.emit(
+            ev.TOOL_FINISHED,
+            {
+                "tool_call_id": call["id"],
+                "tool": call["name"],
+                "status": ToolExecution.Status.FAILED,
+                "observation": observation,
+                "duration_ms": round(ms, 3),
+            },
+        )
+        record = store.execution_finish(
+            run_id=journal.run_id,
+            tool_call_id=call["id"],
+            status=ToolExecution.Status.FAILED,
+            result=observation,
+            duration_ms=ms,
+        )
+        await journal.commit(facts=(record,))
         return Observation(observation)
 
     async def _replay(self, call: dict[str, Any], previous: ToolExecution) -> Observation:

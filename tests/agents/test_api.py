@@ -404,6 +404,25 @@ def test_it_counts_run_starts_per_user_so_another_organisation_is_not_held_back(
     assert response.status_code == 201
 
 
+def test_starting_a_workflow_or_an_eval_over_the_api_counts_with_the_callers_runs_started(
+    personas, agent, dispatched, settings
+) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "3/min"}}
+    operator = client_for(personas.operator)
+    starts = {
+        "agent": lambda: operator.post(runs_url(agent), {"input": "hi"}, format="json"),
+        "workflow": lambda: operator.post("/api/workflows/999999/runs/", {"input": "hi"}, format="json"),
+        "eval": lambda: operator.post("/api/eval-sets/999999/runs/", {"agent": agent.pk}, format="json"),
+    }
+
+    under = {name: start().status_code for name, start in starts.items()}
+    over = {name: start() for name, start in starts.items()}
+
+    assert under == {"agent": 201, "workflow": 404, "eval": 404}
+    assert {name: response.status_code for name, response in over.items()} == dict.fromkeys(starts, 429)
+    assert over["eval"].json()["detail"].startswith("Too many runs started: the limit is 3 per minute.")
+
+
 def test_it_lets_exactly_the_rate_through_when_starts_arrive_at_once() -> None:
     user = SimpleNamespace(pk=987_654, is_authenticated=True)
     request = SimpleNamespace(user=user, META={"REMOTE_ADDR": "127.0.0.1"})

@@ -533,6 +533,75 @@ def test_it_records_a_hostile_tool_result_in_a_safe_form_and_the_run_goes_on(
     assert_ended_recorded(run, harness)
 
 
+def _post_chain_crashes(monkeypatch) -> None:
+    from hooks import HookRegistry
+
+    async def crash(self, ctx):
+        raise RuntimeError("a bug after the tool returned")
+
+    monkeypatch.setattr(HookRegistry, "run_post_tool_use", crash)
+
+
+def _record_cannot_be_built(monkeypatch) -> None:
+    from agents.engine import store
+
+    real = store.execution_finish
+
+    def finish(*, status, **fields):
+        if status == ToolExecution.Status.SUCCEEDED:
+            raise TypeError("the outcome cannot be recorded")
+        return real(status=status, **fields)
+
+    monkeypatch.setattr(store, "execution_finish", finish)
+
+
+def _database_refuses_the_outcome(monkeypatch) -> None:
+    from agents.engine import store
+
+    real = store.execution_finish
+
+    def finish(*, status, **fields):
+        change = real(status=status, **fields)
+        if status != ToolExecution.Status.SUCCEEDED:
+            return change
+        return store.Change(change.table, "no_such_column = %s", change.where, [1, *change.params[4:]])
+
+    monkeypatch.setattr(store, "execution_finish", finish)
+
+
+AFTER_THE_TOOL_RETURNED = {
+    "the PostToolUse chain crashes": _post_chain_crashes,
+    "the outcome's record cannot be built": _record_cannot_be_built,
+    "the database refuses the outcome": _database_refuses_the_outcome,
+}
+
+
+@pytest.mark.django_db(transaction=True)  # a refused write aborts only its own transaction, as deployed
+@pytest.mark.parametrize("fault", AFTER_THE_TOOL_RETURNED.values(), ids=AFTER_THE_TOOL_RETURNED.keys())
+def test_whatever_fails_after_the_tool_returns_its_execution_ends_failed_and_the_llm_is_told(
+    personas, no_dispatch, monkeypatch, fault
+) -> None:
+    pay = RecordingTool("oa__purchase_pay", result={"status": "paid"}, parameters=PAY_SCHEMA)
+    harness = Harness(pay)
+    run = start(personas, pay_agent(personas))
+    fault(monkeypatch)
+
+    assert harness.execute(run) == RunStatus.COMPLETED
+
+    assert len(pay.calls) == 1
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == ToolExecution.Status.FAILED and execution.finished_at is not None
+    [finished] = events_of(run, ev.TOOL_FINISHED)
+    assert finished["status"] == ToolExecution.Status.FAILED
+    assert finished["observation"] == execution.result
+    assert execution.result.startswith("Tool error: oa__purchase_pay ran, but its outcome could not be")
+    assert "check the target system before trying again" in execution.result
+    assert harness.llm_requests[1][-1]["content"] == execution.result
+    seqs = list(run.events.values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert event_types(run)[-1] == ev.RUN_COMPLETED
+
+
 class HostileRewrite(PostToolUseHook):
     """A PostToolUse hook whose rewrite of the observation cannot be stored as it is."""
 

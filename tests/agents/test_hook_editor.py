@@ -35,6 +35,7 @@ PAY_SCHEMA = {
     "properties": {"purchase_id": {"type": "string"}, "amount": {"type": "number"}},
     "required": ["purchase_id", "amount"],
 }
+DEEP = "[" * 5000 + "]" * 5000  # Python's json gives up past about 1,000 levels (RecursionError)
 CONFIRM_BIG_PAYMENTS = {
     "tools": "oa__purchase_pay",
     "conditions": [{"field": "amount", "op": ">=", "value": 50000}],
@@ -157,6 +158,28 @@ def test_a_saved_hook_shows_its_parameters_back_in_its_inputs(governed, payments
             },
             "conditions[0].value must be a number",
         ),
+        # JSON nested deeper than the bounded reader accepts is a mistake like any other, not a 500.
+        ("set_arguments", {"tools": "oa__*", "values": DEEP}, "Values: enter JSON"),
+        (
+            "confirm_when",
+            {
+                "tools": "",
+                "conditions__0__field": "amount",
+                "conditions__0__op": ">",
+                "conditions__0__value": DEEP,
+            },
+            "conditions[0].value must be a number",
+        ),
+    ],
+    ids=[
+        "required",
+        "not-json",
+        "not-whole",
+        "too-small",
+        "no-op",
+        "not-a-number",
+        "deep-json",
+        "deep-value",
     ],
 )
 def test_parameter_mistakes_are_told_in_the_operators_words(

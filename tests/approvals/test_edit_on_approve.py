@@ -131,7 +131,7 @@ def test_arguments_that_are_not_json_are_refused_with_a_clear_message(personas, 
     page = inbox_post(personas.approver, request, arguments="{amount: 1000")
 
     assert page.status_code == 200
-    assert "The arguments are not valid JSON" in page.content.decode()
+    assert "The arguments cannot be read: not valid JSON" in page.content.decode()
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.PENDING
 

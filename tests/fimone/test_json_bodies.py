@@ -1,6 +1,7 @@
 """Every request body parsed as JSON answers a clear 4xx for hostile JSON, never a 500, and changes
-nothing: the REST API (DRF's parser), the IM callback URL (Slack and Feishu), the demo payments
-service, and the shared parser itself."""
+nothing: the REST API (DRF's parser), JSON held in values (the inbox's edited arguments, an eval's
+expected JSON, a model's output compared as JSON), the IM callback URL (Slack and Feishu), the demo
+payments service, and the shared parser itself."""
 
 from __future__ import annotations
 
@@ -133,6 +134,59 @@ def test_deciding_with_a_deeply_nested_body_answers_400_and_decides_nothing(
     assert request.status == ConfirmationStatus.PENDING and request.responded_by_id is None
     assert not request.events.filter(kind=ConfirmationEvent.Kind.DECIDED).exists()
     assert resumes.run_ids == []
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(
+    "body",
+    ["[" * 20_000 + "]" * 20_000, JUST_TOO_DEEP],  # the field holds 100,000 characters at most
+    ids=["deep-array", "over-the-limit"],
+)
+def test_deciding_in_the_inbox_with_deeply_nested_edited_arguments_decides_nothing(
+    personas, resumes, body: str
+) -> None:
+    set_policy(personas, allow_edit_on_approve=True)
+    _, request = suspended_run(personas, Harness(pay_tool()))
+    inbox = Client()
+    inbox.force_login(personas.approver)
+
+    page = inbox.post(
+        f"/approvals/{request.pk}/decide/", {"decision": "approve", "arguments": body}, follow=True
+    )
+
+    assert page.status_code == 200
+    assert f"The arguments cannot be read: nested more than {MAX_JSON_DEPTH} levels deep." in page.text
+    assert_undecided(request)
+    assert resumes.run_ids == []
+
+
+# --- JSON inside values ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_an_eval_set_whose_expected_json_nests_too_deep_answers_400_and_creates_nothing(personas) -> None:
+    from evals.models import EvalSet
+
+    cases = [{"input": "hi", "expectation": "json_equals", "expected": "[" * 5000 + "]" * 5000}]
+
+    response = api_as(personas.operator).post(
+        "/api/eval-sets/", {"organization": personas.org.pk, "name": "G", "cases": cases}, format="json"
+    )
+
+    assert response.status_code == 400
+    assert f"case 1: not valid JSON: nested more than {MAX_JSON_DEPTH} levels deep" in response.text
+    assert not EvalSet.objects.exists()
+
+
+def test_a_model_output_nested_too_deep_fails_a_json_check_and_is_compared_as_text() -> None:
+    from evals.grading import grade
+    from workflows.graph import condition_holds
+
+    deep = "[" * 5000 + "]" * 5000
+
+    assert grade("json_equals", "[]", deep) == (False, "the output is not JSON")
+    assert condition_holds({"operator": "equals", "value": "[]"}, deep) is False
+    assert condition_holds({"operator": "equals", "value": deep}, deep) is True
 
 
 # --- IM callbacks --------------------------------------------------------------------------------
