@@ -6,21 +6,22 @@ objects answer 404.
 
 from __future__ import annotations
 
-from drf_spectacular.utils import extend_schema, extend_schema_serializer
-from rest_framework import serializers, status
-from rest_framework.request import Request
-from rest_framework.response import Response
-from rest_framework.views import APIView
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_serializer
+from rest_framework import serializers
 
 from agents import selectors as agent_selectors
-from agents.apis import ERROR_RESPONSES, MAX_ID, RunStartThrottle, _not_found, api_error
-from agents.services import ServiceError
+from agents.apis import MAX_ID, _not_found
+from agents.scoped_apis import ScopedDetailApi, ScopedListApi, ScopedRunStartApi
 from evals import selectors, services
-from evals.models import Check, EvalRun, EvalStatus, Outcome
+from evals.models import Check, EvalRun, EvalSet, EvalStatus, Outcome
 
 
-class EvalSetListApi(APIView):
+class EvalSetListApi(ScopedListApi, operations="eval_sets", tag="evals"):
     """The eval sets the caller may read (GET); create one as an operator (POST)."""
+
+    selector = staticmethod(selectors.eval_set_list)
 
     @extend_schema_serializer(component_name="EvalSetCreate")
     class InputSerializer(serializers.Serializer):
@@ -49,37 +50,20 @@ class EvalSetListApi(APIView):
         description = serializers.CharField()
         cases = CaseSerializer(many=True, source="cases.all")
 
-    @extend_schema(
-        operation_id="eval_sets_list", tags=["evals"], responses={200: OutputSerializer(many=True)}
-    )
-    def get(self, request: Request) -> Response:
-        return Response(self.OutputSerializer(selectors.eval_set_list(user=request.user), many=True).data)
-
-    @extend_schema(
-        operation_id="eval_sets_create",
-        tags=["evals"],
-        request=InputSerializer,
-        responses={201: OutputSerializer, **ERROR_RESPONSES},
-    )
-    def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        try:
-            eval_set = services.eval_set_create(
-                user=request.user,
-                organization_id=data["organization"],
-                name=data["name"],
-                description=data["description"],
-                cases=[dict(case) for case in data["cases"]],
-            )
-        except ServiceError as exc:
-            raise api_error(exc) from None
-        return Response(self.OutputSerializer(eval_set).data, status=status.HTTP_201_CREATED)
+    def create(self, *, user: Any, data: dict[str, Any]) -> EvalSet:
+        return services.eval_set_create(
+            user=user,
+            organization_id=data["organization"],
+            name=data["name"],
+            description=data["description"],
+            cases=[dict(case) for case in data["cases"]],
+        )
 
 
-class EvalRunDetailApi(APIView):
+class EvalRunDetailApi(ScopedDetailApi, operations="eval_runs", tag="evals"):
     """An eval run: its pass rate once complete, and each case's output and verdict."""
+
+    selector = staticmethod(selectors.eval_run_get)
 
     @extend_schema_serializer(component_name="EvalRun")
     class OutputSerializer(serializers.Serializer):
@@ -108,23 +92,12 @@ class EvalRunDetailApi(APIView):
         def get_hooks_bypassed(self, eval_run: EvalRun) -> bool:
             return True  # every eval run does, and says so
 
-    @extend_schema(
-        operation_id="eval_runs_retrieve",
-        tags=["evals"],
-        responses={200: OutputSerializer, 404: ERROR_RESPONSES[404]},
-    )
-    def get(self, request: Request, eval_run_id: int) -> Response:
-        eval_run = selectors.eval_run_get(eval_run_id=eval_run_id, user=request.user)
-        if eval_run is None:
-            raise _not_found()
-        return Response(self.OutputSerializer(eval_run).data)
 
-
-class EvalRunStartApi(APIView):
+class EvalRunStartApi(ScopedRunStartApi, operations="eval_runs", tag="evals"):
     """Run an eval set on an agent of the same organisation (operators and admins; counted with
     the caller's runs started)."""
 
-    throttle_classes = [RunStartThrottle]
+    selector = staticmethod(selectors.eval_set_get)
 
     @extend_schema_serializer(component_name="EvalRunStart")
     class InputSerializer(serializers.Serializer):
@@ -132,24 +105,8 @@ class EvalRunStartApi(APIView):
 
     OutputSerializer = EvalRunDetailApi.OutputSerializer
 
-    @extend_schema(
-        operation_id="eval_runs_start",
-        tags=["evals"],
-        request=InputSerializer,
-        responses={201: OutputSerializer, **ERROR_RESPONSES},
-    )
-    def post(self, request: Request, eval_set_id: int) -> Response:
-        eval_set = selectors.eval_set_get(eval_set_id=eval_set_id, user=request.user)
-        if eval_set is None:
-            raise _not_found()
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        agent = agent_selectors.agent_get(agent_id=serializer.validated_data["agent"], user=request.user)
+    def start(self, selected: EvalSet, *, user: Any, data: dict[str, Any]) -> EvalRun:
+        agent = agent_selectors.agent_get(agent_id=data["agent"], user=user)
         if agent is None:
             raise _not_found("agent", "no such agent")
-        try:
-            eval_run = services.eval_run_start(eval_set=eval_set, agent=agent, user=request.user)
-        except ServiceError as exc:
-            raise api_error(exc) from None
-        eval_run = EvalRun.objects.get(pk=eval_run.pk)
-        return Response(self.OutputSerializer(eval_run).data, status=status.HTTP_201_CREATED)
+        return services.eval_run_start(eval_set=selected, agent=agent, user=user)

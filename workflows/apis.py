@@ -7,14 +7,17 @@ are readable by its starter and the organisation's operators, admins and auditor
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.urls import reverse
 from drf_spectacular.utils import extend_schema, extend_schema_serializer
-from rest_framework import serializers, status
+from rest_framework import serializers
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.apis import ERROR_RESPONSES, MAX_ID, MAX_INPUT_LENGTH, RunStartThrottle, _not_found, api_error
+from agents.apis import ERROR_RESPONSES, MAX_ID, MAX_INPUT_LENGTH, _not_found, api_error
+from agents.scoped_apis import ScopedDetailApi, ScopedListApi, ScopedRunStartApi
 from agents.services import ServiceError
 from workflows import selectors, services
 from workflows.models import NodeStatus, Workflow, WorkflowRun, WorkflowStatus
@@ -39,8 +42,10 @@ class WorkflowOutput(serializers.Serializer):
         return reverse("api-workflow-run-start", kwargs={"workflow_id": workflow.pk})
 
 
-class WorkflowListApi(APIView):
+class WorkflowListApi(ScopedListApi, operations="workflows", tag="workflows"):
     """The workflows of the caller's organisations (GET); define one as an operator (POST)."""
+
+    selector = staticmethod(selectors.workflow_list)
 
     @extend_schema_serializer(component_name="WorkflowCreate")
     class InputSerializer(serializers.Serializer):
@@ -56,57 +61,30 @@ class WorkflowListApi(APIView):
 
     OutputSerializer = extend_schema_serializer(component_name="Workflow")(WorkflowOutput)
 
-    @extend_schema(
-        operation_id="workflows_list", tags=["workflows"], responses={200: OutputSerializer(many=True)}
-    )
-    def get(self, request: Request) -> Response:
-        return Response(self.OutputSerializer(selectors.workflow_list(user=request.user), many=True).data)
-
-    @extend_schema(
-        operation_id="workflows_create",
-        tags=["workflows"],
-        request=InputSerializer,
-        responses={201: OutputSerializer, **ERROR_RESPONSES},
-    )
-    def post(self, request: Request) -> Response:
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data
-        try:
-            workflow = services.workflow_create(
-                user=request.user,
-                organization_id=data["organization"],
-                name=data["name"],
-                description=data["description"],
-                graph=data["graph"],
-                hooks=data["hooks"],
-                require_confirmation_for_all=data["require_confirmation_for_all"],
-                connector_agent_id=data.get("connector_agent"),
-            )
-        except ServiceError as exc:
-            raise api_error(exc) from None
-        return Response(self.OutputSerializer(workflow).data, status=status.HTTP_201_CREATED)
+    def create(self, *, user: Any, data: dict[str, Any]) -> Workflow:
+        return services.workflow_create(
+            user=user,
+            organization_id=data["organization"],
+            name=data["name"],
+            description=data["description"],
+            graph=data["graph"],
+            hooks=data["hooks"],
+            require_confirmation_for_all=data["require_confirmation_for_all"],
+            connector_agent_id=data.get("connector_agent"),
+        )
 
 
-class WorkflowDetailApi(APIView):
+class WorkflowDetailApi(ScopedDetailApi, operations="workflows", tag="workflows"):
     """One workflow of the caller's organisations."""
 
+    selector = staticmethod(selectors.workflow_get)
     OutputSerializer = WorkflowListApi.OutputSerializer
 
-    @extend_schema(
-        operation_id="workflows_retrieve",
-        tags=["workflows"],
-        responses={200: OutputSerializer, 404: ERROR_RESPONSES[404]},
-    )
-    def get(self, request: Request, workflow_id: int) -> Response:
-        workflow = selectors.workflow_get(workflow_id=workflow_id, user=request.user)
-        if workflow is None:
-            raise _not_found()
-        return Response(self.OutputSerializer(workflow).data)
 
-
-class WorkflowRunDetailApi(APIView):
+class WorkflowRunDetailApi(ScopedDetailApi, operations="workflow_runs", tag="workflows"):
     """A workflow run and its node states."""
+
+    selector = staticmethod(selectors.workflow_run_get)
 
     @extend_schema_serializer(component_name="WorkflowRun")
     class OutputSerializer(serializers.Serializer):
@@ -133,22 +111,11 @@ class WorkflowRunDetailApi(APIView):
         finished_at = serializers.DateTimeField(allow_null=True)
         nodes = NodeSerializer(many=True, source="nodes.all")
 
-    @extend_schema(
-        operation_id="workflow_runs_retrieve",
-        tags=["workflows"],
-        responses={200: OutputSerializer, 404: ERROR_RESPONSES[404]},
-    )
-    def get(self, request: Request, workflow_run_id: int) -> Response:
-        workflow_run = selectors.workflow_run_get(workflow_run_id=workflow_run_id, user=request.user)
-        if workflow_run is None:
-            raise _not_found()
-        return Response(self.OutputSerializer(workflow_run).data)
 
-
-class WorkflowRunStartApi(APIView):
+class WorkflowRunStartApi(ScopedRunStartApi, operations="workflow_runs", tag="workflows"):
     """Start a workflow of the caller's organisations (counted with the caller's runs started)."""
 
-    throttle_classes = [RunStartThrottle]
+    selector = staticmethod(selectors.workflow_get)
 
     @extend_schema_serializer(component_name="WorkflowRunStart")
     class InputSerializer(serializers.Serializer):
@@ -158,26 +125,8 @@ class WorkflowRunStartApi(APIView):
 
     OutputSerializer = WorkflowRunDetailApi.OutputSerializer
 
-    @extend_schema(
-        operation_id="workflow_runs_start",
-        tags=["workflows"],
-        request=InputSerializer,
-        responses={201: OutputSerializer, **ERROR_RESPONSES},
-    )
-    def post(self, request: Request, workflow_id: int) -> Response:
-        workflow = selectors.workflow_get(workflow_id=workflow_id, user=request.user)
-        if workflow is None:
-            raise _not_found()
-        serializer = self.InputSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        try:
-            workflow_run = services.workflow_run_start(
-                workflow=workflow, user=request.user, input=serializer.validated_data["input"]
-            )
-        except ServiceError as exc:
-            raise api_error(exc) from None
-        workflow_run = WorkflowRun.objects.get(pk=workflow_run.pk)
-        return Response(self.OutputSerializer(workflow_run).data, status=status.HTTP_201_CREATED)
+    def start(self, selected: Workflow, *, user: Any, data: dict[str, Any]) -> WorkflowRun:
+        return services.workflow_run_start(workflow=selected, user=user, input=data["input"])
 
 
 class WorkflowRunCancelApi(APIView):

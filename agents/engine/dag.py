@@ -23,26 +23,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
-from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 
 from agents import events as ev
-from agents.engine import chain as chains
 from agents.engine import store
+from agents.engine.base import RunEngine, RunFailed
 from agents.engine.db import db
 from agents.engine.delegation import delegates_of
-from agents.engine.journal import RunJournal
-from agents.engine.react import RunFailed
-from agents.llm.base import LLMError, LLMProvider
-from agents.llm.factory import provider_for
+from agents.llm.base import LLMProvider
 from agents.models import ExecutionPath, RunStatus
 from agents.tools.base import Tool
-from agents.tools.toolbox import ToolboxError, tools_for_agent
-
-log = logging.getLogger(__name__)
 
 PLAN_REQUEST = "Plan this task: "
 REPLAN_REQUEST = "The plan was rejected: {error}. Reply with a corrected plan, as JSON only."
@@ -110,94 +102,28 @@ def plan_parse(text: str, *, max_steps: int) -> list[dict[str, Any]]:
     return ordered
 
 
-class DagEngine:
+class DagEngine(RunEngine):
     """Drives one DAG run. Precondition: ``owner`` holds the run's lease (``store.run_claim``).
 
     ``provider_factory`` and ``tools_factory`` are passed on to the steps' engines.
     """
 
-    def __init__(
-        self,
-        run_id: int,
-        *,
-        owner: str,
-        provider_factory: Callable[[dict[str, Any]], LLMProvider] = provider_for,
-        tools_factory: Callable[[Any], dict[str, Tool]] | None = None,
-    ) -> None:
-        self.run_id = run_id
-        self.owner = owner
-        self.provider_factory = provider_factory
-        self.tools_factory = tools_factory
-        self.journal = RunJournal(run_id, owner=owner)
-
-    @property
-    def checkpoint(self) -> dict[str, Any]:
-        assert self.journal.checkpoint is not None
-        return self.journal.checkpoint
+    crash_label = "DAG run"
 
     @property
     def state(self) -> dict[str, Any]:
         return self.checkpoint["dag"]
 
-    async def execute(self, *, resumed_reason: str | None = None) -> str:
-        """Drive the run until it completes, fails or parks; return its final status."""
-        journal = self.journal
-        run = await journal.open()
-        self.run = run
-        if journal.checkpoint is not None:
-            if resumed_reason is not None:
-                journal.emit(ev.RUN_RESUMED, {"reason": resumed_reason})
-        else:
-            history = await db(store.previous_messages, run=run)
-            journal.checkpoint = {
-                "v": 1,
-                "messages": [*history, {"role": "user", "content": run.input}],
-                "dag": {"attempts": 0, "plan": None, "steps": {}},
-            }
-            journal.emit(
-                ev.RUN_STARTED,
-                {"agent_id": run.agent_id, "execution_path": run.execution_path, "input": run.input},
-            )
-        heartbeat = asyncio.create_task(journal.heartbeat())
-        try:
-            return await self._drive()
-        except RunFailed as failure:
-            return await journal.finish(RunStatus.FAILED, error=failure.error, stage=failure.stage)
-        except store.LeaseLost:
-            return await journal.after_lease_lost()
-        except Exception as exc:
-            log.exception("DAG run %s crashed", self.run_id)
-            return await journal.finish(
-                RunStatus.FAILED, error=f"internal error: {type(exc).__name__}", stage="engine"
-            )
-        finally:
-            heartbeat.cancel()
-            await journal.flush_stream()
+    def _fresh_state(self) -> dict[str, Any]:
+        return {"dag": {"attempts": 0, "plan": None, "steps": {}}}
 
     async def _prepare(self) -> tuple[LLMProvider, dict[str, Tool]]:
         """What the run needs before it plans, or :class:`RunFailed` (fail closed): a chain that
         cannot be built stops the run before any step (and so any tool) runs."""
-        run = self.run
-        agent = run.agent
-        archived = agent.archived_reason()
-        if archived is not None:
-            raise RunFailed(archived, "archived")
-        chain = run.hook_chain if run.hook_chain is not None else await db(chains.run_hook_chain, run=run)
-        try:
-            chains.registry_for_chain(chain)
-        except chains.ChainUnavailable as exc:
-            raise RunFailed(str(exc), "hooks") from None
-        self.chain = chain
-        try:
-            provider = self.provider_factory(agent.provider_config())
-        except LLMError as exc:
-            raise RunFailed(f"the agent's model is misconfigured: {exc}", "llm") from None
-        try:
-            tools = await db(self.tools_factory or tools_for_agent, agent=agent)
-        except ToolboxError as exc:
-            raise RunFailed(f"the agent's tools cannot be built: {exc}", "tools") from None
-        self.delegates = list(await db(delegates_of, agent=agent))
-        return provider, tools
+        essentials = await self._essentials()
+        self.chain = essentials.chain
+        self.delegates = list(await db(delegates_of, agent=self.run.agent))
+        return essentials.provider, essentials.tools
 
     async def _drive(self) -> str:
         provider, tools = await self._prepare()
@@ -213,13 +139,9 @@ class DagEngine:
     # --- planning ---------------------------------------------------------------------------------
 
     async def _ask(self, provider: LLMProvider, system: str, conversation: list[dict[str, Any]]) -> str:
-        self.journal.start_deltas()
-        try:
-            response = await provider.complete(
-                messages=[{"role": "system", "content": system}, *conversation], tools=[]
-            )
-        except LLMError as exc:
-            raise RunFailed(str(exc), "llm") from None
+        response = await self._complete(
+            provider, messages=[{"role": "system", "content": system}, *conversation], tools=[]
+        )
         return response.content or ""
 
     def _tool_names(self, tools: dict[str, Tool]) -> str:

@@ -16,24 +16,15 @@ and the run parks on the first that waits.
 from __future__ import annotations
 
 import asyncio
-import logging
-from collections.abc import Callable
 from typing import Any
 
 from agents import events as ev
-from agents.engine import chain as chains
-from agents.engine import store
+from agents.engine.base import RunEngine, RunFailed
 from agents.engine.db import db
 from agents.engine.delegation import delegation_tools
-from agents.engine.journal import RunJournal
 from agents.engine.pipeline import Suspended, ToolPipeline
-from agents.llm.base import LLMError, LLMProvider, LLMResponse
-from agents.llm.factory import provider_for
+from agents.llm.base import LLMProvider, LLMResponse
 from agents.models import Run, RunStatus
-from agents.tools.base import Tool
-from agents.tools.toolbox import ToolboxError, tools_for_agent
-
-log = logging.getLogger(__name__)
 
 RULES = (
     "Rules enforced by the platform: a tool call may be blocked, rewritten or sent to a human for "
@@ -41,14 +32,6 @@ RULES = (
     "to the user. An observation saying a call's outcome is unknown means it may or may not have "
     "taken effect: do not repeat it."
 )
-
-
-class RunFailed(Exception):
-    """The run cannot go on; it ends failed with ``error`` at ``stage``."""
-
-    def __init__(self, error: str, stage: str) -> None:
-        super().__init__(error)
-        self.error, self.stage = error, stage
 
 
 def run_facts(run: Run, chain: dict[str, Any]) -> dict[str, Any]:
@@ -64,91 +47,21 @@ def run_facts(run: Run, chain: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ReactEngine:
+class ReactEngine(RunEngine):
     """Drives one run. Precondition: ``owner`` holds the run's lease (``store.run_claim``)."""
 
-    def __init__(
-        self,
-        run_id: int,
-        *,
-        owner: str,
-        provider_factory: Callable[[dict[str, Any]], LLMProvider] = provider_for,
-        tools_factory: Callable[[Any], dict[str, Tool]] | None = None,
-    ) -> None:
-        self.run_id = run_id
-        self.owner = owner
-        self.provider_factory = provider_factory
-        self.tools_factory = tools_factory
-        self.journal = RunJournal(run_id, owner=owner)
+    def __init__(self, run_id: int, **options: Any) -> None:
+        super().__init__(run_id, **options)
         self._proposed_here: set[str] = set()
 
-    @property
-    def checkpoint(self) -> dict[str, Any]:
-        assert self.journal.checkpoint is not None
-        return self.journal.checkpoint
-
-    async def execute(self, *, resumed_reason: str | None = None) -> str:
-        """Drive the run until it completes, fails or suspends; return its final status."""
-        journal = self.journal
-        run = await journal.open()
-        self.run = run
-        if journal.checkpoint is not None:
-            if resumed_reason is not None:
-                journal.emit(ev.RUN_RESUMED, {"reason": resumed_reason})
-        else:
-            history = await db(store.previous_messages, run=run)
-            journal.checkpoint = {
-                "v": 1,
-                "messages": [*history, {"role": "user", "content": run.input}],
-                "session_context": None,
-                "iteration": 0,
-                "pending_calls": [],
-                "observations": {},
-            }
-            journal.emit(
-                ev.RUN_STARTED,
-                {"agent_id": run.agent_id, "execution_path": run.execution_path, "input": run.input},
-            )
-        heartbeat = asyncio.create_task(journal.heartbeat())
-        try:
-            return await self._drive()
-        except RunFailed as failure:
-            return await journal.finish(RunStatus.FAILED, error=failure.error, stage=failure.stage)
-        except store.LeaseLost:
-            return await journal.after_lease_lost()
-        except Exception as exc:
-            log.exception("run %s crashed", self.run_id)
-            return await journal.finish(
-                RunStatus.FAILED, error=f"internal error: {type(exc).__name__}", stage="engine"
-            )
-        finally:
-            heartbeat.cancel()
-            await journal.flush_stream()  # the run's last events reach the stream before it returns
+    def _fresh_state(self) -> dict[str, Any]:
+        return {"session_context": None, "iteration": 0, "pending_calls": [], "observations": {}}
 
     async def _prepare(self) -> tuple[LLMProvider, ToolPipeline]:
         """Everything a run needs before its first step, or :class:`RunFailed` (fail closed)."""
         run = self.run
-        agent = run.agent
-        archived = agent.archived_reason()
-        if archived is not None:
-            # Archiving stops runs in flight; this catches one that was claimed meanwhile.
-            raise RunFailed(archived, "archived")
-        # The chain recorded when the run was created, not the agent's current one: editing an
-        # agent never changes a run in flight, resumed or not (DESIGN §1.10).
-        chain = run.hook_chain if run.hook_chain is not None else await db(chains.run_hook_chain, run=run)
-        try:
-            registry = chains.registry_for_chain(chain)
-        except chains.ChainUnavailable as exc:
-            raise RunFailed(str(exc), "hooks") from None
-        try:
-            provider = self.provider_factory(agent.provider_config())
-        except LLMError as exc:
-            raise RunFailed(f"the agent's model is misconfigured: {exc}", "llm") from None
-        factory = self.tools_factory or tools_for_agent
-        try:
-            tools = await db(factory, agent=agent)
-        except ToolboxError as exc:
-            raise RunFailed(f"the agent's tools cannot be built: {exc}", "tools") from None
+        essentials = await self._essentials()
+        tools = essentials.tools
         options = {"provider_factory": self.provider_factory, "tools_factory": self.tools_factory}
         delegation = await db(delegation_tools, run=run, options=options)
         if delegation:
@@ -157,13 +70,13 @@ class ReactEngine:
             tools = {**tools, **delegation}
         pipeline = ToolPipeline(
             journal=self.journal,
-            registry=registry,
+            registry=essentials.registry,
             tools=tools,
             agent_id=run.agent_id,
             user_id=run.user_id,
-            facts=run_facts(run, chain),
+            facts=run_facts(run, essentials.chain),
         )
-        return provider, pipeline
+        return essentials.provider, pipeline
 
     async def _drive(self) -> str:
         journal = self.journal
@@ -199,13 +112,9 @@ class ReactEngine:
                     f"the agent did not finish within {agent.max_iterations} steps", "max_iterations"
                 )
             cp["iteration"] += 1
-            journal.start_deltas()
-            try:
-                response = await provider.complete(
-                    messages=self._messages(), tools=self._tool_specs(), on_delta=journal.on_delta
-                )
-            except LLMError as exc:
-                raise RunFailed(str(exc), "llm") from None
+            response = await self._complete(
+                provider, messages=self._messages(), tools=self._tool_specs(), on_delta=journal.on_delta
+            )
             cp["messages"].append(response.as_message())
             journal.emit(ev.LLM_MESSAGE, self._message_payload(response))
             if not response.tool_calls:

@@ -97,3 +97,49 @@ def test_an_operator_starts_an_eval_over_the_api_and_reads_its_pass_rate(persona
         ).status_code
         == 404
     )
+
+
+def test_an_eval_started_over_the_api_answers_as_it_is_once_it_ran(personas, executed_at_once) -> None:
+    agent = make_agent(personas.org, personas.operator, model_config_json=scripted({"content": "Hello."}))
+    operator = APIClient()
+    operator.force_authenticate(personas.operator)
+
+    started = operator.post(
+        f"/api/eval-sets/{greeting_set(personas).pk}/runs/", {"agent": agent.pk}, format="json"
+    )
+
+    assert started.status_code == 201, started.content
+    answered = started.json()
+    assert answered["status"] == EvalStatus.COMPLETED and answered["pass_rate"] == 0.5
+    assert [result["outcome"] for result in answered["results"]] == ["passed", "failed"]
+
+
+def test_an_eval_on_an_agent_the_caller_cannot_see_answers_404_naming_the_agent(personas) -> None:
+    theirs = make_agent(personas.other_org, personas.stranger, name="Globex helper")
+    operator = APIClient()
+    operator.force_authenticate(personas.operator)
+
+    refused = operator.post(
+        f"/api/eval-sets/{greeting_set(personas).pk}/runs/", {"agent": theirs.pk}, format="json"
+    )
+
+    assert refused.status_code == 404 and refused.json() == {"agent": ["no such agent"]}
+    assert not EvalRun.objects.exists()
+
+
+def test_evals_started_over_the_api_count_with_the_callers_runs_started(
+    personas, settings, monkeypatch
+) -> None:
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "2/min"}}
+    agent = make_agent(personas.org, personas.operator)
+    operator = APIClient()
+    operator.force_authenticate(personas.operator)
+    assert operator.post(f"/api/agents/{agent.pk}/runs/", {"input": "hi"}, format="json").status_code == 201
+    url = f"/api/eval-sets/{greeting_set(personas).pk}/runs/"
+
+    answers = [operator.post(url, {"agent": agent.pk}, format="json") for _ in range(2)]
+
+    assert [answer.status_code for answer in answers] == [201, 429]
+    assert answers[1].json()["detail"].startswith("Too many runs started")
+    assert EvalRun.objects.count() == 1

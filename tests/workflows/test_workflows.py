@@ -241,6 +241,22 @@ def test_an_operator_defines_a_workflow_and_a_member_starts_it_over_the_api(pers
     assert shown.status_code == 200 and shown.json()["nodes"][1]["run"] is not None
 
 
+def test_workflows_started_over_the_api_count_with_the_callers_runs_started(
+    personas, dispatched, settings
+) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "2/min"}}
+    member = client_for(personas.member)
+    agent = make_agent(personas.org, personas.operator)
+    assert member.post(f"/api/agents/{agent.pk}/runs/", {"input": "hi"}, format="json").status_code == 201
+    url = f"/api/workflows/{one_step_workflow(personas, CONNECTOR).pk}/runs/"
+
+    answers = [member.post(url, {"input": "PO-1"}, format="json") for _ in range(2)]
+
+    assert [answer.status_code for answer in answers] == [201, 429]
+    assert answers[1].json()["detail"].startswith("Too many runs started")
+    assert WorkflowRun.objects.count() == 1
+
+
 def test_a_bad_graph_over_the_api_is_a_400_naming_the_field(personas) -> None:
     body = {"organization": personas.org.pk, "name": "Bad", "graph": {"nodes": [], "edges": []}}
     response = client_for(personas.operator).post("/api/workflows/", body, format="json")

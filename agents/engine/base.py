@@ -1,0 +1,169 @@
+"""What the agent engines (ReAct, DAG) share: a run's life around its drive, what it needs before
+its first step, and how it calls the model.
+
+:meth:`RunEngine.execute` opens the run through its :class:`~agents.engine.journal.RunJournal`,
+starts it (a fresh checkpoint and ``run_started``) or resumes it (``run_resumed``), beats its
+lease while the engine's ``_drive`` runs, and turns however the drive ends into the run's ending:
+:class:`RunFailed` fails it at its stage, a lost lease leaves it to the lease's new holder, any
+other exception fails it as an internal error (logged). Everything else is the engine's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from agents import events as ev
+from agents.engine import chain as chains
+from agents.engine import store
+from agents.engine.db import db
+from agents.engine.journal import RunJournal
+from agents.llm.base import DeltaCallback, LLMError, LLMProvider, LLMResponse
+from agents.llm.factory import provider_for
+from agents.models import Run, RunStatus
+from agents.tools.base import Tool
+from agents.tools.toolbox import ToolboxError, tools_for_agent
+from hooks import HookRegistry
+
+log = logging.getLogger(__name__)
+
+
+class RunFailed(Exception):
+    """The run cannot go on; it ends failed with ``error`` at ``stage``."""
+
+    def __init__(self, error: str, stage: str) -> None:
+        super().__init__(error)
+        self.error, self.stage = error, stage
+
+
+@dataclass(frozen=True)
+class Essentials:
+    """What every run needs before its first step: the hook chain it keeps and the registry
+    rebuilt from it, the agent's model and the agent's own tools."""
+
+    chain: dict[str, Any]
+    registry: HookRegistry
+    provider: LLMProvider
+    tools: dict[str, Tool]
+
+
+class RunEngine:
+    """Drives one run. Precondition: ``owner`` holds the run's lease (``store.run_claim``).
+
+    An engine adds the keys of its own to a fresh checkpoint (:meth:`_fresh_state`, besides
+    ``"v"`` and ``"messages"``: the history, then the user's input) and drives the run
+    (:meth:`_drive`) to its ending (the journal's ``finish`` or ``park``), returning its status.
+    """
+
+    #: How the log names a run of this engine that crashed.
+    crash_label = "run"
+    #: The run, once :meth:`execute` opened it.
+    run: Run
+
+    def __init__(
+        self,
+        run_id: int,
+        *,
+        owner: str,
+        provider_factory: Callable[[dict[str, Any]], LLMProvider] = provider_for,
+        tools_factory: Callable[[Any], dict[str, Tool]] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.owner = owner
+        self.provider_factory = provider_factory
+        self.tools_factory = tools_factory
+        self.journal = RunJournal(run_id, owner=owner)
+
+    @property
+    def checkpoint(self) -> dict[str, Any]:
+        assert self.journal.checkpoint is not None
+        return self.journal.checkpoint
+
+    async def execute(self, *, resumed_reason: str | None = None) -> str:
+        """Drive the run until it completes, fails or parks; return its final status."""
+        journal = self.journal
+        run = await journal.open()
+        self.run = run
+        if journal.checkpoint is not None:
+            if resumed_reason is not None:
+                journal.emit(ev.RUN_RESUMED, {"reason": resumed_reason})
+        else:
+            history = await db(store.previous_messages, run=run)
+            journal.checkpoint = {
+                "v": 1,
+                "messages": [*history, {"role": "user", "content": run.input}],
+                **self._fresh_state(),
+            }
+            journal.emit(
+                ev.RUN_STARTED,
+                {"agent_id": run.agent_id, "execution_path": run.execution_path, "input": run.input},
+            )
+        heartbeat = asyncio.create_task(journal.heartbeat())
+        try:
+            return await self._drive()
+        except RunFailed as failure:
+            return await journal.finish(RunStatus.FAILED, error=failure.error, stage=failure.stage)
+        except store.LeaseLost:
+            return await journal.after_lease_lost()
+        except Exception as exc:
+            log.exception("%s %s crashed", self.crash_label, self.run_id)
+            return await journal.finish(
+                RunStatus.FAILED, error=f"internal error: {type(exc).__name__}", stage="engine"
+            )
+        finally:
+            heartbeat.cancel()
+            await journal.flush_stream()  # the run's last events reach the stream before it returns
+
+    def _fresh_state(self) -> dict[str, Any]:
+        """The engine's own keys of a fresh checkpoint."""
+        raise NotImplementedError
+
+    async def _drive(self) -> str:
+        """Drive the opened run to its ending; return its status."""
+        raise NotImplementedError
+
+    async def _essentials(self) -> Essentials:
+        """What the run needs before its first step, or :class:`RunFailed` (fail closed): an
+        archived agent, a chain that cannot be built, a misconfigured model or tools that cannot
+        be built stop the run before any tool runs."""
+        run = self.run
+        agent = run.agent
+        archived = agent.archived_reason()
+        if archived is not None:
+            # Archiving stops runs in flight; this catches one that was claimed meanwhile.
+            raise RunFailed(archived, "archived")
+        # The chain recorded when the run was created, not the agent's current one: editing an
+        # agent never changes a run in flight, resumed or not (DESIGN §1.10).
+        chain = run.hook_chain if run.hook_chain is not None else await db(chains.run_hook_chain, run=run)
+        try:
+            registry = chains.registry_for_chain(chain)
+        except chains.ChainUnavailable as exc:
+            raise RunFailed(str(exc), "hooks") from None
+        try:
+            provider = self.provider_factory(agent.provider_config())
+        except LLMError as exc:
+            raise RunFailed(f"the agent's model is misconfigured: {exc}", "llm") from None
+        try:
+            tools = await db(self.tools_factory or tools_for_agent, agent=agent)
+        except ToolboxError as exc:
+            raise RunFailed(f"the agent's tools cannot be built: {exc}", "tools") from None
+        return Essentials(chain=chain, registry=registry, provider=provider, tools=tools)
+
+    async def _complete(
+        self,
+        provider: LLMProvider,
+        *,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        on_delta: DeltaCallback | None = None,
+    ) -> LLMResponse:
+        """One model call (a new answer: its deltas, streamed through ``on_delta`` if given, are
+        numbered from 0); a model that gives no answer fails the run (stage ``llm``)."""
+        self.journal.start_deltas()
+        try:
+            return await provider.complete(messages=messages, tools=tools, on_delta=on_delta)
+        except LLMError as exc:
+            raise RunFailed(str(exc), "llm") from None
