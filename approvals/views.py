@@ -13,7 +13,6 @@ approvers are usually not staff.
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +28,6 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
-from django.utils.timesince import timesince
 from django.views.decorators.http import require_GET, require_POST
 
 from agents.models import Agent, Organization
@@ -40,7 +38,7 @@ from approvals.gate import pretty_arguments
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
 from approvals.services import confirmation_decide
-from fimone.humanize import duration_text
+from fimone.humanize import ago, duration_text
 from fimone.parsers import loads as json_loads
 
 User = get_user_model()
@@ -75,19 +73,12 @@ class RequestCard:
             arguments=pretty_arguments(request.tool_args),
             requester=display_name(request.requested_by),
             decider=display_name(request.responded_by) if request.responded_by_id else None,
-            requested_ago=_ago(request.created_at),
+            requested_ago=ago(request.created_at),
             tally=selectors.tally_of(request=request) if request.approvals_required > 1 else None,
             editable=request.allow_edit_on_approve and selectors.may_edit_arguments(request=request),
             proposed=pretty_arguments(request.proposed_args) if request.was_edited else "",
             editor=display_name(request.edited_by) if request.was_edited else None,
         )
-
-
-def _ago(moment: dt.datetime) -> str:
-    # ``timesince`` counts in whole minutes: a request opened seconds ago would read "0 minutes".
-    if timezone.now() - moment < dt.timedelta(minutes=1):
-        return "just now"
-    return f"{timesince(moment)} ago"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,11 @@
-"""Numbers as people read them on pages and in the admin."""
+"""Numbers and moments as people read them on pages and in the admin."""
 
 from __future__ import annotations
+
+import datetime as dt
+
+from django.utils import timezone
+from django.utils.timesince import timesince
 
 
 def duration_text(seconds: float | None) -> str:
@@ -16,3 +21,11 @@ def duration_text(seconds: float | None) -> str:
     if minutes < 120:
         return f"{minutes} min"
     return f"{minutes // 60} h {minutes % 60} min"
+
+
+def ago(moment: dt.datetime) -> str:
+    """ "just now" within the first minute (``timesince`` counts whole minutes and would say
+    "0 minutes"), else "3 minutes ago", "2 hours, 5 minutes ago"."""
+    if timezone.now() - moment < dt.timedelta(minutes=1):
+        return "just now"
+    return f"{timesince(moment)} ago"

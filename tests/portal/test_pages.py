@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from agents import events as ev
 from agents.models import Conversation, ExecutionPath, Run, RunEvent, RunStatus
@@ -91,6 +93,19 @@ def test_it_lists_a_members_recent_conversations_titled_by_their_first_message(p
 
     assert f'href="/conversations/{conversation.pk}/"' in page.text
     assert "please pay the pending purchase" in page.text and "april&#x27;s own question" not in page.text
+
+
+def test_conversations_say_when_they_were_last_active_in_words(personas) -> None:
+    agent = make_agent(personas.org, personas.operator)
+    run_start(agent=agent, user=personas.member, input="a fresh one")
+    older = run_start(agent=agent, user=personas.member, input="an older one")
+    earlier = timezone.now() - dt.timedelta(minutes=90)
+    Conversation.objects.filter(pk=older.conversation_id).update(created_at=earlier)
+    Run.objects.filter(pk=older.pk).update(created_at=earlier)
+
+    for url in ("/", f"/agents/{agent.pk}/"):
+        said = re.findall(r"<time[^>]*>([^<]*)</time>", signed_in(personas.member).get(url).text)
+        assert [re.sub(r"\s+", " ", text) for text in said] == ["just now", "1 hour, 30 minutes ago"]
 
 
 def test_a_member_starts_a_conversation_from_the_portal(personas) -> None:
