@@ -362,8 +362,14 @@ class ToolPipeline:
     async def _replay(self, call: dict[str, Any], previous: ToolExecution) -> Observation:
         if previous.status in (ToolExecution.Status.STARTED, ToolExecution.Status.UNKNOWN):
             return await self._unknown(call)
-        # It finished but the checkpoint did not record the observation: replay PostToolUse on the
-        # stored result rather than running the tool again.
+        # It finished but the checkpoint did not record the observation (a crash came between the
+        # outcome's write and the next step's). The outcome was written with its ``tool.finished``
+        # event: the model reads that text again, exactly (a result read back from jsonb may list
+        # its keys in another order), and the PostToolUse hooks, which already ran, run no second
+        # time. Only an execution recorded without that event replays them on the stored result.
+        recorded = await db(store.observation_recorded, run_id=self.journal.run_id, tool_call_id=call["id"])
+        if recorded is not None:
+            return Observation(recorded)
         ctx = self.context(
             tool_name=call["name"], tool_args=previous.args, metadata={"tool_call_id": call["id"]}
         )

@@ -19,6 +19,7 @@ from django.db import connection, transaction
 from django.db.models import Max, Q
 from django.utils import timezone
 
+from agents import events as ev
 from agents.engine import jsonsafe
 from agents.models import TERMINAL_RUN_STATUSES, Run, RunEvent, RunMessage, RunStatus, ToolExecution
 from agents.signals import run_cancelled, run_settled
@@ -427,6 +428,20 @@ def run_park(
 
 def execution_find(*, run_id: int, tool_call_id: str) -> ToolExecution | None:
     return ToolExecution.objects.filter(run_id=run_id, tool_call_id=tool_call_id).first()
+
+
+def observation_recorded(*, run_id: int, tool_call_id: str) -> str | None:
+    """The observation the run's ``tool.finished`` event of ``tool_call_id`` recorded (``None``
+    if there is none). It was written in the same transaction as the call's outcome, after the
+    PostToolUse hooks: the exact text the model was to read."""
+    payload = (
+        RunEvent.objects.filter(run_id=run_id, type=ev.TOOL_FINISHED, payload__tool_call_id=tool_call_id)
+        .order_by("seq")
+        .values_list("payload", flat=True)
+        .first()
+    )
+    observation = payload.get("observation") if isinstance(payload, dict) else None
+    return observation if isinstance(observation, str) else None
 
 
 def execution_mark_unknown(*, run_id: int, tool_call_id: str) -> None:

@@ -108,6 +108,39 @@ def test_the_pipeline_replays_a_recorded_call_instead_of_running_it_twice(person
     assert len(tool.calls) == 1
 
 
+@register_hook
+class CountsResults(PostToolUseHook):
+    """Counts the results it sees (a PostToolUse hook with an effect worth not repeating)."""
+
+    name = "test_counts_results"
+    seen: list[Any] = []
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        type(self).seen.append(ctx.tool_result)
+        return HookResult()
+
+
+def test_a_replayed_call_gives_the_model_the_very_text_it_was_given_and_runs_no_hook_twice(
+    personas, resumes
+) -> None:
+    # PostgreSQL's jsonb gives keys back shortest first: a result read back from the database
+    # would read differently from what the model was first given.
+    result = {"status": "paid", "purchase_reference": "PAY-1", "id": "PO-1001", "amount": 1200}
+    tool = RecordingTool("oa__purchase_pay", result=result)
+    agent = make_agent(
+        personas.org, personas.operator, model_config_json=scripted(hooks=["test_counts_results"])
+    )
+    run, pipeline = claimed_pipeline(personas, agent, tool)
+    CountsResults.seen = []
+
+    first = async_to_sync(pipeline.run)(dict(PAY_CALL), fresh=True)
+    again = async_to_sync(pipeline.run)(dict(PAY_CALL), fresh=False)
+
+    assert first == again == Observation(json.dumps(result))
+    assert len(tool.calls) == 1 and len(CountsResults.seen) == 1
+    assert len(events_of(run, ev.TOOL_FINISHED)) == 1, "the call finished once in the transcript"
+
+
 # --- metadata: JSON-able facts only ---------------------------------------------------------------
 
 
