@@ -146,7 +146,15 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         refused = RunStartThrottle().refusal(request)
         if refused is not None:
             message = f"{refused.message} Your message was not sent; {_wait_text(refused)}."
-            return _retry_after(_error(request, 429, "Too many runs started", message), refused)
+            page = _error(
+                request,
+                429,
+                "Too many runs started",
+                message,
+                draft=str(request.POST.get("message", ""))[:MAX_MESSAGE_LENGTH],
+                retry_url=request.path,
+            )
+            return _retry_after(page, refused)
         form = MessageForm(request.POST)
         if not form.is_valid():
             messages.error(request, _form_problem(form))
@@ -337,7 +345,10 @@ def server_error(request: HttpRequest) -> HttpResponse:
     return HttpResponse(template.render({}), status=500)
 
 
-def _error(request: HttpRequest, status: int, title: str, detail: str) -> HttpResponse:
-    return render(
-        request, "portal/error.html", {"status": status, "title": title, "detail": detail}, status=status
-    )
+def _error(
+    request: HttpRequest, status: int, title: str, detail: str, *, draft: str = "", retry_url: str = ""
+) -> HttpResponse:
+    """A friendly error page. ``draft``/``retry_url``: a message the user typed and where to send it
+    again, shown in a form so that nothing they wrote is lost."""
+    context = {"status": status, "title": title, "detail": detail, "draft": draft, "retry_url": retry_url}
+    return render(request, "portal/error.html", context, status=status)

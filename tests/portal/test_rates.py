@@ -84,6 +84,11 @@ def test_it_refuses_a_next_message_past_the_run_start_rate_and_counts_per_user(p
     assert "Too many runs started: the limit is 2 per minute." in response.text
     assert "Your message was not sent" in response.text
     assert conversation.runs.count() == 1
+    # What they wrote is kept in a form that sends it to the same conversation again.
+    assert f'action="/conversations/{conversation.pk}/"' in response.text
+    assert (
+        '<textarea id="message" name="message"' in response.text and ">and then?</textarea>" in response.text
+    )
     other = signed_in(personas.approver).post(f"/agents/{agent.pk}/", {"message": "mine"})
     assert other.status_code == 302, "another user has a count of their own"
 
