@@ -316,6 +316,8 @@ def test_a_chain_that_cannot_be_built_stops_the_path_before_any_tool_runs(path, 
     failed = tool_run if tool_run is not None else root
     failed.refresh_from_db()
     assert failed.status == RunStatus.FAILED and "hooks cannot be built" in failed.error
+    whose = "agent" if path.has_model else "workflow"  # a CONNECTOR node runs the workflow's chain
+    assert f"the {whose}'s hooks cannot be built" in failed.error
     assert events_of(failed, ev.RUN_FAILED)[-1]["stage"] == "hooks"
     assert events_of(failed, ev.TOOL_STARTED) == []
     root.refresh_from_db()

@@ -13,24 +13,18 @@ Checkpoint: ``{"v": 1, "messages": [], "node": "<id>"}``.
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Callable
 from typing import Any
 
 from agents import events as ev
-from agents.engine import chain as chains
 from agents.engine import store
+from agents.engine.base import RunEngine, RunFailed
 from agents.engine.db import db
-from agents.engine.journal import RunJournal
 from agents.engine.pipeline import Blocked, Suspended, ToolPipeline
 from agents.engine.react import run_facts
-from agents.models import Agent, ConnectorAction, RunStatus, ToolExecution
+from agents.models import ConnectorAction, RunStatus, ToolExecution
 from agents.tools.base import Tool
 from agents.tools.http import HttpActionTool
 from workflows.models import WorkflowNodeRun
-
-log = logging.getLogger(__name__)
 
 
 def _node_of(*, run_id: int) -> WorkflowNodeRun:
@@ -61,70 +55,37 @@ def _tool_name(*, node: WorkflowNodeRun) -> str:
     return action.tool_name if action is not None else f"action_{action_id}"
 
 
-class ConnectorNodeEngine:
+class ConnectorNodeEngine(RunEngine):
     """Drives a CONNECTOR node's run. Precondition: ``owner`` holds the run's lease.
 
     ``tools_factory(agent)``, when given, replaces the node's tool (tests); ``provider_factory``
     is accepted and unused: no model is called."""
 
-    def __init__(
-        self,
-        run_id: int,
-        *,
-        owner: str,
-        tools_factory: Callable[[Agent], dict[str, Tool]] | None = None,
-        provider_factory: Any = None,
-    ) -> None:
-        self.run_id = run_id
-        self.owner = owner
-        self.tools_factory = tools_factory
-        self.journal = RunJournal(run_id, owner=owner)
+    crash_label = "workflow node run"
+    chain_owner = "workflow"
+    #: The node whose run this is, read once the run is open.
+    node: WorkflowNodeRun
 
-    async def execute(self, *, resumed_reason: str | None = None) -> str:
-        journal = self.journal
-        run = await journal.open()
-        node = await db(_node_of, run_id=self.run_id)
-        fresh = journal.checkpoint is None
-        if fresh:
-            journal.checkpoint = {"v": 1, "messages": [], "node": node.node_id}
-            journal.emit(
-                ev.RUN_STARTED,
-                {"agent_id": run.agent_id, "execution_path": run.execution_path, "input": run.input},
-            )
-        elif resumed_reason is not None:
-            journal.emit(ev.RUN_RESUMED, {"reason": resumed_reason})
-        heartbeat = asyncio.create_task(journal.heartbeat())
-        try:
-            return await self._drive(run, node, fresh=fresh)
-        except store.LeaseLost:
-            return await journal.after_lease_lost()
-        except Exception as exc:
-            log.exception("workflow node run %s crashed", self.run_id)
-            return await journal.finish(
-                RunStatus.FAILED, error=f"internal error: {type(exc).__name__}", stage="engine"
-            )
-        finally:
-            heartbeat.cancel()
-            await journal.flush_stream()
+    async def _opened(self) -> None:
+        self.node = await db(_node_of, run_id=self.run_id)
 
-    async def _drive(self, run: Any, node: WorkflowNodeRun, *, fresh: bool) -> str:
-        journal = self.journal
-        archived = run.agent.archived_reason()
-        if archived is not None:
-            return await journal.finish(RunStatus.FAILED, error=archived, stage="archived")
+    async def _fresh_messages(self) -> list[dict[str, Any]]:
+        return []  # no conversation: the node's call is all the run does
+
+    def _fresh_state(self) -> dict[str, Any]:
+        return {"node": self.node.node_id}
+
+    async def _drive(self) -> str:
+        journal, run, node, fresh = self.journal, self.run, self.node, self.started_here
         # The chain recorded when the workflow run started (fail closed if it cannot be built).
-        try:
-            registry = chains.registry_for_chain(run.hook_chain)
-        except chains.ChainUnavailable as exc:
-            error = str(exc).replace("the agent's hooks", "the workflow's hooks")
-            return await journal.finish(RunStatus.FAILED, error=error, stage="hooks")
+        chain, registry = await self._hooks()
         if self.tools_factory is not None:
             tools = await db(self.tools_factory, agent=run.agent)
         else:
             tools = await db(_action_tool, node=node)
         name = await db(_tool_name, node=node)
         facts = {
-            **run_facts(run, run.hook_chain),
+            **run_facts(run, chain),
             "workflow_id": node.workflow_run.workflow_id,
             "workflow_run_id": node.workflow_run_id,
             "node_id": node.node_id,
@@ -153,10 +114,10 @@ class ConnectorNodeEngine:
                 still_waiting=outcome.still_waiting,
             )
         if isinstance(outcome, Blocked):
-            return await journal.finish(RunStatus.FAILED, error=outcome.text, stage="blocked")
+            raise RunFailed(outcome.text, "blocked")
         # No model reads the observation to decide what next: a call that failed, or whose outcome
         # is unknown (a crash mid-call), fails the node rather than feeding the next one.
         execution = await db(store.execution_find, run_id=self.run_id, tool_call_id=call["id"])
         if execution is not None and execution.status != ToolExecution.Status.SUCCEEDED:
-            return await journal.finish(RunStatus.FAILED, error=outcome.text, stage="tool")
+            raise RunFailed(outcome.text, "tool")
         return await journal.finish(RunStatus.COMPLETED, output=outcome.text)

@@ -1,5 +1,6 @@
-"""What the agent engines (ReAct, DAG) share: a run's life around its drive, what it needs before
-its first step, and how it calls the model.
+"""What the run engines share — the agent's (ReAct, DAG) and those higher apps register for their
+runs (a workflow's CONNECTOR node): a run's life around its drive, what it needs before its first
+step, and how it calls the model.
 
 :meth:`RunEngine.execute` opens the run through its :class:`~agents.engine.journal.RunJournal`,
 starts it (a fresh checkpoint and ``run_started``) or resumes it (``run_resumed``), beats its
@@ -54,14 +55,19 @@ class RunEngine:
     """Drives one run. Precondition: ``owner`` holds the run's lease (``store.run_claim``).
 
     An engine adds the keys of its own to a fresh checkpoint (:meth:`_fresh_state`, besides
-    ``"v"`` and ``"messages"``: the history, then the user's input) and drives the run
-    (:meth:`_drive`) to its ending (the journal's ``finish`` or ``park``), returning its status.
+    ``"v"`` and ``"messages"``: by default the history, then the user's input, see
+    :meth:`_fresh_messages`) and drives the run (:meth:`_drive`) to its ending (the journal's
+    ``finish`` or ``park``), returning its status.
     """
 
     #: How the log names a run of this engine that crashed.
     crash_label = "run"
+    #: Whose hooks a chain that cannot be built is said to be, on the failed run.
+    chain_owner = "agent"
     #: The run, once :meth:`execute` opened it.
     run: Run
+    #: Whether :meth:`execute` started the run (a fresh checkpoint) rather than resumed it.
+    started_here: bool
 
     def __init__(
         self,
@@ -87,16 +93,13 @@ class RunEngine:
         journal = self.journal
         run = await journal.open()
         self.run = run
-        if journal.checkpoint is not None:
+        await self._opened()
+        self.started_here = journal.checkpoint is None
+        if not self.started_here:
             if resumed_reason is not None:
                 journal.emit(ev.RUN_RESUMED, {"reason": resumed_reason})
         else:
-            history = await db(store.previous_messages, run=run)
-            journal.checkpoint = {
-                "v": 1,
-                "messages": [*history, {"role": "user", "content": run.input}],
-                **self._fresh_state(),
-            }
+            journal.checkpoint = {"v": 1, "messages": await self._fresh_messages(), **self._fresh_state()}
             journal.emit(
                 ev.RUN_STARTED,
                 {"agent_id": run.agent_id, "execution_path": run.execution_path, "input": run.input},
@@ -117,6 +120,15 @@ class RunEngine:
             heartbeat.cancel()
             await journal.flush_stream()  # the run's last events reach the stream before it returns
 
+    async def _opened(self) -> None:
+        """Read what the engine needs besides the run, once it is open and before it starts or
+        resumes (outside the run's endings: what fails here fails :meth:`execute`)."""
+
+    async def _fresh_messages(self) -> list[dict[str, Any]]:
+        """A fresh checkpoint's ``"messages"``: the conversation so far, then the user's input."""
+        history = await db(store.previous_messages, run=self.run)
+        return [*history, {"role": "user", "content": self.run.input}]
+
     def _fresh_state(self) -> dict[str, Any]:
         """The engine's own keys of a fresh checkpoint."""
         raise NotImplementedError
@@ -125,13 +137,12 @@ class RunEngine:
         """Drive the opened run to its ending; return its status."""
         raise NotImplementedError
 
-    async def _essentials(self) -> Essentials:
-        """What the run needs before its first step, or :class:`RunFailed` (fail closed): an
-        archived agent, a chain that cannot be built, a misconfigured model or tools that cannot
-        be built stop the run before any tool runs."""
+    async def _hooks(self) -> tuple[dict[str, Any], HookRegistry]:
+        """The chain the run keeps and the registry rebuilt from it, or :class:`RunFailed` (fail
+        closed): an archived agent or a chain that cannot be built stop the run before any tool
+        runs."""
         run = self.run
-        agent = run.agent
-        archived = agent.archived_reason()
+        archived = run.agent.archived_reason()
         if archived is not None:
             # Archiving stops runs in flight; this catches one that was claimed meanwhile.
             raise RunFailed(archived, "archived")
@@ -139,9 +150,17 @@ class RunEngine:
         # agent never changes a run in flight, resumed or not (DESIGN §1.10).
         chain = run.hook_chain if run.hook_chain is not None else await db(chains.run_hook_chain, run=run)
         try:
-            registry = chains.registry_for_chain(chain)
+            registry = chains.registry_for_chain(chain, owner=self.chain_owner)
         except chains.ChainUnavailable as exc:
             raise RunFailed(str(exc), "hooks") from None
+        return chain, registry
+
+    async def _essentials(self) -> Essentials:
+        """What the run needs before its first step, or :class:`RunFailed` (fail closed): besides
+        :meth:`_hooks`, a misconfigured model or tools that cannot be built stop the run before
+        any tool runs."""
+        chain, registry = await self._hooks()
+        agent = self.run.agent
         try:
             provider = self.provider_factory(agent.provider_config())
         except LLMError as exc:

@@ -30,9 +30,10 @@ def run_hook_chain(*, run: Run) -> dict[str, Any]:
     return store.run_keep_hook_chain(run_id=run.pk, chain=hook_chain_of(run.agent))
 
 
-def registry_for_chain(chain: Any) -> HookRegistry:
-    """The registry a recorded chain describes, or :class:`ChainUnavailable` (fail closed)."""
+def registry_for_chain(chain: Any, *, owner: str = "agent") -> HookRegistry:
+    """The registry a recorded chain describes, or :class:`ChainUnavailable` (fail closed),
+    saying whose hooks (``owner``: an agent's, a workflow's) cannot be built."""
     try:
         return registry_from_chain(chain)
     except HookDeclarationError as exc:
-        raise ChainUnavailable(f"the agent's hooks cannot be built: {exc}") from None
+        raise ChainUnavailable(f"the {owner}'s hooks cannot be built: {exc}") from None
