@@ -16,6 +16,7 @@ keywords: ``operations``, the prefix of their ids, and ``tag``::
 
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any, ClassVar
 
@@ -29,7 +30,9 @@ from agents.apis import ERROR_RESPONSES, RunStartThrottle, _not_found, api_error
 from agents.services import ServiceError
 
 
-class _ScopedApi(APIView):
+class _ScopedApi(APIView, metaclass=ABCMeta):
+    """A subclass that leaves an abstract service call undefined cannot be instantiated."""
+
     InputSerializer: ClassVar[type[serializers.Serializer]]
     OutputSerializer: ClassVar[type[serializers.Serializer]]
     selector: Callable[..., Any]
@@ -67,9 +70,9 @@ class ScopedListApi(_ScopedApi):
             ),
         )(cls)
 
+    @abstractmethod
     def create(self, *, user: Any, data: dict[str, Any]) -> Any:
         """The service call creating the object ``data`` (the validated input) describes."""
-        raise NotImplementedError
 
     def get(self, request: Request) -> Response:
         selected: Iterable[Any] = self.selector(user=request.user)
@@ -119,10 +122,10 @@ class ScopedRunStartApi(_ScopedApi):
             ),
         )(cls)
 
+    @abstractmethod
     def start(self, selected: Any, *, user: Any, data: dict[str, Any]) -> Any:
         """The service call starting a run of ``selected`` as ``data`` (the validated input)
         says; a :class:`~rest_framework.exceptions.NotFound` it raises answers 404."""
-        raise NotImplementedError
 
     def post(self, request: Request, **ids: Any) -> Response:
         selected = self._selected(request, ids)

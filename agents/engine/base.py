@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ class Essentials:
     tools: dict[str, Tool]
 
 
-class RunEngine:
+class RunEngine(ABC):
     """Drives one run. Precondition: ``owner`` holds the run's lease (``store.run_claim``).
 
     An engine adds the keys of its own to a fresh checkpoint (:meth:`_fresh_state`, besides
@@ -123,19 +124,20 @@ class RunEngine:
     async def _opened(self) -> None:
         """Read what the engine needs besides the run, once it is open and before it starts or
         resumes (outside the run's endings: what fails here fails :meth:`execute`)."""
+        return None  # nothing besides the run, unless an engine says otherwise
 
     async def _fresh_messages(self) -> list[dict[str, Any]]:
         """A fresh checkpoint's ``"messages"``: the conversation so far, then the user's input."""
         history = await db(store.previous_messages, run=self.run)
         return [*history, {"role": "user", "content": self.run.input}]
 
+    @abstractmethod
     def _fresh_state(self) -> dict[str, Any]:
         """The engine's own keys of a fresh checkpoint."""
-        raise NotImplementedError
 
+    @abstractmethod
     async def _drive(self) -> str:
         """Drive the opened run to its ending; return its status."""
-        raise NotImplementedError
 
     async def _hooks(self) -> tuple[dict[str, Any], HookRegistry]:
         """The chain the run keeps and the registry rebuilt from it, or :class:`RunFailed` (fail
