@@ -142,3 +142,14 @@ def test_the_demo_operator_sees_an_admin_grouped_by_what_operators_do(live_serve
     expect(page.locator("#content-main")).not_to_contain_text("Periodic tasks")
     page.screenshot(path=str(SCREENS / "admin-index-operator.png"), full_page=True)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_the_operators_agent_page_fits_a_phone_screen(live_server, demo_record, page) -> None:
+    # The effective chain is a wide table: it scrolls inside its panel, the page does not.
+    sign_in(page, live_server.url, "oscar", admin=True)
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/admin/agents/agent/{demo_record['recent'].agent_id}/change/")
+
+    expect(page.locator("#effective-chain .chain-table")).to_be_visible()
+    page.screenshot(path=str(SCREENS / "admin-agent-operator-phone.png"), full_page=True)
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
