@@ -9,6 +9,7 @@ registry tells it of every PreToolUse block, whichever hook blocked or failed cl
   truncation rewrites the observation) and, for a failure, the error text;
 * a blocked call is recorded ``blocked`` with the hook that blocked it and what the model was told.
 
+Each row is a link of its organisation's tamper-evident hash chain (``manage.py audit_verify``).
 Arguments are stored with secrets masked (:func:`redacted_arguments`). A call is recorded once:
 a replayed PostToolUse (after a crash) finds its row and adds nothing. When the record cannot be
 written the hook fails like any other (closed by default: the model does not get a result that was
@@ -21,10 +22,13 @@ import hashlib
 import re
 from typing import Any, ClassVar
 
+from django.db import IntegrityError, transaction
+
 from agents.engine import jsonsafe
 from agents.engine.db import db
 from agents.models import ConnectorCallLog
 from agents.tools.redaction import MASK, redact_credentials
+from fimone.audit_chain import chain_append
 from hooks.builtin import TOOL_PATTERNS_SCHEMA, tool_matches, tool_patterns
 from hooks.catalog import register_hook
 from hooks.contract import HookContext, HookResult, PostToolUseHook
@@ -96,7 +100,21 @@ def connector_call_log_record(
         result_sha256=digest,
         error=redact_credentials(jsonsafe.text(error)) if error else "",
     )
-    ConnectorCallLog.objects.bulk_create([row], ignore_conflicts=True)
+    if run_id is not None and _logged(run_id=run_id, tool_call_id=row.tool_call_id):
+        return
+    try:
+        with transaction.atomic():
+            chain_append(row)
+    except IntegrityError:
+        # A concurrent record of the same call won the unique (run, tool_call_id) constraint; the
+        # head it moved and this row rolled back together, so the chain has no gap. Anything
+        # else that failed the insert is an error.
+        if run_id is None or not _logged(run_id=run_id, tool_call_id=row.tool_call_id):
+            raise
+
+
+def _logged(*, run_id: int, tool_call_id: str) -> bool:
+    return ConnectorCallLog.objects.filter(run_id=run_id, tool_call_id=tool_call_id).exists()
 
 
 @register_hook

@@ -8,8 +8,10 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
+from fimone.audit_chain import ChainLink, canonical_time
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
 
@@ -603,11 +605,15 @@ class ConnectorCallLogQuerySet(models.QuerySet["ConnectorCallLog"]):
         raise PermissionError("the connector call log is append-only")
 
 
-class ConnectorCallLog(models.Model):
+class ConnectorCallLog(ChainLink):
     """One connector call, written once by the ``audit_log`` hook and never changed: who (agent,
     user, organisation, run), what (tool, arguments with secrets masked), how it ended
     (``succeeded`` / ``failed`` / ``blocked`` and by which hook), how long it took, and the size
-    and SHA-256 of the tool's full result. History (DESIGN §1.9): every relation is PROTECT."""
+    and SHA-256 of the tool's full result. History (DESIGN §1.9): every relation is PROTECT.
+
+    Tamper-evident (fimone/audit_chain.py): each row is a link of its organisation's hash chain,
+    written only by ``agents.audit.connector_call_log_record``; ``manage.py audit_verify``
+    recomputes it."""
 
     class Outcome(models.TextChoices):
         SUCCEEDED = "succeeded"
@@ -632,7 +638,8 @@ class ConnectorCallLog(models.Model):
     )
     result_sha256 = models.CharField(max_length=64, blank=True)
     error = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Set before the hash is computed (not auto_now_add, which would set it after).
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
 
     objects = ConnectorCallLogQuerySet.as_manager()
 
@@ -643,9 +650,28 @@ class ConnectorCallLog(models.Model):
                 fields=["run", "tool_call_id"],
                 condition=models.Q(run__isnull=False),
                 name="connectorcalllog_unique_call",
-            )
+            ),
+            models.UniqueConstraint(fields=["organization", "chain_seq"], name="connectorcalllog_chain_link"),
         ]
         indexes = [models.Index(fields=["organization", "-created_at"])]
+
+    def chain_payload(self) -> dict[str, Any]:
+        return {
+            "agent": self.agent_id,
+            "user": self.user_id,
+            "run": self.run_id,
+            "tool_call_id": self.tool_call_id,
+            "tool_name": self.tool_name,
+            "connector_slug": self.connector_slug,
+            "arguments": self.arguments,
+            "outcome": str(self.outcome),
+            "blocked_by": self.blocked_by,
+            "duration_ms": self.duration_ms,
+            "result_size": self.result_size,
+            "result_sha256": self.result_sha256,
+            "error": self.error,
+            "created_at": canonical_time(self.created_at),
+        }
 
     def __str__(self) -> str:
         return f"{self.tool_name} [{self.outcome}]"

@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "django_celery_beat",
     "axes",
     "simple_history",
+    "fimone.apps.FimOneConfig",
     "agents",
     "hooks",
     "approvals",

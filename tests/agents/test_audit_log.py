@@ -4,10 +4,14 @@ with secrets masked, and an admin that only reads it, one organisation at a time
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import threading
 from typing import Any
 
 import pytest
+from django.core.management import CommandError, call_command
+from django.db import close_old_connections, connection
 from django.db.models import ProtectedError
 
 from agents.audit import connector_call_log_record, redacted_arguments
@@ -162,8 +166,8 @@ def test_it_records_only_the_tools_it_is_declared_for(personas, resumes) -> None
 
 def one_row(personas: Any, **fields: Any) -> ConnectorCallLog:
     fields.setdefault("user_id", personas.approver.pk)
+    fields.setdefault("org_id", personas.org.pk)
     connector_call_log_record(
-        org_id=personas.org.pk,
         agent_id=None,
         run_id=None,
         tool_call_id="call-1",
@@ -219,6 +223,77 @@ def test_a_replayed_record_of_the_same_call_adds_nothing(personas, resumes) -> N
     )
 
     assert ConnectorCallLog.objects.count() == 1
+
+
+def audit_verify(*args: str) -> tuple[bool, str]:
+    out = io.StringIO()
+    try:
+        call_command("audit_verify", *args, stdout=out)
+    except CommandError as exc:
+        return False, out.getvalue() + str(exc)
+    return True, out.getvalue()
+
+
+def test_each_logged_call_is_a_link_of_its_organisations_chain_and_an_edit_is_found(personas) -> None:
+    rows = [one_row(personas, duration_ms=d) for d in (12.5, 3.0, None)]
+    one_row(personas, org_id=personas.other_org.pk, user_id=personas.stranger.pk)
+    assert [r.chain_seq for r in rows] == [1, 2, 3]
+    assert rows[1].prev_hash == rows[0].entry_hash and rows[2].prev_hash == rows[1].entry_hash
+    ok, out = audit_verify()
+    assert ok, out
+    assert f"agents.connectorcalllog of organisation {personas.org.pk} (Acme): 3 links" in out
+
+    with connection.cursor() as cursor:  # someone hides what the agent really sent
+        cursor.execute(
+            f"UPDATE {ConnectorCallLog._meta.db_table} SET arguments = %s WHERE id = %s",  # noqa: S608
+            [json.dumps({"q": 2}), rows[1].pk],
+        )
+
+    ok, out = audit_verify()
+    assert not ok
+    where = f"agents.connectorcalllog of organisation {personas.org.pk} (Acme)"
+    assert f"BROKEN  {where}: first broken link #2 (row {rows[1].pk})" in out
+    assert f"ok      agents.connectorcalllog of organisation {personas.other_org.pk}" in out
+
+
+@pytest.mark.postgres
+def test_concurrent_records_of_one_call_leave_one_row_and_an_unbroken_chain(personas, resumes) -> None:
+    tool = RecordingTool("oa__purchases_list", parameters=ANY_OBJECT)
+    run = run_with(
+        personas, Harness(tool), agent_with(personas, call("oa__purchases_list", {}), hooks=["audit_log"])
+    )
+    [log] = ConnectorCallLog.objects.all()
+    start, errors = threading.Barrier(4), []
+
+    def record(n: int) -> None:
+        try:
+            start.wait()
+            connector_call_log_record(
+                org_id=personas.org.pk,
+                agent_id=run.agent_id,
+                user_id=run.user_id,
+                run_id=run.pk if n % 2 else None,  # half replay the call, half are other calls
+                tool_call_id=log.tool_call_id,
+                tool_name=log.tool_name,
+                arguments={"n": n},
+                outcome=Outcome.SUCCEEDED,
+            )
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(repr(exc))
+        finally:
+            close_old_connections()
+
+    threads = [threading.Thread(target=record, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+
+    assert errors == []
+    assert ConnectorCallLog.objects.filter(run=run).count() == 1
+    assert sorted(ConnectorCallLog.objects.values_list("chain_seq", flat=True)) == [1, 2, 3]
+    ok, out = audit_verify()
+    assert ok, out
 
 
 def test_it_masks_secrets_however_deep_and_however_spelt() -> None:

@@ -20,6 +20,7 @@ from agents.services import run_start
 from approvals.models import ConfirmationEvent, ConfirmationRequest
 from approvals.services import log_event
 from fimone.audit_chain import GENESIS, canonical_json, chain_verify, link_hash
+from fimone.models import ChainHead
 from tests.personas import make_agent
 
 Kind = ConfirmationEvent.Kind
@@ -165,6 +166,52 @@ def test_audit_verify_finds_a_deleted_event(personas, history):
 
     assert not ok
     assert f"first broken link #4 (row {events[3].pk}): link #3 is missing" in out
+
+
+def test_audit_verify_finds_events_cut_from_the_end_of_a_chain(personas, history):
+    """The head row remembers where the chain ended: a history cut short no longer verifies."""
+    events = acme_events(personas)
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {TABLE} WHERE id IN (%s, %s)", [events[3].pk, events[4].pk])  # noqa: S608
+
+    ok, out = verify()
+
+    assert not ok
+    assert "first broken link #4 (no row): link #4 to #5 is missing from the end of the chain" in out
+    assert "3 links before it verify" in out
+
+
+def test_audit_verify_finds_a_last_event_rewritten_with_a_valid_hash(personas, history):
+    """Rewriting the last link and its hash leaves a chain that recomputes, but not its head."""
+    last = acme_events(personas)[-1]
+    last.details = {"tool_status": "cancelled"}
+    forged_hash = link_hash(last.prev_hash, last.chain_document())
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {TABLE} SET details = %s, entry_hash = %s WHERE id = %s",  # noqa: S608
+            [json.dumps(last.details), forged_hash, last.pk],
+        )
+
+    ok, out = verify()
+
+    assert not ok
+    assert f"first broken link #5 (row {last.pk}): it is not the link the chain's head recorded" in out
+
+
+def test_a_chain_written_before_heads_existed_goes_on_from_its_last_link(personas, history):
+    with connection.cursor() as cursor:
+        cursor.execute(f"DELETE FROM {ChainHead._meta.db_table}")  # noqa: S608
+    acme = acme_events(personas)[0].request_id
+
+    log_event(request_id=acme, kind=Kind.EXPIRED)
+
+    events = acme_events(personas)
+    assert [e.chain_seq for e in events] == [1, 2, 3, 4, 5, 6]
+    assert events[-1].prev_hash == events[-2].entry_hash
+    head = ChainHead.objects.get(chain="approvals.confirmationevent", partition=personas.org.pk)
+    assert (head.seq, head.entry_hash, head.prev_hash) == (6, events[-1].entry_hash, events[-2].entry_hash)
+    ok, out = verify()
+    assert ok, out
 
 
 def test_audit_verify_finds_an_event_inserted_into_the_history(personas, history):

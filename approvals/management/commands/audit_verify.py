@@ -9,6 +9,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agents.models import Organization
 from fimone.audit_chain import ChainLink, chain_verify
+from fimone.models import ChainHead
 
 
 def chained_models() -> list[type[ChainLink]]:
@@ -47,8 +48,12 @@ class Command(BaseCommand):
         names = dict(Organization.objects.values_list("pk", "name"))
         broken = 0
         for model in chained_models():
-            partitions = model._default_manager.order_by().values_list(model.chain_partition, flat=True)
-            partitions = sorted(set(partitions))
+            partitions = set(model._default_manager.order_by().values_list(model.chain_partition, flat=True))
+            # A chain whose every row was deleted still has its head.
+            partitions |= set(
+                ChainHead.objects.filter(chain=model._meta.label_lower).values_list("partition", flat=True)
+            )
+            partitions = sorted(partitions)
             if organisation_ids is not None:
                 partitions = [p for p in partitions if p in organisation_ids]
             for partition in partitions:
@@ -61,7 +66,8 @@ class Command(BaseCommand):
                 self.stdout.write(
                     self.style.ERROR(
                         f"BROKEN  {where}: first broken link #{result.broken.seq} "
-                        f"(row {result.broken.pk}): {result.broken.problem}; "
+                        + (f"(row {result.broken.pk})" if result.broken.pk is not None else "(no row)")
+                        + f": {result.broken.problem}; "
                         f"{result.verified} links before it verify"
                     )
                 )
