@@ -128,7 +128,8 @@ def head_advance_sql(record: ChainLink) -> tuple[str, list[Any]]:
     before, between, after = link_text_pieces(record)
     sql = (
         f"UPDATE {_head_table()} SET seq = seq + 1, prev_hash = entry_hash, "  # noqa: S608 - our names
-        "entry_hash = encode(sha256(convert_to(%s || entry_hash || %s || (seq + 1)::text || %s, 'UTF8')), 'hex') "
+        "entry_hash = encode(sha256(convert_to("
+        "%s || entry_hash || %s || (seq + 1)::text || %s, 'UTF8')), 'hex') "
         "WHERE chain = %s AND partition = %s RETURNING seq, prev_hash, entry_hash"
     )
     model = type(record)
