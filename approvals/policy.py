@@ -148,25 +148,38 @@ def is_outsider(*, request: Any, user: Any) -> bool:
     return not request.approvers.filter(pk=user.pk).exists()
 
 
-def describe_refusal(*, request: Any, user: Any) -> str | None:
-    """Why ``user`` may not decide ``request`` (``None`` when they may).
+@dataclass(frozen=True)
+class Standing:
+    """What the rules of :func:`describe_refusal` need to know about one person and one request
+    beyond the two rows themselves: their approver-snapshot row (``tier``, ``None`` when they are
+    not in the snapshot), their memberships of its organisation, and the agent's current policy
+    (its flags, ``None`` for the built-in defaults, and whether it or one of its escalation tiers
+    names them). Read by :func:`standing_of` (two queries) or by a caller that reads it together
+    with the request (``approvals.decision_sql``)."""
 
-    The approver snapshot taken at opening is an upper bound: at decision time the user must also
-    still be active, a member of the request's organisation and eligible under the agent's
-    current policy (:func:`approver_ids`, or an escalation tier's :func:`tier_approver_ids` once
-    the request was escalated). ``request.agent`` is loaded (or loadable) by the caller.
+    tier: int | None
+    member: bool
+    org_approver: bool
+    policy: PolicyFlags | None
+    named_by_policy: bool = False
+    named_by_a_tier: bool = False
 
-    The same rules as those two functions, asked of one person: two indexed queries (the
-    snapshot row with the memberships, the policy with whether it names the user), where
-    computing the whole approver set took five or more. A click pays this on every decision."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        return "not signed in"
-    if not user.is_active:
-        return "the account is deactivated"
-    if user.pk == request.requested_by_id and not request.allow_self_approval:
-        return "the requester may not approve their own call"
+
+@dataclass(frozen=True)
+class PolicyFlags:
+    """Who an approver policy lets decide (the flags :func:`describe_refusal` reads)."""
+
+    allow_self_approval: bool
+    allow_agent_owner: bool
+    allow_initiator: bool
+    allow_org_approvers: bool
+
+
+def standing_of(*, request: Any, user: Any) -> Standing:
+    """``user``'s :class:`Standing` on ``request`` in two indexed queries (the snapshot row with
+    the memberships, the policy with whether it names the user)."""
     memberships = Membership.objects.filter(user_id=user.pk, organization_id=request.organization_id)
-    standing = (
+    row = (
         ConfirmationApprover.objects.filter(request_id=request.pk, user_id=user.pk)
         .annotate(
             member=Exists(memberships),
@@ -175,14 +188,11 @@ def describe_refusal(*, request: Any, user: Any) -> str | None:
         .values_list("tier", "member", "org_approver")
         .first()
     )
-    if standing is None:
-        return "not an approver of this request"
-    tier, member, org_approver = standing
-    if not member:
-        return "no longer a member of the organisation"
-    agent = request.agent
-    row = _policy_row(
-        agent,
+    if row is None:
+        return Standing(tier=None, member=False, org_approver=False, policy=None)
+    tier, member, org_approver = row
+    policy = _policy_row(
+        request.agent,
         ApproverPolicy.objects.annotate(
             names_user=Exists(
                 ApproverPolicy.named_users.through.objects.filter(
@@ -196,19 +206,64 @@ def describe_refusal(*, request: Any, user: Any) -> str | None:
             ),
         ),
     )
-    defaults = ResolvedPolicy()
-    rules = row if row is not None else defaults
+    if policy is None:
+        return Standing(tier=tier, member=member, org_approver=org_approver, policy=None)
+    return Standing(
+        tier=tier,
+        member=member,
+        org_approver=org_approver,
+        policy=PolicyFlags(
+            allow_self_approval=policy.allow_self_approval,
+            allow_agent_owner=policy.allow_agent_owner,
+            allow_initiator=policy.allow_initiator,
+            allow_org_approvers=policy.allow_org_approvers,
+        ),
+        named_by_policy=policy.names_user,
+        named_by_a_tier=policy.tier_names_user,
+    )
+
+
+def describe_refusal(*, request: Any, user: Any, standing: Standing | None = None) -> str | None:
+    """Why ``user`` may not decide ``request`` (``None`` when they may).
+
+    The approver snapshot taken at opening is an upper bound: at decision time the user must also
+    still be active, a member of the request's organisation and eligible under the agent's
+    current policy (:func:`approver_ids`, or an escalation tier's :func:`tier_approver_ids` once
+    the request was escalated). ``request.agent`` is loaded (or loadable) by the caller.
+
+    The same rules as those two functions, asked of one person, over their :class:`Standing`
+    (read here by :func:`standing_of` unless the caller read it already): two indexed queries
+    where computing the whole approver set took five or more. A click pays this on every
+    decision."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return "not signed in"
+    if not user.is_active:
+        return "the account is deactivated"
+    if user.pk == request.requested_by_id and not request.allow_self_approval:
+        return "the requester may not approve their own call"
+    if standing is None:
+        standing = standing_of(request=request, user=user)
+    if standing.tier is None:
+        return "not an approver of this request"
+    if not standing.member:
+        return "no longer a member of the organisation"
+    agent = request.agent
+    rules: PolicyFlags | ResolvedPolicy = standing.policy if standing.policy is not None else ResolvedPolicy()
     is_requester = user.pk == request.requested_by_id
     barred_as_requester = is_requester and not rules.allow_self_approval
     current = not barred_as_requester and (
-        bool(getattr(row, "names_user", False))
+        standing.named_by_policy
         or (rules.allow_agent_owner and user.pk == agent.owner_id)
         or (rules.allow_initiator and is_requester)
-        or (rules.allow_org_approvers and org_approver)
+        or (rules.allow_org_approvers and standing.org_approver)
     )
-    in_a_tier = not barred_as_requester and bool(getattr(row, "tier_names_user", False))
+    in_a_tier = not barred_as_requester and standing.named_by_a_tier
     if not current and (request.escalation_level == 0 or not in_a_tier):
         return "no longer an approver under the agent's current policy"
-    if request.escalation_level > 0 and not request.first_tier_may_decide_after_escalation and not tier:
+    if (
+        request.escalation_level > 0
+        and not request.first_tier_may_decide_after_escalation
+        and not standing.tier
+    ):
         return "the request was escalated: only the escalation tiers may decide it now"
     return None

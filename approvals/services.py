@@ -9,6 +9,7 @@ inline waiter, resuming a suspended run, updating the card) run after commit.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from agents.engine.store import args_sha256
 from agents.models import Run, RunStatus
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
+from approvals import decision_sql
 from approvals.channels import channel_config_for
 from approvals.live import OPENED, SETTLED, VOTED, inbox_changed
 from approvals.models import (
@@ -404,10 +406,91 @@ def confirmation_decide(
         return _late(request_id=request.pk, user=user, external_id=external_id, verdict=verdict)
     for field, value in written.items():  # what we wrote is what the row holds now
         setattr(request, field, value)
-    details: dict[str, Any] = {"status": str(verdict), "reason": request.reason, "via": via}
+    log(Kind.DECIDED, **_decided_details(verdict=verdict, reason=request.reason, via=via, tally=tally))
+    transaction.on_commit(lambda: _after_verdict(request))
+    return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
+
+
+def _decided_details(*, verdict: str, reason: str, via: int | str, tally: Tally) -> dict[str, Any]:
+    """The details of a ``decided`` event (the tally only where there was more than one vote to
+    count or a rejection)."""
+    details: dict[str, Any] = {"status": str(verdict), "reason": reason, "via": via}
     if tally.required > 1 or tally.rejections:
         details.update(approvals=tally.approvals, rejections=tally.rejections, required=tally.required)
-    log(Kind.DECIDED, **details)
+    return details
+
+
+def confirmation_decide_click(
+    *,
+    request_id: uuid.UUID,
+    organization_id: int,
+    user: Any,
+    approve: bool,
+    reason: str,
+    via_channel_id: int,
+    external_id: str,
+) -> DecisionOutcome | None:
+    """A verified card click through channel ``via_channel_id`` of ``organization_id``, decided in
+    two statements (:mod:`approvals.decision_sql`) when it is the common case: the first vote of
+    a request one approval settles and any rejection rejects, neither escalated nor edited, sent
+    to this channel, by a clicker :func:`describe_refusal` lets decide. The same rows, events and
+    follow-ups as :func:`confirmation_decide`, whose conditional update it shares.
+
+    ``None`` for every other click (no such request in the organisation, a refusal, a late
+    click, a quorum, an escalation, or a database without the two-statement path): the caller
+    hands it to :func:`confirmation_decide`, which answers and logs it."""
+    if not decision_sql.available():
+        return None
+    facts = decision_sql.click_facts(request_id=request_id, organization_id=organization_id, user_id=user.pk)
+    if facts is None:
+        return None
+    request = facts.request
+    common = (
+        request.status == ConfirmationStatus.PENDING
+        and request.approvals_required == 1
+        and request.any_rejection_rejects
+        and request.escalation_level == 0
+        and request.edited_by_id is None
+        and request.channel_config_id == via_channel_id
+    )
+    if not common or describe_refusal(request=request, user=user, standing=facts.standing) is not None:
+        return None
+    verdict = ConfirmationStatus.APPROVED if approve else ConfirmationStatus.REJECTED
+    clean_reason = (reason or "").strip()[:2000]
+    now = timezone.now()
+    tally = Tally(approvals=int(approve), rejections=int(not approve), required=1, eligible=1)
+    event = ConfirmationEvent(
+        organization_id=request.organization_id,
+        request_id=request.pk,
+        kind=Kind.DECIDED,
+        actor_id=user.pk,
+        actor_external_id=external_id,
+        details=_decided_details(verdict=verdict, reason=clean_reason, via=via_channel_id, tally=tally),
+        created_at=now,
+    )
+    write = functools.partial(
+        decision_sql.verdict_write,
+        request=request,
+        verdict=verdict,
+        user_id=user.pk,
+        external_id=external_id,
+        reason=clean_reason,
+        now=now,
+        event=event,
+    )
+    try:
+        if transaction.get_connection().in_atomic_block:
+            with transaction.atomic():  # a savepoint: a failure must not void the caller's work
+                won = write()
+        else:
+            won = write()  # one statement, its own transaction
+    except IntegrityError as exc:  # e.g. the organisation's chain has no head row yet
+        log.info("the quick decision of %s failed (%s); deciding it the long way", request.pk, exc)
+        return None
+    if not won:  # settled, expired, escalated or edited since it was read
+        return None
+    request.status, request.responded_at, request.reason = verdict, now, clean_reason
+    request.responded_by, request.responded_by_external_id = user, external_id
     transaction.on_commit(lambda: _after_verdict(request))
     return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
 

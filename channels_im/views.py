@@ -22,7 +22,7 @@ from django.views.decorators.http import require_http_methods
 
 from approvals.models import ConfirmationEvent, ConfirmationRequest
 from approvals.selectors import request_for_decision
-from approvals.services import confirmation_decide, log_event
+from approvals.services import DecisionOutcome, confirmation_decide, confirmation_decide_click, log_event
 from channels_im.base import CallbackResult
 from channels_im.delivery import channel_for
 from channels_im.identities import (
@@ -33,7 +33,7 @@ from channels_im.identities import (
     link_offer_check,
     link_offer_make,
 )
-from channels_im.models import ChannelConfig
+from channels_im.models import ChannelConfig, ImIdentity
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +47,28 @@ def _request_of_channel(result: CallbackResult, config: ChannelConfig) -> Confir
         return None
     request = request_for_decision(request_id=request_id)
     return request if request is not None and request.organization_id == config.organization_id else None
+
+
+def _quick_decision(
+    result: CallbackResult, config: ChannelConfig, identity: ImIdentity | None
+) -> DecisionOutcome | None:
+    """The click decided the quick way (approvals.decision_sql), or ``None`` when it is not a
+    click that way takes: the full path below then answers it (and logs any refusal)."""
+    if identity is None:
+        return None
+    try:
+        request_id = uuid.UUID(str(result.request_id))
+    except ValueError:
+        return None
+    return confirmation_decide_click(
+        request_id=request_id,
+        organization_id=config.organization_id,
+        user=identity.user,
+        approve=bool(result.approve),
+        reason=result.reason,
+        via_channel_id=config.pk,
+        external_id=result.external_user_id,
+    )
 
 
 def _storable(external_id: str) -> bool:
@@ -71,6 +93,12 @@ def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
         return channel.callback_response(result, None)
     if not _storable(result.external_user_id):  # whatever a provider let through, never a 500
         result = CallbackResult.refuse("malformed user id")
+    identity = None
+    if result.kind == "decision":
+        identity = identity_for_click(config=config, external_id=result.external_user_id)
+        outcome = _quick_decision(result, config, identity)
+        if outcome is not None:
+            return channel.callback_response(result, outcome)
     request = _request_of_channel(result, config) if result.request_id else None
     if result.kind == "refusal":
         if request is not None:
@@ -85,7 +113,6 @@ def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
     if request is None:
         refusal = CallbackResult.refuse("no such approval request", status=404)
         return channel.callback_response(refusal, None)
-    identity = identity_for_click(config=config, external_id=result.external_user_id)
     if identity is None:
         log_event(
             request_id=request.pk,

@@ -120,17 +120,20 @@ def _head_table() -> str:
     return connections[router.db_for_write(ChainHead)].ops.quote_name(ChainHead._meta.db_table)
 
 
-def head_advance_sql(record: ChainLink) -> tuple[str, list[Any]]:
+def head_advance_sql(record: ChainLink, *, condition: str = "") -> tuple[str, list[Any]]:
     """PostgreSQL: one ``UPDATE … RETURNING seq, prev_hash, entry_hash`` that moves the head of
     ``record``'s partition one link on and hashes the new link in the database. The update locks
     the head row until the transaction ends: that is the partition's lock. Returns no row when the
-    partition has no head yet (:func:`_create_head`). Usable as a CTE of a larger statement."""
+    partition has no head yet (:func:`_create_head`), or when ``condition`` (SQL, no parameters)
+    is false. Usable as a CTE of a larger statement."""
     before, between, after = link_text_pieces(record)
     sql = (
         f"UPDATE {_head_table()} SET seq = seq + 1, prev_hash = entry_hash, "  # noqa: S608 - our names
         "entry_hash = encode(sha256(convert_to("
         "%s || entry_hash || %s || (seq + 1)::text || %s, 'UTF8')), 'hex') "
-        "WHERE chain = %s AND partition = %s RETURNING seq, prev_hash, entry_hash"
+        "WHERE chain = %s AND partition = %s"
+        + (f" AND {condition}" if condition else "")
+        + " RETURNING seq, prev_hash, entry_hash"
     )
     model = type(record)
     return sql, [before, between, after, model._meta.label_lower, getattr(record, model.chain_partition)]

@@ -16,6 +16,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
 
+from agents.audit import connector_call_log_record
 from agents.demo import demo_setup
 from agents.models import (
     Agent,
@@ -121,15 +122,23 @@ def estate_of(org: Organization, owner: Any, requester: Any, approver: Any, pref
             organization=org, user=approver, provider="slack", external_id=f"U{prefix.upper()}"
         ),
         Invitation: invitation,
-        ConnectorCallLog: ConnectorCallLog.objects.create(
-            organization=org,
-            agent=agent,
-            run=request.run,
-            tool_call_id="c1",
-            tool_name=f"{prefix.lower()}_lookup",
-            outcome="succeeded",
-        ),
+        ConnectorCallLog: call_log_row(org, agent, request.run, prefix),
     }
+
+
+def call_log_row(org: Any, agent: Any, run: Any, prefix: str) -> ConnectorCallLog:
+    """A chained log row, written the way the ``audit_log`` hook writes one."""
+    connector_call_log_record(
+        org_id=org.pk,
+        agent_id=agent.pk,
+        user_id=None,
+        run_id=run.pk,
+        tool_call_id="c1",
+        tool_name=f"{prefix.lower()}_lookup",
+        arguments={},
+        outcome="succeeded",
+    )
+    return ConnectorCallLog.objects.get(run=run, tool_call_id="c1")
 
 
 @pytest.fixture

@@ -1,0 +1,239 @@
+"""A card click's decision in two statements (PostgreSQL).
+
+The common click, the first vote of a request that one approval settles and any rejection
+rejects, not escalated and not edited, on the channel its card went to, is what an approval
+platform does most. Through the ORM it cost eleven statements, each compiled in Python, and the
+organisation's audit chain stayed locked across several round trips. Here it is:
+
+1. :func:`click_facts`: one ``SELECT`` of the request (with the agent and requester fields its
+   answer card shows) and of everything :func:`approvals.policy.describe_refusal` needs to know
+   about the clicker (their :class:`~approvals.policy.Standing`);
+2. :func:`verdict_write`: one statement, its own transaction, that moves the request out of
+   ``pending`` by the same conditional ``UPDATE … WHERE status = 'pending'`` as every other
+   decision (DESIGN §1.4), and only if that update happened records the vote and appends the
+   ``decided`` event to the organisation's audit chain, hashed by the database from the
+   canonical text Python prepared (:func:`fimone.audit_chain.head_advance_sql`). The chain's head
+   row is locked only while PostgreSQL runs that one statement.
+
+The rules stay in Python, in one place: ``approvals.services.confirmation_decide_click`` decides
+from these facts with :func:`~approvals.policy.describe_refusal`, and hands every other case
+(refusals, late clicks, quorums, escalations, SQLite) to ``confirmation_decide``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from agents.models import Agent, Membership, Role
+from approvals.models import (
+    ApproverPolicy,
+    ConfirmationApprover,
+    ConfirmationEvent,
+    ConfirmationRequest,
+    ConfirmationStatus,
+    ConfirmationVote,
+    EscalationTier,
+)
+from approvals.policy import PolicyFlags, Standing
+from fimone.audit_chain import head_advance_sql
+
+#: The agent's and the requester's fields a decided card shows; the others stay deferred.
+AGENT_FIELDS = ("id", "name", "owner_id", "organization_id")
+USER_FIELDS = ("id", "username", "first_name", "last_name", "is_active")
+
+
+def available() -> bool:
+    """Whether the database can take the two-statement path (PostgreSQL)."""
+    return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
+
+
+@dataclass(frozen=True)
+class ClickFacts:
+    """The request as :func:`approvals.selectors.request_for_decision` would load it (agent and
+    requester with the fields above), and the clicker's standing on it."""
+
+    request: ConfirmationRequest
+    standing: Standing
+
+
+def _agent_fields() -> tuple[str, ...]:
+    return _in_field_order(Agent, AGENT_FIELDS)
+
+
+def _user_fields() -> tuple[str, ...]:
+    return _in_field_order(get_user_model(), USER_FIELDS)
+
+
+def _names() -> dict[str, str]:
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    return {
+        "request": quote(ConfirmationRequest._meta.db_table),
+        "agent": quote(Agent._meta.db_table),
+        "user": quote(get_user_model()._meta.db_table),
+        "approver": quote(ConfirmationApprover._meta.db_table),
+        "membership": quote(Membership._meta.db_table),
+        "policy": quote(ApproverPolicy._meta.db_table),
+        "policy_user": quote(ApproverPolicy.named_users.through._meta.db_table),
+        "tier": quote(EscalationTier._meta.db_table),
+        "tier_user": quote(EscalationTier.named_users.through._meta.db_table),
+        "vote": quote(ConfirmationVote._meta.db_table),
+        "event": quote(ConfirmationEvent._meta.db_table),
+    }
+
+
+def _facts_sql() -> str:
+    names = _names()
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    request_columns = ", ".join(f"r.{quote(f.column)}" for f in ConfirmationRequest._meta.concrete_fields)
+    agent_columns = ", ".join(f"a.{quote(c)}" for c in _agent_fields())
+    user_columns = ", ".join(f"u.{quote(c)}" for c in _user_fields())
+    roles = ", ".join(f"'{role}'" for role in (Role.APPROVER, Role.ADMIN))
+    # One row or none; the policy is the agent's own, else its organisation's default
+    # (approvals.policy._policy_row); %(user)s is the clicker.
+    return (
+        f"SELECT {request_columns}, {agent_columns}, {user_columns}, "  # noqa: S608 - our names only
+        "ap.tier, "
+        f"EXISTS (SELECT 1 FROM {names['membership']} m "
+        "  WHERE m.user_id = %(user)s AND m.organization_id = r.organization_id), "
+        f"EXISTS (SELECT 1 FROM {names['membership']} m "
+        f"  WHERE m.user_id = %(user)s AND m.organization_id = r.organization_id AND m.role IN ({roles})), "
+        "p.id, p.allow_self_approval, p.allow_agent_owner, p.allow_initiator, p.allow_org_approvers, "
+        f"EXISTS (SELECT 1 FROM {names['policy_user']} n "
+        "  WHERE n.approverpolicy_id = p.id AND n.user_id = %(user)s), "
+        f"EXISTS (SELECT 1 FROM {names['tier_user']} tn "
+        f"  JOIN {names['tier']} t ON t.id = tn.escalationtier_id "
+        "  WHERE t.policy_id = p.id AND tn.user_id = %(user)s) "
+        f"FROM {names['request']} r "
+        f"JOIN {names['agent']} a ON a.id = r.agent_id "
+        f"JOIN {names['user']} u ON u.id = r.requested_by_id "
+        f"LEFT JOIN {names['approver']} ap ON ap.confirmationrequest_id = r.id AND ap.user_id = %(user)s "
+        f"LEFT JOIN LATERAL (SELECT * FROM {names['policy']} pp "
+        "  WHERE pp.agent_id = a.id OR (pp.organization_id = a.organization_id AND pp.agent_id IS NULL) "
+        "  ORDER BY pp.agent_id IS NULL LIMIT 1) p ON TRUE "
+        "WHERE r.id = %(request)s AND r.organization_id = %(organization)s"
+    )
+
+
+def _from_db(model: type[Any], attnames: tuple[str, ...], values: list[Any]) -> Any:
+    """An instance of ``model`` with these fields (``attnames`` in the model's field order) as
+    the database returned them, converted as the ORM would; the model's other fields are
+    deferred, so touching one loads it."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    converted = []
+    for attname, value in zip(attnames, values, strict=True):
+        field = model._meta.get_field(attname)
+        if value is not None and hasattr(field, "from_db_value"):
+            value = field.from_db_value(value, None, connection)
+        converted.append(value)
+    return model.from_db(DEFAULT_DB_ALIAS, list(attnames), converted)
+
+
+def _in_field_order(model: type[Any], attnames: tuple[str, ...]) -> tuple[str, ...]:
+    order = [f.attname for f in model._meta.concrete_fields]
+    return tuple(sorted(attnames, key=order.index))
+
+
+def click_facts(*, request_id: uuid.UUID, organization_id: int, user_id: int) -> ClickFacts | None:
+    """The request (only if it belongs to ``organization_id``) and ``user_id``'s standing on it,
+    in one statement; ``None`` when there is no such request in that organisation."""
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(
+            _facts_sql(), {"request": request_id, "organization": organization_id, "user": user_id}
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    values = iter(row)
+
+    def take(count: int) -> list[Any]:
+        return [next(values) for _ in range(count)]
+
+    request_fields = tuple(f.attname for f in ConfirmationRequest._meta.concrete_fields)
+    request = _from_db(ConfirmationRequest, request_fields, take(len(request_fields)))
+    request.agent = _from_db(Agent, _agent_fields(), take(len(AGENT_FIELDS)))
+    request.requested_by = _from_db(get_user_model(), _user_fields(), take(len(USER_FIELDS)))
+    tier, member, org_approver, policy_id, *flags, named, tier_named = take(10)
+    policy = PolicyFlags(*flags) if policy_id is not None else None
+    return ClickFacts(
+        request=request,
+        standing=Standing(
+            tier=tier,
+            member=member,
+            org_approver=org_approver,
+            policy=policy,
+            named_by_policy=bool(named) and policy is not None,
+            named_by_a_tier=bool(tier_named) and policy is not None,
+        ),
+    )
+
+
+def verdict_write(
+    *,
+    request: ConfirmationRequest,
+    verdict: ConfirmationStatus,
+    user_id: int,
+    external_id: str,
+    reason: str,
+    now: dt.datetime,
+    event: ConfirmationEvent,
+) -> bool:
+    """Settle ``request`` with ``verdict`` and record the vote and ``event`` (the ``decided``
+    event, unsaved, its ``created_at`` set), all or nothing, in one statement. ``False`` when the
+    request was no longer pending and unexpired, had been escalated or, for an approval, its
+    arguments edited since it was read: then nothing was written.
+
+    Run it outside a transaction (it is its own) or inside a savepoint: a failure (a head row
+    missing, a vote already there) raises ``IntegrityError`` and leaves nothing behind."""
+    names = _names()
+    connection = connections[DEFAULT_DB_ALIAS]
+    head_sql, head_params = head_advance_sql(event, condition="EXISTS (SELECT 1 FROM upd)")
+    edited_guard = " AND edited_by_id IS NULL" if verdict == ConfirmationStatus.APPROVED else ""
+    sql = (
+        f"WITH upd AS (UPDATE {names['request']} SET status = %s, responded_at = %s, "  # noqa: S608
+        "responded_by_id = %s, responded_by_external_id = %s, reason = %s "
+        f"WHERE id = %s AND status = %s AND expires_at > %s AND escalation_level = 0{edited_guard} "
+        "RETURNING id), "
+        f"vote AS (INSERT INTO {names['vote']} "
+        "(request_id, user_id, approve, reason, external_id, created_at) "
+        "SELECT id, %s, %s, %s, %s, %s FROM upd), "
+        f"head AS ({head_sql}), "
+        f"ev AS (INSERT INTO {names['event']} "
+        "(organization_id, request_id, kind, actor_id, actor_external_id, "
+        "details, created_at, chain_seq, prev_hash, entry_hash) "
+        "SELECT %s, upd.id, %s, %s, %s, %s::jsonb, %s, head.seq, head.prev_hash, head.entry_hash "
+        "FROM upd LEFT JOIN head ON TRUE) "  # no head row: NULL chain_seq fails the whole statement
+        "SELECT count(*) FROM upd"
+    )
+    adapt = connection.ops.adapt_datetimefield_value
+    params = [
+        str(verdict),
+        adapt(now),
+        user_id,
+        external_id,
+        reason,
+        request.pk,
+        ConfirmationStatus.PENDING,
+        adapt(now),
+        user_id,
+        verdict == ConfirmationStatus.APPROVED,
+        reason,
+        external_id,
+        adapt(now),
+        *head_params,
+        event.organization_id,
+        str(event.kind),
+        event.actor_id,
+        event.actor_external_id,
+        json.dumps(event.details),
+        adapt(event.created_at),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return bool(cursor.fetchone()[0])
