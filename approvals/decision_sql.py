@@ -25,9 +25,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -42,6 +46,7 @@ from approvals.models import (
     EscalationTier,
 )
 from approvals.policy import PolicyFlags, Standing
+from fimone import rows
 from fimone.audit_chain import head_advance_sql
 
 #: The agent's and the requester's fields a decided card shows; the others stay deferred.
@@ -54,6 +59,40 @@ def available() -> bool:
     return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
 
 
+class _PreparedCursor(psycopg.Cursor):
+    """psycopg's server-binding cursor, preparing every statement it runs."""
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kw: Any) -> Any:
+        return super().execute(query, params, prepare=True if prepare is None else prepare, **kw)
+
+
+@contextmanager
+def _cursor() -> Iterator[Any]:
+    """A cursor of the default connection whose statements PostgreSQL plans once per connection.
+
+    Planning the facts query costs the server several times what running it does; a prepared
+    statement is planned on its first use by a pooled connection and then only executed. Django's
+    cursors bind parameters client-side, which cannot prepare, so this one binds them server-side
+    (psycopg's own cursor), wrapped as Django wraps its own: its errors are Django's and execute
+    wrappers see it. A plain cursor instead with ``DATABASE_PREPARED_STATEMENTS=false`` (behind a
+    transaction-pooling proxy that cannot carry them), and while queries are logged (``DEBUG``, a
+    test capturing them): Django's log can show a statement with its values only if it was bound
+    client-side."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    if not settings.DATABASE_PREPARED_STATEMENTS or connection.queries_logged:
+        with connection.cursor() as cursor:
+            yield cursor
+        return
+    connection.ensure_connection()
+    with connection.wrap_database_errors:
+        raw = _PreparedCursor(connection.connection)
+    cursor = connection.make_cursor(raw)  # Django's wrapping: its errors, execute wrappers
+    try:
+        yield cursor
+    finally:
+        cursor.close()
+
+
 @dataclass(frozen=True)
 class ClickFacts:
     """The request as :func:`approvals.selectors.request_for_decision` would load it (agent and
@@ -64,11 +103,11 @@ class ClickFacts:
 
 
 def _agent_fields() -> tuple[str, ...]:
-    return _in_field_order(Agent, AGENT_FIELDS)
+    return rows.in_field_order(Agent, AGENT_FIELDS)
 
 
 def _user_fields() -> tuple[str, ...]:
-    return _in_field_order(get_user_model(), USER_FIELDS)
+    return rows.in_field_order(get_user_model(), USER_FIELDS)
 
 
 def _names() -> dict[str, str]:
@@ -121,44 +160,21 @@ def _facts_sql() -> str:
     )
 
 
-def _from_db(model: type[Any], attnames: tuple[str, ...], values: list[Any]) -> Any:
-    """An instance of ``model`` with these fields (``attnames`` in the model's field order) as
-    the database returned them, converted as the ORM would; the model's other fields are
-    deferred, so touching one loads it."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    converted = []
-    for attname, value in zip(attnames, values, strict=True):
-        field = model._meta.get_field(attname)
-        if value is not None and hasattr(field, "from_db_value"):
-            value = field.from_db_value(value, None, connection)
-        converted.append(value)
-    return model.from_db(DEFAULT_DB_ALIAS, list(attnames), converted)
-
-
-def _in_field_order(model: type[Any], attnames: tuple[str, ...]) -> tuple[str, ...]:
-    order = [f.attname for f in model._meta.concrete_fields]
-    return tuple(sorted(attnames, key=order.index))
-
-
 def click_facts(*, request_id: uuid.UUID, organization_id: int, user_id: int) -> ClickFacts | None:
     """The request (only if it belongs to ``organization_id``) and ``user_id``'s standing on it,
     in one statement; ``None`` when there is no such request in that organisation."""
-    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(
             _facts_sql(), {"request": request_id, "organization": organization_id, "user": user_id}
         )
         row = cursor.fetchone()
     if row is None:
         return None
-    values = iter(row)
-
-    def take(count: int) -> list[Any]:
-        return [next(values) for _ in range(count)]
-
-    request_fields = tuple(f.attname for f in ConfirmationRequest._meta.concrete_fields)
-    request = _from_db(ConfirmationRequest, request_fields, take(len(request_fields)))
-    request.agent = _from_db(Agent, _agent_fields(), take(len(AGENT_FIELDS)))
-    request.requested_by = _from_db(get_user_model(), _user_fields(), take(len(USER_FIELDS)))
+    take = rows.taker(row)
+    request_fields = rows.all_fields(ConfirmationRequest)
+    request = rows.instance(ConfirmationRequest, request_fields, take(len(request_fields)))
+    request.agent = rows.instance(Agent, _agent_fields(), take(len(AGENT_FIELDS)))
+    request.requested_by = rows.instance(get_user_model(), _user_fields(), take(len(USER_FIELDS)))
     tier, member, org_approver, policy_id, *flags, named, tier_named = take(10)
     policy = PolicyFlags(*flags) if policy_id is not None else None
     return ClickFacts(
@@ -234,6 +250,6 @@ def verdict_write(
         json.dumps(event.details),
         adapt(event.created_at),
     ]
-    with connection.cursor() as cursor:
+    with _cursor() as cursor:
         cursor.execute(sql, params)
         return bool(cursor.fetchone()[0])

@@ -125,15 +125,15 @@ def _after_verdict(request: ConfirmationRequest) -> None:
     from agents import executors
     from approvals.waking import wake
 
-    wake(request.pk)
     all_celery = settings.RUN_EXECUTOR == "celery" and settings.CHANNEL_DELIVERY == "celery"
     if all_celery and request.channel != "web":
         from approvals.tasks import confirmation_settled_task
 
-        # The inboxes are told from the worker too: pushing to each approver's group from here
-        # cost a click more than deciding it (a hop to the server's event loop per approver).
+        # Waiters and inboxes are told from the worker too: runs wait on workers here, and each
+        # push from the deciding server cost it a hop to its event loop and a Redis round trip.
         confirmation_settled_task.delay(str(request.pk), request.run_id, request.channel, str(request.status))
         return
+    wake(request.pk)
     inbox_changed(request_id=request.pk, change=SETTLED)
     executors.dispatch_resume(request.run_id, reason=f"approval request {request.status}")
     announce_settled(request_id=request.pk, channel=request.channel, status=str(request.status))

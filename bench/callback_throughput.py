@@ -57,6 +57,12 @@ class Load:
     latency_us: list[int] = field(default_factory=list)  # each answer's, from its request's send
     socket_errors: int = 0
     unanswered: int = 0
+    server_cpu: float = 0.0  # seconds of CPU the servers used during the phase
+
+    @property
+    def cpu_ms(self) -> float:
+        """Server CPU per answered request."""
+        return 1000 * self.server_cpu / self.answered if self.answered else float("nan")
 
     @property
     def rate(self) -> float:
@@ -228,6 +234,8 @@ def profile_servers(
                 "raw",
                 "--rate",
                 "200",
+                "--threads",
+                "--nonblocking",  # the servers are not paused to be sampled
                 "--output",
                 os.path.join(directory, f"clicks-{label}-{index}.txt"),
             ],
@@ -238,6 +246,17 @@ def profile_servers(
     ]
     time.sleep(1)  # attached before the load starts
     return profilers
+
+
+def cpu_seconds(processes: list[subprocess.Popen]) -> float:
+    """User + system CPU time the processes used so far (Linux /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for process in processes:
+        with open(f"/proc/{process.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
+    return total / ticks
 
 
 def stop_servers(servers: list[subprocess.Popen], listeners: list[socket.socket]) -> None:
@@ -327,17 +346,23 @@ def main() -> None:
                         f"http://127.0.0.1:{port}/im/callback/{config.callback_key}/" for port in ports
                     ]
                     run_wrk(empty_urls, connections=opts.connections, bodies=None, seconds=2)  # warm-up
+                    before = cpu_seconds(servers)
                     empty = run_wrk(
                         empty_urls, connections=opts.connections, bodies=None, seconds=opts.empty_seconds
                     )
+                    empty.server_cpu = cpu_seconds(servers) - before
                     profilers = profile_servers(servers, opts.profile, f"{servers_count}-daphne")
+                    before = cpu_seconds(servers)
                     clicks = run_wrk(click_urls, connections=opts.connections, bodies=valid_file, seconds=0)
+                    clicks.server_cpu = cpu_seconds(servers) - before
                     for profiler in profilers:
                         profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
                         profiler.wait(60)
+                    before = cpu_seconds(servers)
                     replays = run_wrk(
                         click_urls, connections=opts.connections, bodies=hostile_file, seconds=0
                     )
+                    replays.server_cpu = cpu_seconds(servers) - before
                 finally:
                     stop_servers(servers, listeners)
                 decided = ConfirmationEvent.objects.filter(kind=ConfirmationEvent.Kind.DECIDED)
@@ -374,13 +399,15 @@ def main() -> None:
             ):
                 print(
                     f"  {label}: {load.rate:7.0f}/s  p50 {load.percentile_ms(50):6.1f} ms  "
-                    f"p99 {load.percentile_ms(99):6.1f} ms  "
+                    f"p99 {load.percentile_ms(99):6.1f} ms  server CPU {load.cpu_ms:5.2f} ms/request  "
                     f"answers {json.dumps(load.statuses, sort_keys=True)}"
                 )
             latency_ratio = clicks.percentile_ms(50) / empty.percentile_ms(50)
+            cpu_ratio = clicks.cpu_ms / empty.cpu_ms
             print(
                 f"  a verified click costs {ratio:.1f}x an empty request (throughput; target <= 3x) "
-                f"{'OK' if ratio <= 3 else 'OVER'}; p50 latency {latency_ratio:.1f}x"
+                f"{'OK' if ratio <= 3 else 'OVER'}; server CPU {cpu_ratio:.1f}x; "
+                f"p50 latency {latency_ratio:.1f}x"
             )
             errors = empty.server_errors + clicks.server_errors + replays.server_errors
             sockets = empty.socket_errors + clicks.socket_errors + replays.socket_errors

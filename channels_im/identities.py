@@ -15,12 +15,14 @@ import logging
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.contrib.auth import get_user_model
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.urls import reverse
 from django.utils import timezone
 
 from agents.models import Membership
 from channels_im.models import ChannelConfig, ImIdentity, ImLinkOffer
+from fimone import rows
 from fimone.onetime import LinkRefused, new_token, token_digest
 
 log = logging.getLogger(__name__)
@@ -30,12 +32,28 @@ LINK_OFFER_TTL = dt.timedelta(minutes=15)
 
 
 def identity_for_click(*, config: ChannelConfig, external_id: str) -> ImIdentity | None:
-    """The identity a click through ``config`` counts as: only one of the channel's organisation."""
-    return (
-        ImIdentity.objects.select_related("user")
-        .filter(organization_id=config.organization_id, provider=config.kind, external_id=external_id)
-        .first()
+    """The identity a click through ``config`` counts as: only one of the channel's organisation.
+    Its user comes with it, every field loaded. One hand-written statement (:mod:`fimone.rows`):
+    every verified click asks this."""
+    connection = connections[DEFAULT_DB_ALIAS]
+    user_model = get_user_model()
+    identity_fields, user_fields = rows.all_fields(ImIdentity), rows.all_fields(user_model)
+    quote = connection.ops.quote_name
+    sql = (
+        f"SELECT {rows.columns(ImIdentity, 'i', identity_fields)}, "  # noqa: S608 - our names only
+        f"{rows.columns(user_model, 'u', user_fields)} "
+        f"FROM {quote(ImIdentity._meta.db_table)} i JOIN {quote(user_model._meta.db_table)} u "
+        "ON u.id = i.user_id WHERE i.organization_id = %s AND i.provider = %s AND i.external_id = %s"
     )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [config.organization_id, config.kind, external_id])
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    take = rows.taker(row)
+    identity = rows.instance(ImIdentity, identity_fields, take(len(identity_fields)))
+    identity.user = rows.instance(user_model, user_fields, take(len(user_fields)))
+    return identity
 
 
 def link_url(token: str) -> str:

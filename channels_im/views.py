@@ -34,6 +34,7 @@ from channels_im.identities import (
     link_offer_make,
 )
 from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.selectors import channel_config_for_callback
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +79,7 @@ def _storable(external_id: str) -> bool:
 @csrf_exempt  # verified by the provider's signature instead; the platform holds no CSRF token
 @require_http_methods(["GET", "POST"])
 def im_callback(http_request: HttpRequest, callback_key: str) -> HttpResponse:
-    config = ChannelConfig.objects.filter(callback_key=callback_key, active=True).first()
+    config = channel_config_for_callback(callback_key)
     if config is None:
         return JsonResponse({"error": "unknown channel"}, status=404)
     channel = channel_for(config)

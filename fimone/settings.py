@@ -150,6 +150,14 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "max_size": env_int("DATABASE_POOL_MAX", 20, minimum=1),
         "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1),
     }
+# The few hand-written statements of hot paths (approvals.decision_sql) are prepared per
+# connection; false behind a proxy that cannot carry prepared statements (PgBouncer in
+# transaction mode before 1.21).
+DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
+if DATABASE_PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # psycopg prepares nothing, even on request, without a threshold. Django's cursors bind
+    # client-side and never prepare, so only the statements that ask for it are prepared.
+    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_redis_url("REDIS_URL")
@@ -211,6 +219,10 @@ CELERY_BROKER_URL = REDIS_URL or "memory://"
 # Deployments (or a benchmark) sharing one Redis keep their tasks apart by queue name.
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_QUEUE", "celery") or "celery"
 CELERY_RESULT_BACKEND = None
+# No results are kept, and the disabled backend holds no state: one instance serves every thread.
+# Otherwise Celery builds one per thread, and Django runs each request on a new thread: that cost
+# every task sent from a request (a card click's follow-up) more than sending it.
+CELERY_RESULT_BACKEND_THREAD_SAFE = True
 CELERY_TASK_ALWAYS_EAGER = EMBEDDED
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_TASK_ACKS_LATE = True

@@ -115,3 +115,44 @@ def test_a_verdict_message_from_another_process_wakes_the_waiter_through_the_cha
 
     status, took = async_to_sync(scenario)()
     assert status == "woken" and took < 5
+
+
+def test_with_everything_on_celery_the_worker_that_follows_a_verdict_up_wakes_the_waiter(
+    personas, resumes, settings
+) -> None:
+    """The deciding server only publishes the follow-up; the worker running it wakes the waiter."""
+    import asyncio
+
+    from asgiref.sync import async_to_sync, sync_to_async
+
+    from approvals.tasks import confirmation_settled_task
+    from approvals.waking import wait_for_verdict
+
+    settings.APPROVAL_POLL_SECONDS = 30
+    settings.RUN_EXECUTOR = settings.CHANNEL_DELIVERY = "celery"
+    set_policy(personas, inline_wait_seconds=0)
+    _, request = suspended_run(personas, Harness(pay_tool()))
+    ConfirmationRequest.objects.filter(pk=request.pk).update(channel="feishu")  # its card went there
+    sent: list[tuple] = []
+    publish = confirmation_settled_task.delay
+    confirmation_settled_task.delay = lambda *args: sent.append(args)  # the broker, as the server sees it
+    try:
+
+        async def scenario() -> tuple[str, str, float]:
+            waiter = asyncio.ensure_future(wait_for_verdict(request.pk, window=20, poll=30))
+            await asyncio.sleep(0.3)  # subscribed and waiting
+            await sync_to_async(confirmation_decide)(
+                request_id=request.pk, user=personas.approver, approve=True, via_channel_id=None
+            )
+            await asyncio.sleep(0.5)
+            before = "woken" if waiter.done() else "waiting"
+            started = time.monotonic()
+            await sync_to_async(confirmation_settled_task)(*sent[0])  # the worker runs the follow-up
+            return before, await waiter, time.monotonic() - started
+
+        before, status, took = async_to_sync(scenario)()
+    finally:
+        confirmation_settled_task.delay = publish
+    assert len(sent) == 1
+    assert before == "waiting", "the deciding process no longer wakes waiters itself"
+    assert status == "woken" and took < 5

@@ -149,6 +149,29 @@ def test_a_verified_click_is_decided_in_four_statements_and_the_run_completes(
     assert chain_verify(ConfirmationEvent, personas.org.pk).broken is None
 
 
+def prepared_statements() -> set[str]:
+    """The statements this connection has prepared (PostgreSQL's own view of them)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return {row[0].lstrip()[:19].upper() for row in cursor.fetchall()}
+
+
+@pytest.mark.parametrize("prepared", [True, False], ids=["prepared", "not-prepared"])
+def test_the_two_statements_are_planned_once_per_connection_unless_told_not_to(
+    personas: Any, channel: ChannelConfig, harness: Harness, settings: Any, prepared: bool
+) -> None:
+    settings.DATABASE_PREPARED_STATEMENTS = prepared
+    first, second = park(personas, harness), park(personas, harness)
+
+    assert quick(first, personas.approver, channel) is not None
+    assert quick(second, personas.approver, channel, approve=False) is not None
+
+    assert written(first)["request"][0] == ConfirmationStatus.APPROVED
+    assert written(second)["request"][0] == ConfirmationStatus.REJECTED
+    kept = prepared_statements()
+    assert ({'SELECT R."ID", R."O', "WITH UPD AS (UPDATE"} <= kept) is prepared, kept
+
+
 @pytest.mark.parametrize("approve", [True, False], ids=["approval", "rejection"])
 def test_the_quick_path_writes_what_the_long_path_writes(
     personas: Any, resumes: Resumes, channel: ChannelConfig, harness: Harness, approve: bool
