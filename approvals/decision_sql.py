@@ -23,6 +23,7 @@ from these facts with :func:`~approvals.policy.describe_refusal`, and hands ever
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import uuid
 from collections.abc import Iterator
@@ -127,6 +128,7 @@ def _names() -> dict[str, str]:
     }
 
 
+@functools.cache  # our table and column names: the text never changes
 def _facts_sql() -> str:
     names = _names()
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name

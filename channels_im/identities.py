@@ -11,6 +11,7 @@ organisation. Superusers may also link identities directly in the admin.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 from typing import Any
 
@@ -35,18 +36,10 @@ def identity_for_click(*, config: ChannelConfig, external_id: str) -> ImIdentity
     """The identity a click through ``config`` counts as: only one of the channel's organisation.
     Its user comes with it, every field loaded. One hand-written statement (:mod:`fimone.rows`):
     every verified click asks this."""
-    connection = connections[DEFAULT_DB_ALIAS]
     user_model = get_user_model()
     identity_fields, user_fields = rows.all_fields(ImIdentity), rows.all_fields(user_model)
-    quote = connection.ops.quote_name
-    sql = (
-        f"SELECT {rows.columns(ImIdentity, 'i', identity_fields)}, "  # noqa: S608 - our names only
-        f"{rows.columns(user_model, 'u', user_fields)} "
-        f"FROM {quote(ImIdentity._meta.db_table)} i JOIN {quote(user_model._meta.db_table)} u "
-        "ON u.id = i.user_id WHERE i.organization_id = %s AND i.provider = %s AND i.external_id = %s"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [config.organization_id, config.kind, external_id])
+    with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
+        cursor.execute(_identity_sql(), [config.organization_id, config.kind, external_id])
         row = cursor.fetchone()
     if row is None:
         return None
@@ -54,6 +47,18 @@ def identity_for_click(*, config: ChannelConfig, external_id: str) -> ImIdentity
     identity = rows.instance(ImIdentity, identity_fields, take(len(identity_fields)))
     identity.user = rows.instance(user_model, user_fields, take(len(user_fields)))
     return identity
+
+
+@functools.cache  # our table and column names: the text never changes
+def _identity_sql() -> str:
+    user_model = get_user_model()
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    return (
+        f"SELECT {rows.columns(ImIdentity, 'i', rows.all_fields(ImIdentity))}, "  # noqa: S608 - our names
+        f"{rows.columns(user_model, 'u', rows.all_fields(user_model))} "
+        f"FROM {quote(ImIdentity._meta.db_table)} i JOIN {quote(user_model._meta.db_table)} u "
+        "ON u.id = i.user_id WHERE i.organization_id = %s AND i.provider = %s AND i.external_id = %s"
+    )
 
 
 def link_url(token: str) -> str:

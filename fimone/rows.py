@@ -16,6 +16,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from django.db.models import Model
 
 
+@functools.cache
 def all_fields(model: type[Model]) -> tuple[str, ...]:
     """Every concrete field of ``model`` (attribute names, in the model's order)."""
     return tuple(field.attname for field in model._meta.concrete_fields)
