@@ -47,7 +47,7 @@ from approvals.models import (
     EscalationTier,
 )
 from approvals.policy import PolicyFlags, Standing
-from fimone import rows
+from fimone import adb, outbox, rows
 from fimone.audit_chain import head_advance_sql
 
 #: The agent's and the requester's fields a decided card shows; the others stay deferred.
@@ -128,8 +128,15 @@ def _names() -> dict[str, str]:
     }
 
 
-@functools.cache  # our table and column names: the text never changes
 def _facts_sql() -> str:
+    return facts_sql(user="%(user)s")
+
+
+@functools.cache  # our table and column names: the text never changes
+def facts_sql(*, user: str) -> str:
+    """The facts statement (parameters ``%(request)s``, ``%(organization)s``), where ``user`` is
+    the SQL of the clicker's id: a parameter, or a column of a statement it is joined into
+    (``channels_im.identities``: the identity a click maps to and these facts, in one read)."""
     names = _names()
     quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
     request_columns = ", ".join(f"r.{quote(f.column)}" for f in ConfirmationRequest._meta.concrete_fields)
@@ -137,24 +144,24 @@ def _facts_sql() -> str:
     user_columns = ", ".join(f"u.{quote(c)}" for c in _user_fields())
     roles = ", ".join(f"'{role}'" for role in (Role.APPROVER, Role.ADMIN))
     # One row or none; the policy is the agent's own, else its organisation's default
-    # (approvals.policy._policy_row); %(user)s is the clicker.
+    # (approvals.policy._policy_row); ``user`` is the clicker.
     return (
         f"SELECT {request_columns}, {agent_columns}, {user_columns}, "  # noqa: S608 - our names only
         "ap.tier, "
         f"EXISTS (SELECT 1 FROM {names['membership']} m "
-        "  WHERE m.user_id = %(user)s AND m.organization_id = r.organization_id), "
+        f"  WHERE m.user_id = {user} AND m.organization_id = r.organization_id), "
         f"EXISTS (SELECT 1 FROM {names['membership']} m "
-        f"  WHERE m.user_id = %(user)s AND m.organization_id = r.organization_id AND m.role IN ({roles})), "
+        f"  WHERE m.user_id = {user} AND m.organization_id = r.organization_id AND m.role IN ({roles})), "
         "p.id, p.allow_self_approval, p.allow_agent_owner, p.allow_initiator, p.allow_org_approvers, "
         f"EXISTS (SELECT 1 FROM {names['policy_user']} n "
-        "  WHERE n.approverpolicy_id = p.id AND n.user_id = %(user)s), "
+        f"  WHERE n.approverpolicy_id = p.id AND n.user_id = {user}), "
         f"EXISTS (SELECT 1 FROM {names['tier_user']} tn "
         f"  JOIN {names['tier']} t ON t.id = tn.escalationtier_id "
-        "  WHERE t.policy_id = p.id AND tn.user_id = %(user)s) "
+        f"  WHERE t.policy_id = p.id AND tn.user_id = {user}) "
         f"FROM {names['request']} r "
         f"JOIN {names['agent']} a ON a.id = r.agent_id "
         f"JOIN {names['user']} u ON u.id = r.requested_by_id "
-        f"LEFT JOIN {names['approver']} ap ON ap.confirmationrequest_id = r.id AND ap.user_id = %(user)s "
+        f"LEFT JOIN {names['approver']} ap ON ap.confirmationrequest_id = r.id AND ap.user_id = {user} "
         f"LEFT JOIN LATERAL (SELECT * FROM {names['policy']} pp "
         "  WHERE pp.agent_id = a.id OR (pp.organization_id = a.organization_id AND pp.agent_id IS NULL) "
         "  ORDER BY pp.agent_id IS NULL LIMIT 1) p ON TRUE "
@@ -166,12 +173,22 @@ def click_facts(*, request_id: uuid.UUID, organization_id: int, user_id: int) ->
     """The request (only if it belongs to ``organization_id``) and ``user_id``'s standing on it,
     in one statement; ``None`` when there is no such request in that organisation."""
     with _cursor() as cursor:
-        cursor.execute(
-            _facts_sql(), {"request": request_id, "organization": organization_id, "user": user_id}
-        )
+        cursor.execute(_facts_sql(), _facts_params(request_id, organization_id, user_id))
         row = cursor.fetchone()
-    if row is None:
-        return None
+    return None if row is None else facts_from_row(row)
+
+
+def _facts_params(request_id: uuid.UUID, organization_id: int, user_id: int) -> dict[str, Any]:
+    return {"request": request_id, "organization": organization_id, "user": user_id}
+
+
+def facts_width() -> int:
+    """How many columns :func:`facts_sql` selects."""
+    return len(rows.all_fields(ConfirmationRequest)) + len(AGENT_FIELDS) + len(USER_FIELDS) + 10
+
+
+def facts_from_row(row: tuple[Any, ...]) -> ClickFacts:
+    """The facts of one row of :func:`facts_sql`."""
     take = rows.taker(row)
     request_fields = rows.all_fields(ConfirmationRequest)
     request = rows.instance(ConfirmationRequest, request_fields, take(len(request_fields)))
@@ -192,27 +209,58 @@ def click_facts(*, request_id: uuid.UUID, organization_id: int, user_id: int) ->
     )
 
 
-def verdict_write(
-    *,
-    request: ConfirmationRequest,
-    verdict: ConfirmationStatus,
-    user_id: int,
-    external_id: str,
-    reason: str,
-    now: dt.datetime,
-    event: ConfirmationEvent,
-) -> bool:
-    """Settle ``request`` with ``verdict`` and record the vote and ``event`` (the ``decided``
-    event, unsaved, its ``created_at`` set), all or nothing, in one statement. ``False`` when the
-    request was no longer pending and unexpired, had been escalated or, for an approval, its
-    arguments edited since it was read: then nothing was written.
+@dataclass(frozen=True)
+class Verdict:
+    """A verdict to write by :func:`verdict_write`: ``event`` is the ``decided`` event, unsaved,
+    its ``created_at`` set; ``follow_up`` the Celery task (name, arguments) the outbox sends once
+    it commits (:mod:`fimone.outbox`), or ``None`` when the caller follows the verdict up itself
+    after commit."""
+
+    request: ConfirmationRequest
+    verdict: ConfirmationStatus
+    user_id: int
+    external_id: str
+    reason: str
+    now: dt.datetime
+    event: ConfirmationEvent
+    follow_up: tuple[str, list[Any]] | None = None
+
+
+def verdict_write(verdict: Verdict) -> bool:
+    """Settle the request with the verdict and record the vote, the event and the follow-up, all
+    or nothing, in one statement. ``False`` when the request was no longer pending and unexpired,
+    had been escalated or, for an approval, its arguments edited since it was read: then nothing
+    was written.
 
     Run it outside a transaction (it is its own) or inside a savepoint: a failure (a head row
     missing, a vote already there) raises ``IntegrityError`` and leaves nothing behind."""
+    sql, params = _verdict_statement(verdict)
+    with _cursor() as cursor:
+        cursor.execute(sql, params)
+        return bool(cursor.fetchone()[0])
+
+
+async def verdict_write_async(db: psycopg.AsyncConnection, verdict: Verdict) -> bool:
+    """:func:`verdict_write` on the event loop, on ``db`` (:mod:`fimone.adb`, autocommit: the
+    statement is its own transaction). Raises ``psycopg.IntegrityError`` where that raises
+    Django's."""
+    sql, params = _verdict_statement(verdict)
+    row = await adb.fetchone(db, sql, params)
+    return bool(row[0])
+
+
+def _verdict_statement(verdict: Verdict) -> tuple[str, list[Any]]:
     names = _names()
     connection = connections[DEFAULT_DB_ALIAS]
+    event, now = verdict.event, verdict.now
     head_sql, head_params = head_advance_sql(event, condition="EXISTS (SELECT 1 FROM upd)")
-    edited_guard = " AND edited_by_id IS NULL" if verdict == ConfirmationStatus.APPROVED else ""
+    approve = verdict.verdict == ConfirmationStatus.APPROVED
+    edited_guard = " AND edited_by_id IS NULL" if approve else ""
+    follow_up_sql, follow_up_params = "", []
+    if verdict.follow_up is not None:
+        task, args = verdict.follow_up
+        insert, follow_up_params = outbox.insert_sql(task=task, args=args, source="upd")
+        follow_up_sql = f", outbox AS ({insert})"
     sql = (
         f"WITH upd AS (UPDATE {names['request']} SET status = %s, responded_at = %s, "  # noqa: S608
         "responded_by_id = %s, responded_by_external_id = %s, reason = %s "
@@ -226,23 +274,24 @@ def verdict_write(
         "(organization_id, request_id, kind, actor_id, actor_external_id, "
         "details, created_at, chain_seq, prev_hash, entry_hash) "
         "SELECT %s, upd.id, %s, %s, %s, %s::jsonb, %s, head.seq, head.prev_hash, head.entry_hash "
-        "FROM upd LEFT JOIN head ON TRUE) "  # no head row: NULL chain_seq fails the whole statement
+        "FROM upd LEFT JOIN head ON TRUE)"  # no head row: NULL chain_seq fails the whole statement
+        f"{follow_up_sql} "
         "SELECT count(*) FROM upd"
     )
     adapt = connection.ops.adapt_datetimefield_value
     params = [
-        str(verdict),
+        str(verdict.verdict),
         adapt(now),
-        user_id,
-        external_id,
-        reason,
-        request.pk,
+        verdict.user_id,
+        verdict.external_id,
+        verdict.reason,
+        verdict.request.pk,
         ConfirmationStatus.PENDING,
         adapt(now),
-        user_id,
-        verdict == ConfirmationStatus.APPROVED,
-        reason,
-        external_id,
+        verdict.user_id,
+        approve,
+        verdict.reason,
+        verdict.external_id,
         adapt(now),
         *head_params,
         event.organization_id,
@@ -251,7 +300,6 @@ def verdict_write(
         event.actor_external_id,
         json.dumps(event.details),
         adapt(event.created_at),
+        *follow_up_params,
     ]
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
-        return bool(cursor.fetchone()[0])
+    return sql, params

@@ -9,12 +9,12 @@ inline waiter, resuming a suspended run, updating the card) run after commit.
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import psycopg
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
@@ -117,21 +117,46 @@ def log_event(
     )
 
 
+def _settled_follow_up(request: ConfirmationRequest) -> tuple[str, list[Any]] | None:
+    """The one Celery task that follows a verdict up when runs and card deliveries both go through
+    Celery (production), as (task name, arguments); ``None`` when the deciding process does it
+    itself (the embedded mode, or a web-inbox request)."""
+    from django.conf import settings
+
+    all_celery = settings.RUN_EXECUTOR == "celery" and settings.CHANNEL_DELIVERY == "celery"
+    if not all_celery or request.channel == "web":
+        return None
+    from approvals.tasks import confirmation_settled_task
+
+    # Waiters and inboxes are told from the worker too: runs wait on workers here, and each push
+    # from the deciding server cost it a hop to its event loop and a Redis round trip.
+    return confirmation_settled_task.name, [
+        str(request.pk),
+        request.run_id,
+        request.channel,
+        str(request.status),
+    ]
+
+
+def _outbox_follow_up(request: ConfirmationRequest) -> tuple[str, list[Any]] | None:
+    """:func:`_settled_follow_up`, if it goes to a broker: a Celery that runs tasks in process
+    (``task_always_eager``) has no broker to relay to, and runs it on commit instead."""
+    from celery import current_app
+
+    return None if current_app.conf.task_always_eager else _settled_follow_up(request)
+
+
 def _after_verdict(request: ConfirmationRequest) -> None:
     """Wake the waiter, resume the run if it is parked, tell the channel app (which updates the
     card) and the approvers' inboxes. Call on commit."""
-    from django.conf import settings
-
     from agents import executors
     from approvals.waking import wake
 
-    all_celery = settings.RUN_EXECUTOR == "celery" and settings.CHANNEL_DELIVERY == "celery"
-    if all_celery and request.channel != "web":
+    follow_up = _settled_follow_up(request)
+    if follow_up is not None:
         from approvals.tasks import confirmation_settled_task
 
-        # Waiters and inboxes are told from the worker too: runs wait on workers here, and each
-        # push from the deciding server cost it a hop to its event loop and a Redis round trip.
-        confirmation_settled_task.delay(str(request.pk), request.run_id, request.channel, str(request.status))
+        confirmation_settled_task.delay(*follow_up[1])
         return
     wake(request.pk)
     inbox_changed(request_id=request.pk, change=SETTLED)
@@ -420,28 +445,18 @@ def _decided_details(*, verdict: str, reason: str, via: int | str, tally: Tally)
     return details
 
 
-def confirmation_decide_click(
+def _click_verdict(
     *,
-    request_id: uuid.UUID,
-    organization_id: int,
+    facts: decision_sql.ClickFacts | None,
     user: Any,
     approve: bool,
     reason: str,
     via_channel_id: int,
     external_id: str,
-) -> DecisionOutcome | None:
-    """A verified card click through channel ``via_channel_id`` of ``organization_id``, decided in
-    two statements (:mod:`approvals.decision_sql`) when it is the common case: the first vote of
-    a request one approval settles and any rejection rejects, neither escalated nor edited, sent
-    to this channel, by a clicker :func:`describe_refusal` lets decide. The same rows, events and
-    follow-ups as :func:`confirmation_decide`, whose conditional update it shares.
-
-    ``None`` for every other click (no such request in the organisation, a refusal, a late
-    click, a quorum, an escalation, or a database without the two-statement path): the caller
-    hands it to :func:`confirmation_decide`, which answers and logs it."""
-    if not decision_sql.available():
-        return None
-    facts = decision_sql.click_facts(request_id=request_id, organization_id=organization_id, user_id=user.pk)
+) -> decision_sql.Verdict | None:
+    """What a verified click decides, if it is the common click (:func:`confirmation_decide_click`)
+    and ``user`` may decide it; else ``None`` (also for no facts: no such request). Writes
+    nothing."""
     if facts is None:
         return None
     request = facts.request
@@ -468,8 +483,10 @@ def confirmation_decide_click(
         details=_decided_details(verdict=verdict, reason=clean_reason, via=via_channel_id, tally=tally),
         created_at=now,
     )
-    write = functools.partial(
-        decision_sql.verdict_write,
+    decided = _as_decided(
+        request, verdict=verdict, user=user, external_id=external_id, reason=clean_reason, now=now
+    )
+    return decision_sql.Verdict(
         request=request,
         verdict=verdict,
         user_id=user.pk,
@@ -477,22 +494,131 @@ def confirmation_decide_click(
         reason=clean_reason,
         now=now,
         event=event,
+        follow_up=_outbox_follow_up(decided),
     )
+
+
+def _as_decided(
+    request: ConfirmationRequest, *, verdict: str, user: Any, external_id: str, reason: str, now: dt.datetime
+) -> ConfirmationRequest:
+    """``request`` (in memory) as the verdict leaves the row."""
+    request.status, request.responded_at, request.reason = verdict, now, reason
+    request.responded_by, request.responded_by_external_id = user, external_id
+    return request
+
+
+def _pending_again(request: ConfirmationRequest) -> None:
+    """Undo :func:`_as_decided` in memory: the verdict was not written."""
+    request.status, request.responded_at, request.reason = ConfirmationStatus.PENDING, None, ""
+    request.responded_by, request.responded_by_external_id = None, ""
+
+
+def confirmation_decide_click(
+    *,
+    request_id: uuid.UUID,
+    organization_id: int,
+    user: Any,
+    approve: bool,
+    reason: str,
+    via_channel_id: int,
+    external_id: str,
+) -> DecisionOutcome | None:
+    """A verified card click through channel ``via_channel_id`` of ``organization_id``, decided in
+    two statements (:mod:`approvals.decision_sql`) when it is the common case: the first vote of
+    a request one approval settles and any rejection rejects, neither escalated nor edited, sent
+    to this channel, by a clicker :func:`describe_refusal` lets decide. The same rows, events and
+    follow-ups as :func:`confirmation_decide`, whose conditional update it shares; in production
+    the follow-up is written by the same statement, to the outbox (:mod:`fimone.outbox`).
+
+    ``None`` for every other click (no such request in the organisation, a refusal, a late
+    click, a quorum, an escalation, or a database without the two-statement path): the caller
+    hands it to :func:`confirmation_decide`, which answers and logs it."""
+    if not decision_sql.available():
+        return None
+    facts = decision_sql.click_facts(request_id=request_id, organization_id=organization_id, user_id=user.pk)
+    verdict = _click_verdict(
+        facts=facts,
+        user=user,
+        approve=approve,
+        reason=reason,
+        via_channel_id=via_channel_id,
+        external_id=external_id,
+    )
+    if verdict is None:
+        return None
     try:
         if transaction.get_connection().in_atomic_block:
             with transaction.atomic():  # a savepoint: a failure must not void the caller's work
-                won = write()
+                won = decision_sql.verdict_write(verdict)
         else:
-            won = write()  # one statement, its own transaction
+            won = decision_sql.verdict_write(verdict)  # one statement, its own transaction
     except IntegrityError as exc:  # e.g. the organisation's chain has no head row yet
-        log.info("the quick decision of %s failed (%s); deciding it the long way", request.pk, exc)
+        log.info("the quick decision of %s failed (%s); deciding it the long way", request_id, exc)
+        won = False
+    outcome = _click_outcome(verdict, won=won)
+    if outcome is not None and verdict.follow_up is None:
+        transaction.on_commit(lambda: _after_verdict(verdict.request))
+    return outcome
+
+
+async def confirmation_decide_click_async(
+    db: psycopg.AsyncConnection,
+    *,
+    facts: decision_sql.ClickFacts | None,
+    user: Any,
+    approve: bool,
+    reason: str,
+    via_channel_id: int,
+    external_id: str,
+) -> DecisionOutcome | None:
+    """:func:`confirmation_decide_click` on the server's event loop, on ``db`` (:mod:`fimone.adb`),
+    from ``facts`` the caller read with ``user``'s standing (``None``: no such request in the
+    channel's organisation): the same rules and write, for a deployment whose follow-ups go
+    through the outbox (the caller checks :func:`clicks_on_the_loop`). ``None`` exactly where
+    that returns ``None``."""
+    verdict = _click_verdict(
+        facts=facts,
+        user=user,
+        approve=approve,
+        reason=reason,
+        via_channel_id=via_channel_id,
+        external_id=external_id,
+    )
+    if verdict is None:
         return None
-    if not won:  # settled, expired, escalated or edited since it was read
+    if verdict.follow_up is None:  # pragma: no cover - clicks_on_the_loop() rules this out
+        raise RuntimeError("a click decided on the event loop needs its follow-up in the outbox")
+    try:
+        won = await decision_sql.verdict_write_async(db, verdict)
+    except psycopg.IntegrityError as exc:
+        log.info("the quick decision of %s failed (%s); deciding it the long way", verdict.request.pk, exc)
+        won = False
+    return _click_outcome(verdict, won=won)
+
+
+def _click_outcome(verdict: decision_sql.Verdict, *, won: bool) -> DecisionOutcome | None:
+    """The outcome of a written verdict; ``None`` when it was not written (settled, expired,
+    escalated or edited since it was read), the request in memory as it was."""
+    if not won:
+        _pending_again(verdict.request)
         return None
-    request.status, request.responded_at, request.reason = verdict, now, clean_reason
-    request.responded_by, request.responded_by_external_id = user, external_id
-    transaction.on_commit(lambda: _after_verdict(request))
-    return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
+    request = verdict.request
+    return DecisionOutcome(True, str(request.status), f"The request was {request.status}.", request)
+
+
+def clicks_on_the_loop() -> bool:
+    """Whether card clicks may be decided on the server's event loop: ``QUICK_CLICKS`` on,
+    PostgreSQL, and verdicts followed up through a Celery broker (so through the outbox)."""
+    from celery import current_app
+    from django.conf import settings
+
+    return (
+        settings.QUICK_CLICKS
+        and decision_sql.available()
+        and settings.RUN_EXECUTOR == "celery"
+        and settings.CHANNEL_DELIVERY == "celery"
+        and not current_app.conf.task_always_eager
+    )
 
 
 def edit_problem(

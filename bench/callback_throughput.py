@@ -3,8 +3,10 @@
 For 1 and then 2 Daphne servers (PostgreSQL + Redis), in the same run and on the same servers:
 an empty request (``GET /healthz``: Daphne, Django's handler and middleware, a JSON answer) for a
 fixed time, then every click once: valid signed and encrypted decisions on pending requests
-(approve / reject), then replays of half of them (same event) and forgeries (bad signature). The
-load comes from wrk (C, one wrk process per server, as a balancer would spread it) driven by
+(approve / reject), then replays of half of them (same event) and forgeries (bad signature). An
+outbox relay runs beside the servers, as in production, and sends the clicks' follow-ups to the
+broker (no worker takes them: they are dropped at the end); its CPU is printed too. The load
+comes from wrk (C, one wrk process per server, as a balancer would spread it) driven by
 bench/wrk_bodies.lua, so the load generator costs less than the server it loads. Prints requests/s,
 p50 / p99 latency, 5xx, double decisions, and the click's cost as a multiple of the empty request
 (throughput ratio at the same connections; target <= 3x).
@@ -58,6 +60,10 @@ class Load:
     socket_errors: int = 0
     unanswered: int = 0
     server_cpu: float = 0.0  # seconds of CPU the servers used during the phase
+    relay_cpu: float = 0.0  # seconds of CPU the outbox relay used during the phase
+    machine_cpu: float = 0.0  # seconds of CPU the whole machine was busy during the phase
+    database_cpu: float = 0.0  # of which PostgreSQL's processes
+    left_in_outbox: int = 0  # follow-ups the relay had not sent a while after the phase
 
     @property
     def cpu_ms(self) -> float:
@@ -214,6 +220,17 @@ def start_servers(count: int, env: dict[str, str]) -> tuple[list[subprocess.Pope
     return servers, listeners
 
 
+def start_relay(env: dict[str, str]) -> subprocess.Popen:
+    """The outbox relay, as production runs it: it sends the clicks' follow-ups to the broker."""
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "outbox_relay"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 def profile_servers(
     servers: list[subprocess.Popen], directory: str | None, label: str
 ) -> list[subprocess.Popen]:
@@ -259,6 +276,39 @@ def cpu_seconds(processes: list[subprocess.Popen]) -> float:
     return total / ticks
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(all busy CPU of the machine, CPU of PostgreSQL's processes), in seconds so far (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    with open("/proc/stat") as stat:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, stat.readline().split()[1:9])
+    database = 0
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                name, rest = stat.read().split(") ", 1)
+        except OSError:
+            continue  # gone meanwhile
+        if name.endswith("(postgres"):
+            fields = rest.split()
+            database += int(fields[11]) + int(fields[12])
+    return (user + nice + system + irq + softirq + steal) / ticks, database / ticks
+
+
+def since(before: tuple[float, float]) -> tuple[float, float]:
+    now = machine_cpu()
+    return now[0] - before[0], now[1] - before[1]
+
+
+def wait_for_outbox(seconds: float = 10) -> int:
+    """How many follow-ups are still in the outbox once the relay had ``seconds`` to send them."""
+    from fimone.models import OutboxMessage
+
+    deadline = time.monotonic() + seconds
+    while (left := OutboxMessage.objects.count()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
 def stop_servers(servers: list[subprocess.Popen], listeners: list[socket.socket]) -> None:
     for server in servers:
         server.terminate()
@@ -285,6 +335,8 @@ def main() -> None:
     server_counts = [int(n) for n in opts.servers.split(",")]
 
     with bench_database(need_redis=True):
+        from django.db import connection
+
         from agents.models import Organization
         from approvals.models import ConfirmationEvent
         from channels_im.models import ChannelConfig, ImIdentity
@@ -308,6 +360,8 @@ def main() -> None:
         )
         _, approver, all_requests = parked_runs(opts.requests * len(server_counts), channel_config=config)
         ImIdentity.objects.create(organization=org, user=approver, provider="feishu", external_id=OPEN_ID)
+        with connection.cursor() as cursor:  # measured from a steady state, not an autovacuum's
+            cursor.execute("VACUUM ANALYZE")
 
         env = {
             **os.environ,
@@ -339,6 +393,7 @@ def main() -> None:
                 files += [valid_file, hostile_file]
 
                 servers, listeners = start_servers(servers_count, env)
+                relay = start_relay(env)
                 try:
                     ports = [listener.getsockname()[1] for listener in listeners]
                     empty_urls = [f"http://127.0.0.1:{port}/healthz" for port in ports]
@@ -346,15 +401,22 @@ def main() -> None:
                         f"http://127.0.0.1:{port}/im/callback/{config.callback_key}/" for port in ports
                     ]
                     run_wrk(empty_urls, connections=opts.connections, bodies=None, seconds=2)  # warm-up
-                    before = cpu_seconds(servers)
+                    before, machine_before = cpu_seconds(servers), machine_cpu()
                     empty = run_wrk(
                         empty_urls, connections=opts.connections, bodies=None, seconds=opts.empty_seconds
                     )
                     empty.server_cpu = cpu_seconds(servers) - before
+                    empty.machine_cpu, empty.database_cpu = since(machine_before)
                     profilers = profile_servers(servers, opts.profile, f"{servers_count}-daphne")
-                    before = cpu_seconds(servers)
+                    before, relay_before, machine_before = (
+                        cpu_seconds(servers),
+                        cpu_seconds([relay]),
+                        machine_cpu(),
+                    )
                     clicks = run_wrk(click_urls, connections=opts.connections, bodies=valid_file, seconds=0)
                     clicks.server_cpu = cpu_seconds(servers) - before
+                    clicks.relay_cpu = cpu_seconds([relay]) - relay_before
+                    clicks.machine_cpu, clicks.database_cpu = since(machine_before)
                     for profiler in profilers:
                         profiler.send_signal(signal.SIGINT)  # py-spy writes its file on SIGINT
                         profiler.wait(60)
@@ -363,7 +425,10 @@ def main() -> None:
                         click_urls, connections=opts.connections, bodies=hostile_file, seconds=0
                     )
                     replays.server_cpu = cpu_seconds(servers) - before
+                    clicks.left_in_outbox = wait_for_outbox()
                 finally:
+                    relay.terminate()
+                    relay.wait(15)
                     stop_servers(servers, listeners)
                 decided = ConfirmationEvent.objects.filter(kind=ConfirmationEvent.Kind.DECIDED)
                 counts = dict.fromkeys((r.pk for r in requests), 0)
@@ -412,6 +477,18 @@ def main() -> None:
             errors = empty.server_errors + clicks.server_errors + replays.server_errors
             sockets = empty.socket_errors + clicks.socket_errors + replays.socket_errors
             lost = clicks.unanswered + replays.unanswered
+            print(
+                "  whole machine: "
+                + "; ".join(
+                    f"{label} {1000 * load.machine_cpu / max(1, load.answered):.2f} ms CPU per request "
+                    f"(PostgreSQL {1000 * load.database_cpu / max(1, load.answered):.2f})"
+                    for label, load in (("empty", empty), ("click", clicks))
+                )
+            )
+            print(
+                f"  outbox relay: {1000 * clicks.relay_cpu / max(1, clicks.answered):.2f} ms CPU per click, "
+                f"{clicks.left_in_outbox} follow-ups left unsent"
+            )
             print(
                 f"  5xx answers: {errors}; socket errors: {sockets}; unanswered by wrk: {lost}; "
                 f"requests without exactly one decision: {sum(doubles.values())}"

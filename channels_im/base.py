@@ -108,6 +108,12 @@ class Channel(abc.ABC):
         """Verify, then parse, an inbound callback. Never raises on hostile input."""
         return CallbackResult.refuse("this channel takes no callbacks", status=404)
 
+    async def parse_callback_async(self, http_request: HttpRequest) -> CallbackResult | None:
+        """:meth:`parse_callback` on the server's event loop, for a provider whose verification
+        can run there without blocking it (``channels_im.quick``); ``None``: this provider's
+        callbacks are parsed in a thread, by :meth:`parse_callback`."""
+        return None
+
     def callback_response(self, result: CallbackResult, outcome: Any | None) -> HttpResponse:
         """The HTTP answer to a callback. ``outcome`` is the ``DecisionOutcome`` for decisions
         (``None`` for challenges and refusals)."""

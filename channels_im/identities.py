@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import logging
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -20,10 +21,13 @@ from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connections, transaction
 from django.urls import reverse
 from django.utils import timezone
+from psycopg import AsyncConnection
 
 from agents.models import Membership
+from approvals import decision_sql
+from approvals.decision_sql import ClickFacts
 from channels_im.models import ChannelConfig, ImIdentity, ImLinkOffer
-from fimone import rows
+from fimone import adb, rows
 from fimone.onetime import LinkRefused, new_token, token_digest
 
 log = logging.getLogger(__name__)
@@ -36,13 +40,53 @@ def identity_for_click(*, config: ChannelConfig, external_id: str) -> ImIdentity
     """The identity a click through ``config`` counts as: only one of the channel's organisation.
     Its user comes with it, every field loaded. One hand-written statement (:mod:`fimone.rows`):
     every verified click asks this."""
-    user_model = get_user_model()
-    identity_fields, user_fields = rows.all_fields(ImIdentity), rows.all_fields(user_model)
     with connections[DEFAULT_DB_ALIAS].cursor() as cursor:
         cursor.execute(_identity_sql(), [config.organization_id, config.kind, external_id])
         row = cursor.fetchone()
+    return None if row is None else _identity_of(row)
+
+
+async def clicker_and_facts_async(
+    db: AsyncConnection, *, config: ChannelConfig, external_id: str, request_id: uuid.UUID
+) -> tuple[ImIdentity | None, ClickFacts | None]:
+    """The identity a click through ``config`` maps to (as :func:`identity_for_click`) and, when
+    it maps to one, the clicked request's facts with that user's standing on it (as
+    ``approvals.decision_sql.click_facts``), in one statement on the event loop. The facts are
+    ``None`` when there is no such request in the channel's organisation."""
+    row = await adb.fetchone(
+        db,
+        _clicker_and_facts_sql(),
+        {
+            "organization": config.organization_id,
+            "provider": config.kind,
+            "external": external_id,
+            "request": request_id,
+        },
+    )
     if row is None:
-        return None
+        return None, None
+    width = len(rows.all_fields(ImIdentity)) + len(rows.all_fields(get_user_model()))
+    identity, facts = _identity_of(row[:width]), row[width:]
+    return identity, (None if facts[0] is None else decision_sql.facts_from_row(facts))
+
+
+@functools.cache  # our table and column names: the text never changes
+def _clicker_and_facts_sql() -> str:
+    clicker = _identity_sql().replace(
+        "i.organization_id = %s AND i.provider = %s AND i.external_id = %s",
+        "i.organization_id = %(organization)s AND i.provider = %(provider)s AND i.external_id = %(external)s",
+    )
+    user_id = connections[DEFAULT_DB_ALIAS].ops.quote_name(ImIdentity._meta.get_field("user").column)
+    facts = decision_sql.facts_sql(user=f"clicker.{user_id}")
+    return (
+        f"WITH clicker AS ({clicker}) "  # noqa: S608 - our names only
+        f"SELECT clicker.*, facts.* FROM clicker LEFT JOIN LATERAL ({facts}) facts ON TRUE"
+    )
+
+
+def _identity_of(row: tuple[Any, ...]) -> ImIdentity:
+    user_model = get_user_model()
+    identity_fields, user_fields = rows.all_fields(ImIdentity), rows.all_fields(user_model)
     take = rows.taker(row)
     identity = rows.instance(ImIdentity, identity_fields, take(len(identity_fields)))
     identity.user = rows.instance(user_model, user_fields, take(len(user_fields)))

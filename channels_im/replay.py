@@ -9,12 +9,15 @@ other callbacks arrived in between (a bounded cache would have evicted the key).
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import hashlib
 import threading
 import time
+import weakref
 
 import redis
+import redis.asyncio
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
@@ -47,6 +50,33 @@ def first_time(key: str, ttl_seconds: int) -> bool:
     if client is None:
         return _first_time_in_table(key, ttl_seconds)
     return bool(client.set(f"fimone:replay:{key}", 1, nx=True, ex=ttl_seconds))
+
+
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, redis.asyncio.Redis] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def first_time_async(key: str, ttl_seconds: int) -> bool:
+    """:func:`first_time` on the event loop, through a client of the running loop's own (an
+    asyncio client belongs to its loop). Needs Redis; the same key space as :func:`first_time`,
+    so a click seen by either is a replay to both."""
+    if settings.REDIS_URL is None:
+        raise RuntimeError("the replay memory on the event loop needs Redis")
+    loop = asyncio.get_running_loop()
+    client = _async_clients.get(loop)
+    if client is None:
+        client = _async_clients[loop] = redis.asyncio.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2
+        )
+    return bool(await client.set(f"fimone:replay:{key}", 1, nx=True, ex=ttl_seconds))
+
+
+async def close_async() -> None:
+    """Close the running loop's client, if it has one (a loop about to end)."""
+    client = _async_clients.pop(asyncio.get_running_loop(), None)
+    if client is not None:
+        await client.aclose()
 
 
 def _moment(seconds: float) -> dt.datetime:

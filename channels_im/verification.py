@@ -87,6 +87,11 @@ def first_delivery(key: str) -> bool:
     return replay.first_time(key, REPLAY_MEMORY_SECONDS)
 
 
+async def first_delivery_async(key: str) -> bool:
+    """:func:`first_delivery` on the event loop (Redis only: the table memory is Django's)."""
+    return await replay.first_time_async(key, REPLAY_MEMORY_SECONDS)
+
+
 def secure_origin(url: Any, *, allow_path: bool = False) -> bool:
     """Whether credentials may travel to ``url``: https, or plain http to this machine only (test
     fakes); a host, no user info, no query or fragment (and no path unless ``allow_path``)."""

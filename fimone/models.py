@@ -27,3 +27,21 @@ class ChainHead(models.Model):
 
     def __str__(self) -> str:
         return f"{self.chain} of {self.partition}: #{self.seq}"
+
+
+class OutboxMessage(models.Model):
+    """A Celery task to send once the transaction that wrote this row has committed (a
+    transactional outbox, :mod:`fimone.outbox`): written by the same statement as the change it
+    follows up, so the change and its follow-up commit together or not at all, and the writing
+    process pays one row instead of a broker round trip. ``outbox_relay`` sends it, at least once,
+    and deletes it; the tasks sent this way are idempotent."""
+
+    task = models.CharField(max_length=200, help_text="The Celery task's registered name.")
+    args = models.JSONField(default=list, help_text="Its positional arguments.")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        verbose_name = "outbox message"
+
+    def __str__(self) -> str:
+        return f"{self.task} #{self.pk}"

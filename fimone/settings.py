@@ -158,6 +158,10 @@ if DATABASE_PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"] == "django.db
     # psycopg prepares nothing, even on request, without a threshold. Django's cursors bind
     # client-side and never prepare, so only the statements that ask for it are prepared.
     DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
+# A common card click is decided on the server's event loop (channels_im.quick: no thread, no
+# broker round trip; its follow-up goes through the outbox) in production mode on PostgreSQL;
+# false sends every click through Django's threads as other requests go.
+QUICK_CLICKS = env_bool("QUICK_CLICKS", True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_redis_url("REDIS_URL")

@@ -19,6 +19,7 @@ from channels_im.feishu import crypto
 from channels_im.verification import (
     dig,
     first_delivery,
+    first_delivery_async,
     json_object,
     read_body,
     replay_key,
@@ -90,6 +91,38 @@ def _challenge(payload: dict[str, Any], token: str) -> CallbackResult:
     return CallbackResult(kind="challenge", challenge=challenge)
 
 
+@dataclass(frozen=True)
+class _Unreplayed:
+    """A verified, complete click whose ``event_id`` is still to be checked against replays."""
+
+    key: str
+    click: CallbackResult
+
+    def checked(self, first: bool | None) -> Parsed:
+        """The click, if this is its first delivery (``first``); ``None``: the check failed."""
+        request_id, open_id = self.click.request_id, self.click.external_user_id
+        if first is None:  # the replay check is part of verification: fail closed without it
+            refusal = _refusal(
+                "could not check this click against replays: the cache is unavailable",
+                200,
+                request_id=request_id,
+                open_id=open_id,
+                message="FIM One could not record this click. Please try again in a moment.",
+            )
+            return Parsed(refusal, verified_click=True)
+        if not first:
+            refusal = _refusal(
+                "replayed callback: this event_id was already handled",
+                200,
+                request_id=request_id,
+                open_id=open_id,
+                toast="info",
+                message="This click was already handled.",
+            )
+            return Parsed(refusal, verified_click=True)
+        return Parsed(self.click, verified_click=True)
+
+
 def parse_callback(config: Any, http_request: HttpRequest) -> Parsed:
     """Verify, then parse, a Feishu callback: a click, a URL check, or a refusal. Never raises.
 
@@ -98,17 +131,46 @@ def parse_callback(config: Any, http_request: HttpRequest) -> Parsed:
     complete approval click, 413 for an oversized body. A replayed ``event_id`` is refused with
     200 and an "already handled" toast, and changes nothing.
     """
+    step = _verified(config, http_request)
+    if isinstance(step, _Unreplayed):
+        try:
+            first: bool | None = first_delivery(step.key)
+        except Exception:
+            log.exception("the replay check of a Feishu click failed")
+            first = None
+        step = step.checked(first)
+    return _logged(step)
+
+
+async def parse_callback_async(config: Any, http_request: HttpRequest) -> Parsed:
+    """:func:`parse_callback` on the event loop: the replay check asks Redis without blocking it
+    (the rest is computation on a body already read)."""
+    step = _verified(config, http_request)
+    if isinstance(step, _Unreplayed):
+        try:
+            first: bool | None = await first_delivery_async(step.key)
+        except Exception:
+            log.exception("the replay check of a Feishu click failed")
+            first = None
+        step = step.checked(first)
+    return _logged(step)
+
+
+def _verified(config: Any, http_request: HttpRequest) -> Parsed | _Unreplayed:
     try:
-        parsed = _parse(config, http_request)
+        return _parse(config, http_request)
     except Exception:  # hostile input must never become a 500 (nor a decision)
         log.exception("Feishu callback parsing failed")
-        parsed = Parsed(_refusal("malformed callback", 400))
+        return Parsed(_refusal("malformed callback", 400))
+
+
+def _logged(parsed: Parsed) -> Parsed:
     if parsed.result.kind == "refusal" and not parsed.verified_click:
         log.info("refused a Feishu callback (%s): %s", parsed.result.http_status, parsed.result.reason)
     return parsed
 
 
-def _parse(config: Any, http_request: HttpRequest) -> Parsed:
+def _parse(config: Any, http_request: HttpRequest) -> Parsed | _Unreplayed:
     secrets = getattr(config, "secrets", None)
     secrets = secrets if isinstance(secrets, dict) else {}
     token, encrypt_key = text(secrets.get("verification_token")), text(secrets.get("encrypt_key"))
@@ -165,7 +227,7 @@ def _unsigned(body: bytes, *, token: str, encrypt_key: str) -> CallbackResult:
     return result if result.kind == "challenge" else refusal
 
 
-def _click(payload: dict[str, Any], *, token: str, app_id: str) -> Parsed:
+def _click(payload: dict[str, Any], *, token: str, app_id: str) -> Parsed | _Unreplayed:
     header = payload.get("header")
     if payload.get("schema") != "2.0" or not isinstance(header, dict):
         return Parsed(_refusal("not a schema 2.0 callback: subscribe to card.action.trigger", 400))
@@ -198,28 +260,6 @@ def _click(payload: dict[str, Any], *, token: str, app_id: str) -> Parsed:
     reason = dig(payload, "event", "action", "form_value", "reason")
     reason = reason.strip()[:2000] if isinstance(reason, str) else ""
     # From here on the click is authenticated and complete: it is answered with a toast.
-    try:
-        first = first_delivery(replay_key("feishu:event", app_id, event_id))
-    except Exception:  # the replay check is part of verification: fail closed without it
-        log.exception("the replay check of a Feishu click failed")
-        refusal = _refusal(
-            "could not check this click against replays: the cache is unavailable",
-            200,
-            request_id=request_id,
-            open_id=open_id,
-            message="FIM One could not record this click. Please try again in a moment.",
-        )
-        return Parsed(refusal, verified_click=True)
-    if not first:
-        refusal = _refusal(
-            "replayed callback: this event_id was already handled",
-            200,
-            request_id=request_id,
-            open_id=open_id,
-            toast="info",
-            message="This click was already handled.",
-        )
-        return Parsed(refusal, verified_click=True)
     decision_result = CallbackResult(
         kind="decision",
         request_id=request_id,
@@ -228,4 +268,4 @@ def _click(payload: dict[str, Any], *, token: str, app_id: str) -> Parsed:
         reason=reason,
         extra={"event_id": event_id},
     )
-    return Parsed(decision_result, verified_click=True)
+    return _Unreplayed(replay_key("feishu:event", app_id, event_id), decision_result)

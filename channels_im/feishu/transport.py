@@ -125,6 +125,12 @@ class FeishuChannel(Channel):
         self._verified_click = parsed.verified_click
         return parsed.result
 
+    async def parse_callback_async(self, http_request: HttpRequest) -> CallbackResult:
+        """:meth:`parse_callback` on the event loop (the replay check awaits Redis)."""
+        parsed = await inbound.parse_callback_async(self.config, http_request)
+        self._verified_click = parsed.verified_click
+        return parsed.result
+
     # --- answers ----------------------------------------------------------------------------------
 
     def callback_response(self, result: CallbackResult, outcome: DecisionOutcome | None) -> HttpResponse:

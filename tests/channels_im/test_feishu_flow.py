@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,7 +20,7 @@ from approvals.selectors import display_name
 from approvals.services import confirmation_decide, confirmation_expire_due
 from channels_im.models import ChannelConfig, ImIdentity
 from tests.agents.engine_kit import Harness, events_of
-from tests.approvals.kit import PAY_ARGS, Resumes, pay_tool, set_policy, suspended_run
+from tests.approvals.kit import PAY_ARGS, Resumes, set_policy, suspended_run
 from tests.channels_im.feishu_fake import (
     AppKeys,
     FakeFeishu,
@@ -42,12 +41,6 @@ APRIL = "ou_april0000000000000000000000001"
 
 
 @pytest.fixture
-def fake() -> Iterator[FakeFeishu]:
-    with FakeFeishu(hang_seconds=1.0) as server:
-        yield server
-
-
-@pytest.fixture
 def channel(personas: Any, fake: FakeFeishu) -> ChannelConfig:
     """The organisation's default approval channel: a Feishu chat, where April is ``APRIL``."""
     personas.approver.first_name, personas.approver.last_name = "April", "Chen"
@@ -56,11 +49,6 @@ def channel(personas: Any, fake: FakeFeishu) -> ChannelConfig:
         organization=personas.org, user=personas.approver, provider="feishu", external_id=APRIL
     )
     return configure_channel(personas.org, fake=fake)
-
-
-@pytest.fixture
-def harness() -> Harness:
-    return Harness(pay_tool())
 
 
 def park(personas: Any, harness: Harness, **policy: Any) -> tuple[Run, ConfirmationRequest]:

@@ -6,7 +6,6 @@ yet) falls through to ``confirmation_decide`` with nothing written on the way.""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,50 +21,28 @@ from approvals.models import (
     ConfirmationVote,
 )
 from approvals.services import confirmation_decide, confirmation_decide_click
-from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.models import ChannelConfig
 from fimone.audit_chain import chain_verify
 from fimone.models import ChainHead
 from tests.agents.engine_kit import Harness
-from tests.approvals.kit import PAY_ARGS, Resumes, pay_tool, set_policy, suspended_run
-from tests.channels_im.feishu_fake import FakeFeishu, click_event, configure_channel, keys_of, signed_body
+from tests.approvals.kit import PAY_ARGS, Resumes
+from tests.channels_im.click_kit import (
+    APRIL,
+    nothing_written,
+    park,
+    post_click,
+    written,
+)
 
 Kind = ConfirmationEvent.Kind
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
-
-APRIL = "ou_april0000000000000000000000001"
 
 
 @pytest.fixture(autouse=True)
 def recorded_resumes(resumes: Resumes) -> Resumes:
     """Verdicts ask for resumes; the tests record them rather than run them."""
     return resumes
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeFeishu]:
-    with FakeFeishu(hang_seconds=1.0) as server:
-        yield server
-
-
-@pytest.fixture
-def channel(personas: Any, fake: FakeFeishu) -> ChannelConfig:
-    ImIdentity.objects.create(
-        organization=personas.org, user=personas.approver, provider="feishu", external_id=APRIL
-    )
-    return configure_channel(personas.org, fake=fake)
-
-
-@pytest.fixture
-def harness() -> Harness:
-    return Harness(pay_tool())
-
-
-def park(personas: Any, harness: Harness, **policy: Any) -> ConfirmationRequest:
-    set_policy(personas, **policy)
-    _, request = suspended_run(personas, harness)
-    request.refresh_from_db()
-    return request
 
 
 def quick(
@@ -80,46 +57,6 @@ def quick(
         via_channel_id=channel.pk,
         external_id=kw.pop("external_id", APRIL),
     )
-
-
-def written(request: ConfirmationRequest) -> dict[str, Any]:
-    """What a decision leaves on the record, minus ids and moments."""
-    request.refresh_from_db()
-    decided = request.events.filter(kind=Kind.DECIDED).values("actor_id", "actor_external_id", "details")
-    votes = ConfirmationVote.objects.filter(request=request).values(
-        "user_id", "approve", "reason", "external_id"
-    )
-    return {
-        "request": (
-            request.status,
-            request.responded_by_id,
-            request.responded_by_external_id,
-            request.reason,
-            request.responded_at is not None,
-        ),
-        "kinds": list(request.events.order_by("pk").values_list("kind", flat=True)),
-        "decided": list(decided),
-        "votes": list(votes),
-    }
-
-
-def nothing_written(request: ConfirmationRequest) -> bool:
-    request.refresh_from_db()
-    return (
-        request.status == ConfirmationStatus.PENDING
-        and not ConfirmationVote.objects.filter(request=request).exists()
-        and not request.events.filter(kind__in=[Kind.DECIDED, Kind.CLICK_REFUSED]).exists()
-    )
-
-
-def post_click(client: Client, channel: ChannelConfig, request: ConfirmationRequest, **fields: Any):
-    keys = keys_of(channel)
-    event = click_event(
-        keys, request_id=str(request.pk), open_id=APRIL, message_id=request.external_message_id, **fields
-    )
-    data, headers = signed_body(event, encrypt_key=keys.encrypt_key)
-    url = f"/im/callback/{channel.callback_key}/"
-    return client.post(url, data=data, content_type="application/json", headers=headers)
 
 
 # --- the quick path ------------------------------------------------------------------------------
@@ -161,6 +98,8 @@ def test_the_two_statements_are_planned_once_per_connection_unless_told_not_to(
     personas: Any, channel: ChannelConfig, harness: Harness, settings: Any, prepared: bool
 ) -> None:
     settings.DATABASE_PREPARED_STATEMENTS = prepared
+    connection.close()
+    connection.close_pool()  # new sessions: none prepared by earlier tests
     first, second = park(personas, harness), park(personas, harness)
 
     assert quick(first, personas.approver, channel) is not None

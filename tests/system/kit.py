@@ -247,7 +247,8 @@ class Process:
 @dataclass
 class Fleet:
     """The production topology as separate processes: ``web`` Daphne servers, ``worker`` Celery
-    workers, one beat. Any of them can be killed, paused or restarted alone, or all at once."""
+    workers, one beat, one outbox relay. Any of them can be killed, paused or restarted alone, or
+    all at once."""
 
     processes: dict[str, Process]
     queue: str
@@ -255,6 +256,10 @@ class Fleet:
     @property
     def webs(self) -> list[Process]:
         return [p for p in self.processes.values() if p.name.startswith("web.")]
+
+    @property
+    def relay(self) -> Process:
+        return self.processes["relay.1"]
 
     @property
     def workers(self) -> list[Process]:
@@ -342,7 +347,8 @@ def fleet(
     log_dir = Path(tempfile.mkdtemp(prefix="fimone-fleet-"))
     processes: dict[str, Process] = {}
     worker_ports = [free_port_run(1) for _ in range(workers)]  # only names the worker
-    for kind, count, kind_ports in (("web", web, ports), ("worker", workers, worker_ports), ("beat", 1, [0])):
+    kinds = (("web", web, ports), ("worker", workers, worker_ports), ("beat", 1, [0]), ("relay", 1, [0]))
+    for kind, count, kind_ports in kinds:
         for index in range(count):
             name = f"{kind}.{index + 1}"
             processes[name] = Process(

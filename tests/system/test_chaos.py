@@ -1,18 +1,20 @@
-"""The production topology under faults (Jepsen-style): two Daphne servers, two Celery workers and
-a beat, as real processes on PostgreSQL + Redis, carry concurrent runs of the demo agent while
-processes are killed, paused and restarted under them; then the record is checked.
+"""The production topology under faults (Jepsen-style): two Daphne servers, two Celery workers, a
+beat and the outbox relay, as real processes on PostgreSQL + Redis, carry concurrent runs of the
+demo agent while processes are killed, paused and restarted under them; then the record is
+checked.
 
 Half of the runs ask to pay a purchase of the demo payments service (a gated call); their
 approvals are decided by signed Feishu callbacks spread over both servers and in the inbox
 (approved or rejected), or left to expire. While they go on: ``kill -9`` of a worker in the
 middle of a payment, of a worker in the middle of a model call, a worker paused past its lease
-(it wakes up after another took its run over), ``kill -9`` of one server, and finally of every
-process at once while approvals are pending; then everything restarts.
+(it wakes up after another took its run over), ``kill -9`` of one server, of the outbox relay
+while verdicts arrive (their follow-ups wait for it), and then of every process at once while
+approvals are pending; then everything restarts.
 
 Afterwards: every run ended; every payment whose call succeeded was made, exactly once, and none
 that was rejected or expired; every request has exactly one verdict; every run's event seqs run
 1..n; a payment whose outcome was lost is reported "outcome unknown" and was never run again;
-nothing is left pending. The tally is printed.
+nothing is left pending, in the outbox neither. The tally is printed.
 
 Scaled to this test machine (2 cores): ``RUNS`` runs (half paying), not a hundred.
 """
@@ -43,6 +45,7 @@ from agents.models import Agent, Run, RunEvent, RunStatus, ToolExecution
 from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from channels_im.models import ImIdentity
 from demo_payments.models import Purchase
+from fimone.models import OutboxMessage
 from tests.channels_im.feishu_fake import FakeFeishu, click_event, configure_channel, keys_of, signed_body
 from tests.system.kit import Fleet, Process, fleet, free_port_run
 
@@ -227,6 +230,7 @@ class Drill:
         self.run_plans: dict[int, Plan] = {}
         self.faults: list[str] = []
         self.cut_off: ToolExecution | None = None  # the payment whose worker was killed mid-call
+        self.waited_for_relay = 0  # follow-ups that were in the outbox while the relay was dead
         self.began = time.monotonic()
 
     def start_runs(self, agent: Agent, inputs: list[str]) -> list[int]:
@@ -410,6 +414,28 @@ class Drill:
         web.start()
         self.prod.wait_ready()
 
+    def kill_the_relay(self) -> None:
+        """``kill -9`` the outbox relay while clicks arrive: the verdicts' follow-ups wait in the
+        outbox (their runs stay parked) until a relay is back."""
+        relay = self.prod.relay
+        relay.kill()
+        self.fault(f"kill -9 {relay.name}")
+
+        def clicked() -> bool:  # a late Feishu verdict now, so that one waits
+            for request in ConfirmationRequest.objects.filter(
+                run_id__in=list(self.run_plans), status=ConfirmationStatus.PENDING
+            ).exclude(external_message_id=""):
+                plan = self.run_plans[request.run_id]
+                if plan.late and plan.channel == "feishu" and plan.verdict != "expire" and not plan.posted:
+                    plan.posted = decide(self.prod, request, plan, self.channel, self.tokens)
+                    return plan.posted
+            return False
+
+        self.until("a late card click", clicked, 30, deciding=False)
+        self.until("its follow-up waiting for the relay", OutboxMessage.objects.exists, 10, deciding=False)
+        self.waited_for_relay = OutboxMessage.objects.count()
+        self.fault(f"{self.waited_for_relay} verdict follow-ups wait in the outbox")
+
     def kill_everything(self) -> None:
         pending = ConfirmationRequest.objects.filter(status=ConfirmationStatus.PENDING).count()
         self.prod.kill_all()
@@ -458,6 +484,7 @@ def test_runs_survive_killed_and_paused_processes_with_every_payment_made_at_mos
             )
             drill.late, drill.late_budget = True, 3
             drill.fault("the late decisions start")
+            drill.kill_the_relay()  # restarted with everything else, below
             drill.until("a late decision", lambda: any(p.posted for p in plans.values() if p.late), 30)
             drill.kill_everything()
             drill.late_budget = None  # the other late decisions arrive once the topology is back
@@ -468,6 +495,7 @@ def test_runs_survive_killed_and_paused_processes_with_every_payment_made_at_mos
                     .exclude(status__in=[RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED])
                     .exists()
                     and not ConfirmationRequest.objects.filter(status=ConfirmationStatus.PENDING).exists()
+                    and not OutboxMessage.objects.exists()
                 )
 
             drill.until("every run to end and every approval to be settled", settled, APPROVAL_TIMEOUT + 90)
@@ -570,5 +598,6 @@ def check_the_record(run_ids: list[int], drill: Drill, log: str) -> dict[str, An
         "payments by outcome": dict(sorted(tally.items())),
         "tool calls reported outcome unknown": unknown,
         "recorded outcomes replayed after a worker stopped": replayed,
+        "verdict follow-ups that waited in the outbox for the relay": drill.waited_for_relay,
         "purchases paid": Purchase.objects.filter(id__startswith="PO-C", status=Purchase.Status.PAID).count(),
     }

@@ -1,0 +1,165 @@
+"""Answering inbound callbacks in a thread, as Django runs synchronous views: verify, parse, map
+the clicker to a user of ours and hand the decision to the approvals service, which checks that
+the request belongs to this channel and that the user may decide it. The event loop's lane
+(:mod:`channels_im.quick`) hands here every callback it does not answer itself, with what it
+already did. Nothing here ever answers 500: a failure is a clear 4xx and a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Literal
+
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+
+from approvals.models import ConfirmationEvent, ConfirmationRequest
+from approvals.selectors import request_for_decision
+from approvals.services import DecisionOutcome, confirmation_decide, confirmation_decide_click, log_event
+from channels_im.base import CallbackResult, Channel
+from channels_im.delivery import channel_for
+from channels_im.identities import LINK_OFFER_TTL, identity_for_click, link_offer_make
+from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.selectors import channel_config_for_callback
+
+log = logging.getLogger(__name__)
+
+
+def _request_of_channel(result: CallbackResult, config: ChannelConfig) -> ConfirmationRequest | None:
+    """The clicked request, if it belongs to the channel's organisation (loaded once, with what
+    the decision and the answer's card need)."""
+    request_id = clicked_id(result)
+    if request_id is None:
+        return None
+    request = request_for_decision(request_id=request_id)
+    return request if request is not None and request.organization_id == config.organization_id else None
+
+
+def _quick_decision(
+    result: CallbackResult, config: ChannelConfig, identity: ImIdentity | None
+) -> DecisionOutcome | None:
+    """The click decided the quick way (approvals.decision_sql), or ``None`` when it is not a
+    click that way takes: the full path below then answers it (and logs any refusal)."""
+    if identity is None:
+        return None
+    request_id = clicked_id(result)
+    if request_id is None:
+        return None
+    return confirmation_decide_click(
+        request_id=request_id,
+        organization_id=config.organization_id,
+        user=identity.user,
+        approve=bool(result.approve),
+        reason=result.reason,
+        via_channel_id=config.pk,
+        external_id=result.external_user_id,
+    )
+
+
+def clicked_id(result: CallbackResult) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(str(result.request_id))
+    except ValueError:
+        return None
+
+
+def storable(external_id: str) -> bool:
+    """Whether a provider's user id can be stored and looked up as it is."""
+    return isinstance(external_id, str) and len(external_id) <= 200 and "\x00" not in external_id
+
+
+def im_callback_in_thread(http_request: HttpRequest, callback_key: str) -> HttpResponse:
+    config = channel_config_for_callback(callback_key)
+    if config is None:
+        return unknown_channel()
+    return answer_for_channel(http_request, config)
+
+
+def unknown_channel() -> HttpResponse:
+    return JsonResponse({"error": "unknown channel"}, status=404)
+
+
+def answer_for_channel(http_request: HttpRequest, config: ChannelConfig) -> HttpResponse:
+    """Verify, parse and answer a callback to ``config``'s URL."""
+    channel = channel_for(config)
+    if http_request.method not in channel.callback_methods:  # only WeCom's URL check is a GET
+        return HttpResponseNotAllowed(sorted(channel.callback_methods))
+    try:
+        result = channel.parse_callback(http_request)
+    except Exception:  # a provider bug must not become a 500 or a decision
+        log.exception("callback parsing failed for channel %s", config.pk)
+        result = CallbackResult.refuse("malformed callback")
+    return answer_parsed(config, channel, result)
+
+
+def answer_parsed(
+    config: ChannelConfig,
+    channel: Channel,
+    result: CallbackResult,
+    *,
+    identity: ImIdentity | Literal["unread"] | None = "unread",
+    quick_tried: bool = False,
+) -> HttpResponse:
+    """Answer a callback ``channel`` parsed: a challenge, a refusal (logged on its request when
+    it names one), or a click, decided by the clicker's identity. ``identity`` and
+    ``quick_tried`` say what the caller already did (the event loop's lane)."""
+    if result.kind == "challenge":
+        return channel.callback_response(result, None)
+    if not storable(result.external_user_id):  # whatever a provider let through, never a 500
+        result = CallbackResult.refuse("malformed user id")
+    if result.kind == "decision":
+        if identity == "unread":
+            identity = identity_for_click(config=config, external_id=result.external_user_id)
+        outcome = None if quick_tried else _quick_decision(result, config, identity)
+        if outcome is not None:
+            return channel.callback_response(result, outcome)
+    else:
+        identity = None
+    request = _request_of_channel(result, config) if result.request_id else None
+    if result.kind == "refusal":
+        if request is not None:
+            log_event(
+                request_id=request.pk,
+                kind=ConfirmationEvent.Kind.CLICK_REFUSED,
+                external_id=result.external_user_id,
+                reason=result.reason,
+                via=config.pk,
+            )
+        return channel.callback_response(result, None)
+    if request is None:
+        refusal = CallbackResult.refuse("no such approval request", status=404)
+        return channel.callback_response(refusal, None)
+    if identity is None:
+        log_event(
+            request_id=request.pk,
+            kind=ConfirmationEvent.Kind.CLICK_REFUSED,
+            external_id=result.external_user_id,
+            reason="the clicker is not mapped to a user",
+            via=config.pk,
+        )
+        # Answered to the clicker only (Slack ephemeral, Feishu toast, WeCom private message): the
+        # URL is theirs to open.
+        url = link_offer_make(
+            config=config,
+            external_id=result.external_user_id,
+            display_name=str(result.extra.get("display_name") or ""),
+        )
+        minutes = int(LINK_OFFER_TTL.total_seconds() // 60)
+        refusal = CallbackResult.refuse(
+            f"Your {config.get_kind_display()} account is not linked to FIM One in "
+            f"{config.organization.name}. To link it to your account, open {url} (signed in) "
+            f"within {minutes} minutes, then click again.",
+            status=403,
+            request_id=str(request.pk),
+        )
+        return channel.callback_response(refusal, None)
+    outcome = confirmation_decide(
+        request_id=request.pk,
+        user=identity.user,
+        approve=bool(result.approve),
+        reason=result.reason,
+        via_channel_id=config.pk,
+        external_id=result.external_user_id,
+        loaded=request,
+    )
+    return channel.callback_response(result, outcome)

@@ -1,0 +1,100 @@
+"""Statements on the server's event loop: an asyncio pool of connections to the default
+PostgreSQL database, for the one hot path that runs there (a card click, ``channels_im.quick``).
+
+Django's database layer is synchronous: under ASGI every request that uses it runs in a thread
+of its own, made for it, with a connection wrapper of its own taken from the pool, and that costs
+a click about as much as deciding it does. Statements here run on the loop instead, in
+autocommit, with the driver's own asyncio support (psycopg's ``AsyncConnectionPool``). The
+connections are configured as Django configures its own (its adapters: ``jsonb`` read as text
+for ``JSONField`` to parse, timestamps in the database's time zone; the session in UTC), so rows
+read here become model instances through :mod:`fimone.rows` exactly as the ORM would make them.
+
+No ORM call may happen on the loop (Django refuses them); whatever is not one of these few
+statements goes to a thread as usual. Each event loop has its own pool (a pool belongs to the
+loop that opened it); a server has one loop, so one pool, of ``DATABASE_POOL_MIN``..``MAX``
+connections beside the threads' pool of the same size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[AsyncConnectionPool]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def available() -> bool:
+    """Whether the default database can be reached from the loop (PostgreSQL)."""
+    return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
+
+
+def _prepare() -> bool:
+    return settings.DATABASE_PREPARED_STATEMENTS
+
+
+async def _configure(connection: AsyncConnection) -> None:
+    """The session as Django sets up its own: in Django's time zone (UTC)."""
+    wanted = connections[DEFAULT_DB_ALIAS].timezone_name
+    if wanted and connection.info.parameter_status("TimeZone") != wanted:
+        await connection.execute("SELECT set_config('TimeZone', %s, false)", [wanted])
+
+
+async def _open() -> AsyncConnectionPool:
+    wrapper = connections[DEFAULT_DB_ALIAS]
+    params = wrapper.get_connection_params()  # Django's adapters and credentials; no I/O
+    params.pop("cursor_factory", None)  # Django's synchronous cursor classes
+    # psycopg prepares nothing, even when asked, without a threshold (see settings).
+    params["prepare_threshold"] = 2**31 - 1 if _prepare() else None
+    params["autocommit"] = True
+    sizes = wrapper.settings_dict["OPTIONS"].get("pool") or {}
+    pool = AsyncConnectionPool(
+        kwargs=params,
+        min_size=sizes.get("min_size", 1),
+        max_size=sizes.get("max_size", 20),
+        timeout=sizes.get("timeout", 10.0),
+        configure=_configure,
+        open=False,
+    )
+    await pool.open()
+    return pool
+
+
+async def pool() -> AsyncConnectionPool:
+    """The running loop's pool, opened on first use (concurrent first users share the opening)."""
+    loop = asyncio.get_running_loop()
+    opening = _pools.get(loop)
+    if opening is None or (opening.done() and (opening.cancelled() or opening.exception() is not None)):
+        opening = _pools[loop] = loop.create_task(_open())
+    return await asyncio.shield(opening)
+
+
+@contextlib.asynccontextmanager
+async def connection() -> AsyncIterator[AsyncConnection]:
+    """A connection of the running loop's pool, in autocommit, for the statements of one request
+    (taking one from the pool costs about what running a statement does: take it once)."""
+    async with (await pool()).connection() as taken:
+        yield taken
+
+
+async def fetchone(db: AsyncConnection, sql: str, params: Any) -> tuple[Any, ...] | None:
+    """The first row of one statement on ``db`` (its own transaction); prepared per connection
+    unless ``DATABASE_PREPARED_STATEMENTS`` is false."""
+    cursor = await db.execute(sql, params, prepare=True if _prepare() else None)
+    return await cursor.fetchone()
+
+
+async def close() -> None:
+    """Close the running loop's pool, if it has one (a loop about to end: tests, shutdown)."""
+    opening = _pools.pop(asyncio.get_running_loop(), None)
+    if opening is not None and opening.done() and not opening.cancelled() and opening.exception() is None:
+        await opening.result().close()
