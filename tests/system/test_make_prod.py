@@ -1,5 +1,6 @@
-"""``make prod`` brings up the production topology for real: two Daphne servers, a Celery worker
-and beat on PostgreSQL + Redis, which serve the portal and carry a run from start to finish."""
+"""``make prod`` brings up the production topology for real: two Daphne servers, a Celery worker,
+beat and the outbox relay on PostgreSQL + Redis, which serve the portal and carry a run from start
+to finish."""
 
 from __future__ import annotations
 
@@ -53,3 +54,9 @@ def test_make_prod_serves_the_portal_on_every_server_and_a_worker_completes_a_ru
             time.sleep(0.3)
         assert detail["status"] == "completed", f"{detail}\n{prod.log()}"
         assert detail["output"] == 'The answer is {"expression": "6 * 7", "value": 42}'
+
+        # The outbox relay runs beside them, listening for verdicts' follow-ups.
+        deadline = time.monotonic() + 20
+        while "outbox relay listening" not in prod.log_path.read_text() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert "outbox relay listening" in prod.log_path.read_text(), prod.log()
