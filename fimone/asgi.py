@@ -1,5 +1,5 @@
-"""ASGI entry point: HTTP through Django, WebSocket through Channels behind session auth and an
-allowed-hosts origin check."""
+"""ASGI entry point: HTTP through Django (static files from ``STATIC_ROOT`` before it), WebSocket
+through Channels behind session auth and an allowed-hosts origin check."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from django.conf import settings  # noqa: E402
 
 from agents.executors import embedded  # noqa: E402
 from fimone.routing import websocket_urlpatterns  # noqa: E402
+from fimone.static import StaticFiles  # noqa: E402
 
 
 class BindServerLoop:
@@ -51,7 +52,9 @@ class BindServerLoop:
 application = BindServerLoop(
     ProtocolTypeRouter(
         {
-            "http": django_asgi_app,
+            "http": StaticFiles(
+                django_asgi_app, root=settings.STATIC_ROOT, url=settings.STATIC_URL, refresh=settings.DEBUG
+            ),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }
     )

@@ -4,6 +4,7 @@ PostgreSQL database and Redis, stopped (its whole process group) at the end."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -75,6 +76,7 @@ def make_prod(*, web: int = 2, workers: int = 1, timeout: float = 60) -> Iterato
     base = free_port_run(web)
     queue = f"system-{os.getpid()}"
     log = Path(tempfile.mkstemp(prefix="fimone-prod-", suffix=".log")[1])
+    static = Path(tempfile.mkdtemp(prefix="fimone-static-"))  # collectstatic's, removed at the end
     env = {
         **os.environ,
         "DATABASE_URL": test_database_url(),
@@ -82,6 +84,7 @@ def make_prod(*, web: int = 2, workers: int = 1, timeout: float = 60) -> Iterato
         "CELERY_QUEUE": queue,
         "CELERY_CONCURRENCY": "1",
         "PYTHONUNBUFFERED": "1",
+        "STATIC_ROOT": str(static),
     }
     env.pop("PORT", None)  # honcho would take it as the base port
     command = [
@@ -117,6 +120,7 @@ def make_prod(*, web: int = 2, workers: int = 1, timeout: float = 60) -> Iterato
         app.conf.task_default_queue = previous_queue
         _stop(process)
         log.unlink(missing_ok=True)
+        shutil.rmtree(static, ignore_errors=True)
 
 
 def _stop(process: subprocess.Popen) -> None:

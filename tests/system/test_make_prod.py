@@ -11,13 +11,13 @@ import pytest
 from rest_framework.authtoken.models import Token
 
 from tests.personas import make_agent, make_personas, scripted
-from tests.system.kit import make_prod
+from tests.system.kit import ROOT, make_prod
 
 pytestmark = [pytest.mark.system, pytest.mark.postgres, pytest.mark.redis, pytest.mark.timeout(120)]
 
 
 @pytest.mark.django_db(transaction=True)  # the processes read what the test commits
-def test_make_prod_serves_the_portal_on_every_server_and_a_worker_completes_a_run() -> None:
+def test_make_prod_serves_the_portal_and_its_scripts_on_every_server_and_a_worker_completes_a_run() -> None:
     personas = make_personas()
     agent = make_agent(
         personas.org,
@@ -39,6 +39,13 @@ def test_make_prod_serves_the_portal_on_every_server_and_a_worker_completes_a_ru
             login = httpx.get(prod.url(index, "/approvals/login/"))
             assert login.status_code == 200, prod.log()
             assert "csrfmiddlewaretoken" in login.text
+            # The pages' scripts and styles, gathered by collectstatic, come from the same servers.
+            script = httpx.get(prod.url(index, "/static/portal/chat.js"))
+            assert script.status_code == 200, prod.log()
+            assert script.headers["content-type"].startswith("text/javascript")
+            assert script.content == (ROOT / "portal/static/portal/chat.js").read_bytes()
+            assert httpx.get(prod.url(index, "/static/portal/portal.css")).status_code == 200
+            assert httpx.get(prod.url(index, "/static/portal/missing.js")).status_code == 404
 
         # Started through one server, followed through the other: a worker runs it.
         started = httpx.post(
