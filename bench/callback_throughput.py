@@ -2,14 +2,16 @@
 
 For 1 and then 2 Daphne servers (PostgreSQL + Redis), in the same run and on the same servers:
 an empty request (``GET /healthz``: Daphne, Django's handler and middleware, a JSON answer) for a
-fixed time, then every click once: valid signed and encrypted decisions on pending requests
-(approve / reject), then replays of half of them (same event) and forgeries (bad signature). An
-outbox relay runs beside the servers, as in production, and sends the clicks' follow-ups to the
-broker (no worker takes them: they are dropped at the end); its CPU is printed too. The load
-comes from wrk (C, one wrk process per server, as a balancer would spread it) driven by
-bench/wrk_bodies.lua, so the load generator costs less than the server it loads. Prints requests/s,
-p50 / p99 latency, 5xx, double decisions, and the click's cost as a multiple of the empty request
-(throughput ratio at the same connections; target <= 3x).
+fixed time, then (after a few clicks to warm up: the click path's connection pool, prepared
+statements, the organisation's audit-chain head) every click once: valid signed and encrypted
+decisions on pending requests (approve / reject), then replays of half of them (same event) and
+forgeries (bad signature). An outbox relay runs beside the servers, as in production, and sends
+the clicks' follow-ups to the broker (no worker takes them: they are dropped at the end); its CPU
+is printed too. The load comes from wrk (C, one wrk process per server, as a balancer would
+spread it) driven by bench/wrk_bodies.lua, so the load generator costs less than the server it
+loads. Prints requests/s (in all and per server), p50 / p99 latency, the servers' CPU per
+request, 5xx, double decisions, and the click's cost as a multiple of the empty request (by
+throughput at the same connections, and by server CPU; target <= 3x).
 
     apt-get install wrk
     DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/callback_throughput.py \\
@@ -37,6 +39,7 @@ from _django import ROOT, bench_database, parked_runs, test_database_url
 OPEN_ID = "ou_bench_approver"
 LUA = str(ROOT / "bench" / "wrk_bodies.lua")
 STALL_SECONDS = 15  # a wrk that hears no answer this long is stopped; its losses are reported
+WARM_CLICKS = 50  # per server count: clicks sent before the measured ones (pools, prepared statements)
 
 
 def _drop_queue(name: str) -> None:
@@ -358,7 +361,8 @@ def main() -> None:
             },
             settings_json={"chat_id": "oc_bench", "domain": fake.url},
         )
-        _, approver, all_requests = parked_runs(opts.requests * len(server_counts), channel_config=config)
+        per_round = WARM_CLICKS + opts.requests
+        _, approver, all_requests = parked_runs(per_round * len(server_counts), channel_config=config)
         ImIdentity.objects.create(organization=org, user=approver, provider="feishu", external_id=OPEN_ID)
         with connection.cursor() as cursor:  # measured from a steady state, not an autovacuum's
             cursor.execute("VACUUM ANALYZE")
@@ -375,7 +379,7 @@ def main() -> None:
         files: list[str] = []
         try:
             for round_index, servers_count in enumerate(server_counts):
-                requests = all_requests[round_index * opts.requests : (round_index + 1) * opts.requests]
+                requests = all_requests[round_index * per_round : (round_index + 1) * per_round]
                 valid = []
                 for index, request in enumerate(requests):
                     event = click_event(
@@ -385,12 +389,17 @@ def main() -> None:
                         open_id=OPEN_ID,
                     )
                     valid.append(signed_body(event, encrypt_key=keys.encrypt_key))
+                warm, valid = valid[:WARM_CLICKS], valid[WARM_CLICKS:]
                 hostile = random.sample(valid, len(valid) // 2)  # replays: each sent again
                 for body, headers in random.sample(valid, len(valid) // 2):
                     hostile.append((body, {**headers, "X-Lark-Signature": "0" * 64}))  # forgeries
                 random.shuffle(hostile)
-                valid_file, hostile_file = write_bodies(valid), write_bodies(hostile)
-                files += [valid_file, hostile_file]
+                warm_file, valid_file, hostile_file = (
+                    write_bodies(warm),
+                    write_bodies(valid),
+                    write_bodies(hostile),
+                )
+                files += [warm_file, valid_file, hostile_file]
 
                 servers, listeners = start_servers(servers_count, env)
                 relay = start_relay(env)
@@ -401,6 +410,7 @@ def main() -> None:
                         f"http://127.0.0.1:{port}/im/callback/{config.callback_key}/" for port in ports
                     ]
                     run_wrk(empty_urls, connections=opts.connections, bodies=None, seconds=2)  # warm-up
+                    run_wrk(click_urls, connections=opts.connections, bodies=warm_file, seconds=0)
                     before, machine_before = cpu_seconds(servers), machine_cpu()
                     empty = run_wrk(
                         empty_urls, connections=opts.connections, bodies=None, seconds=opts.empty_seconds
@@ -453,6 +463,7 @@ def main() -> None:
             f"{opts.requests // 2} forgeries; the empty request is GET /healthz "
             f"for {opts.empty_seconds:.0f} s"
         )
+        cores = os.cpu_count() or 1
         for servers_count, empty, clicks, replays, doubles in rows:
             ratio = empty.rate / clicks.rate if clicks.rate else float("inf")
             name = "1 Daphne" if servers_count == 1 else f"{servers_count} Daphne"
@@ -463,7 +474,8 @@ def main() -> None:
                 ("replay/forgery", replays),
             ):
                 print(
-                    f"  {label}: {load.rate:7.0f}/s  p50 {load.percentile_ms(50):6.1f} ms  "
+                    f"  {label}: {load.rate:7.0f}/s ({load.rate / servers_count:4.0f}/s per server)  "
+                    f"p50 {load.percentile_ms(50):6.1f} ms  "
                     f"p99 {load.percentile_ms(99):6.1f} ms  server CPU {load.cpu_ms:5.2f} ms/request  "
                     f"answers {json.dumps(load.statuses, sort_keys=True)}"
                 )
@@ -481,7 +493,8 @@ def main() -> None:
                 "  whole machine: "
                 + "; ".join(
                     f"{label} {1000 * load.machine_cpu / max(1, load.answered):.2f} ms CPU per request "
-                    f"(PostgreSQL {1000 * load.database_cpu / max(1, load.answered):.2f})"
+                    f"(PostgreSQL {1000 * load.database_cpu / max(1, load.answered):.2f}), "
+                    f"cores {100 * load.machine_cpu / max(1e-9, load.seconds * cores):.0f}% busy"
                     for label, load in (("empty", empty), ("click", clicks))
                 )
             )
