@@ -355,7 +355,7 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 # Where collectstatic gathers the static files and the web processes serve them from (fimone/static.py).
-STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")) or BASE_DIR / "staticfiles")
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or BASE_DIR / "staticfiles")
 
 LOGGING = {
     "version": 1,
