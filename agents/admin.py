@@ -234,13 +234,58 @@ class ReadOnlyAdminMixin:
         return False
 
 
+# --- secrets bound to their address (DESIGN §1.14) ------------------------------------------------
+
+SECRETS_BOUND_HELP = (
+    " A stored secret is only sent to the address it was entered for ({address}): changing its "
+    "scheme, host or port clears the stored secrets, unless you enter them again in the same save."
+)
+
+
+CONNECTOR_BASE_URL_HELP = (
+    " Changing its scheme, host or port clears the stored secrets unless you enter them again."
+)
+
+
+class SecretsEntryFormMixin:
+    """A write-only secrets form of a model whose secrets are bound to an address
+    (``agents.models.SecretsBoundToAddress``): secrets typed in count as entered again, and the
+    help texts say what changing the address does. ``secrets_address`` names the address."""
+
+    secrets_address = "the base URL"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields[self.instance.secrets_field]  # type: ignore[attr-defined]
+        field.help_text += SECRETS_BOUND_HELP.format(address=self.secrets_address)
+
+    def _note_secrets_entered(self, value: Any) -> Any:
+        typed = self.cleaned_data.get(self.instance.secrets_field)  # type: ignore[attr-defined]
+        self.instance.secrets_entered = bool(str(typed or "").strip())  # type: ignore[attr-defined]
+        return value
+
+
+class SecretsClearedMessageMixin:
+    """Says, after saving, that the stored secrets were cleared because the address changed."""
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)  # type: ignore[misc]
+        if change and obj.secrets_cleared:
+            self.message_user(  # type: ignore[attr-defined]
+                request,
+                f"“{obj}”: secrets cleared because the address changed. A stored secret is only sent "
+                "to the address it was entered for: enter it again if the new address should get it.",
+                messages.WARNING,
+            )
+
+
 # --- organisations --------------------------------------------------------------------------------
 
 
 # --- hook declarations ----------------------------------------------------------------------------
 
 
-class HookDeclarationForm(forms.ModelForm):
+class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
     """One hook declaration as an operator edits it: the hook picked from the catalog (or a kind
     of their own), its parameters as inputs built from the hook's parameter schema
     (:mod:`agents.hook_editor`), matcher, priority, timeout, ``on_error`` and enabled.
@@ -282,6 +327,8 @@ class HookDeclarationForm(forms.ModelForm):
             "point": "Your own hooks: when it runs.",
         }
 
+    secrets_address = "the http hook's url"
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.initial.pop("secret", None)
@@ -299,7 +346,7 @@ class HookDeclarationForm(forms.ModelForm):
         text = self.cleaned_data.get("secret") or ""
         if not text:
             return self.instance.secret if self.instance.pk else None
-        return text
+        return self._note_secrets_entered(text)
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -576,11 +623,13 @@ class InvitationAdmin(admin.ModelAdmin):
 # --- agents ---------------------------------------------------------------------------------------
 
 
-class AgentAdminForm(WriteOnlySecretsForm):
+class AgentAdminForm(SecretsEntryFormMixin, WriteOnlySecretsForm):
     """A provider key typed into the model config is refused, and taken out of the text the page
-    shows back (the config field re-renders what was typed)."""
+    shows back (the config field re-renders what was typed). The key is bound to the model
+    endpoint it was entered for (``base_url``, or the platform's without one)."""
 
     secrets_example = '{"api_key": "sk-…"}'
+    secrets_address = "the model config's base_url, or the platform's endpoint without one"
 
     class Meta:
         model = Agent
@@ -602,6 +651,9 @@ class AgentAdminForm(WriteOnlySecretsForm):
         if self.key_in_config:
             raise forms.ValidationError(API_KEY_MISPLACED)
         return self.cleaned_data.get("model_config_json")
+
+    def clean_secrets(self) -> dict[str, Any] | None:
+        return self._note_secrets_entered(super().clean_secrets())
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -697,7 +749,9 @@ DELEGATION_HELP = (
 
 
 @admin.register(Agent)
-class AgentAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdmin):
+class AgentAdmin(
+    SecretsClearedMessageMixin, ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdmin
+):
     """The form validates ``model_config_json`` (provider, script, hooks), ``secrets`` and
     ``builtin_tools`` through ``Agent.clean()`` → ``check_agent_config``, so an agent that could
     not run is refused. The provider's API key lives in the write-only, encrypted ``secrets``.
@@ -909,7 +963,10 @@ def _connector_formfield(db_field: Field, **kwargs: Any) -> forms.Field | None:
     return db_field.formfield(**kwargs)
 
 
-class ConnectorAdminForm(WriteOnlySecretsForm):
+class ConnectorAdminForm(SecretsEntryFormMixin, WriteOnlySecretsForm):
+    """An HTTP connector's secrets are bound to its base URL's origin; a database connector's DSN
+    is its own address (it changes only by entering the secrets again)."""
+
     secrets_example = (
         '{"headers": {"Authorization": "Bearer …"}} or '
         '{"dsn": "postgres://app:…@db/shop", "read_dsn": "postgres://reader:…@db/shop"}'
@@ -919,6 +976,14 @@ class ConnectorAdminForm(WriteOnlySecretsForm):
         model = Connector
         fields = ("organization", "slug", "name", "kind", "base_url", "secrets", "timeout_seconds")
         formfield_callback = _connector_formfield
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if "base_url" in self.fields:
+            self.fields["base_url"].help_text += CONNECTOR_BASE_URL_HELP
+
+    def clean_secrets(self) -> dict[str, Any] | None:
+        return self._note_secrets_entered(super().clean_secrets())
 
 
 class ManagedInlineMixin:
@@ -958,7 +1023,9 @@ class ConnectorActionInline(ManagedInlineMixin, admin.TabularInline):
 
 
 @admin.register(Connector)
-class ConnectorAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdmin):
+class ConnectorAdmin(
+    SecretsClearedMessageMixin, ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHistoryAdmin
+):
     """Archiving a connector (operators) withdraws its tools from every agent."""
 
     form = ConnectorAdminForm

@@ -18,15 +18,14 @@ from drf_spectacular.utils import (
     extend_schema_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, NotFound, ValidationError
+from rest_framework.exceptions import APIException, NotFound, Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents import selectors, services
 from agents.models import Agent, ExecutionPath, Run, RunStatus
-from agents.services import ServiceError
-from fimone.throttling import ScopedUserRateThrottle
+from agents.services import RunStartThrottle, ServiceError
 
 MAX_INPUT_LENGTH = 20_000
 DEFAULT_EVENT_LIMIT = 100
@@ -59,6 +58,8 @@ def api_error(exc: ServiceError) -> APIException:
         return NotFound(detail)
     if exc.code == "conflict":
         return Conflict(detail)
+    if exc.code == "throttled":
+        return Throttled(wait=exc.retry_after, detail=exc.message)
     if exc.field:
         return ValidationError(detail)
     return InvalidRequest(detail)
@@ -144,13 +145,6 @@ class RunDetailApi(APIView):
         if run is None:
             raise _not_found()
         return Response(self.OutputSerializer(run).data)
-
-
-class RunStartThrottle(ScopedUserRateThrottle):
-    """``RUN_START_RATE`` per user."""
-
-    scope = "run_start"
-    what = "runs started"
 
 
 class RunStartApi(APIView):

@@ -6,7 +6,8 @@ class AgentsConfig(AppConfig):
     verbose_name = "Agents and runs"
 
     def ready(self) -> None:
-        from django.db.models.signals import pre_delete
+        from django.contrib.auth import get_user_model
+        from django.db.models.signals import post_delete, post_save, pre_delete
 
         # The hooks that need this app's data register themselves in the hook catalog.
         import agents.audit
@@ -20,3 +21,10 @@ class AgentsConfig(AppConfig):
             sender=Connector,
             dispatch_uid="agents.refuse_deleting_connector_with_history",
         )
+        # Streams stop when their watcher loses access (agents.access).
+        from agents.access import account_changed, membership_changed
+        from agents.models import Membership
+
+        for signal, uid in ((post_save, "saved"), (post_delete, "deleted")):
+            signal.connect(membership_changed, sender=Membership, dispatch_uid=f"agents.membership_{uid}")
+        post_save.connect(account_changed, sender=get_user_model(), dispatch_uid="agents.account_changed")

@@ -31,7 +31,7 @@ from agents.tools.redaction import MASK, redact_credentials
 from fimone.audit_chain import chain_append
 from hooks.builtin import TOOL_PATTERNS_SCHEMA, tool_matches, tool_patterns
 from hooks.catalog import register_hook
-from hooks.contract import HookContext, HookResult, PostToolUseHook
+from hooks.contract import Band, HookContext, HookResult, PostToolUseHook
 
 SECRET_KEY = re.compile(
     r"(?i)(passw(or)?d|\bpwd\b|secret|token|api[-_]?key|authori[sz]ation|credential|private[-_]?key"
@@ -129,7 +129,9 @@ class AuditLog(PostToolUseHook):
         "additionalProperties": False,
     }
     observes_blocked_calls = True
-    # First among PostToolUse hooks: it digests the tool's own result, not a rewritten one.
+    # First among PostToolUse hooks, enforced or not: it digests the tool's own result, not a
+    # rewritten one, and changes nothing, so running before the agent's hooks gives them no say.
+    band = Band.GUARD
     priority = -1000
     timeout = 10.0
 

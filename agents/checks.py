@@ -45,6 +45,32 @@ def hook_chain_of(agent: Any) -> dict[str, Any]:
         return {"v": 1, "error": str(exc)}
 
 
+def sandbox_chain_of(agent: Any, *, sandbox: dict[str, Any]) -> dict[str, Any]:
+    """The chain an eval's run of ``agent`` keeps (DESIGN §1.2): the organisation's enforced
+    declarations and the system guards — never the agent's own hooks, never a hook that asks a
+    human — and the ``sandbox`` record (:func:`agents.tools.sandbox.sandbox_spec`) that makes
+    its tools answer without reaching the outside world. Enforced SessionStart hooks that run
+    code of their own (command, http, python) are left out too: they would run although no call
+    was made live. Like :func:`hook_chain_of`, a chain that cannot be resolved is recorded as
+    its reason, and the run fails closed with it."""
+    from agents.tools.sandbox import NOTE
+    from hooks.catalog import CODE_KINDS, hook_catalog
+
+    try:
+        enforced, _own = hook_declaration_items(agent)
+        kept = [i for i in enforced if not (i.get("point") == "SessionStart" and i.get("kind") in CODE_KINDS)]
+        chain = resolve_chain(
+            None, require_confirmation_for_all=agent.require_confirmation_for_all, enforced=kept
+        )
+    except HookDeclarationError as exc:
+        return {"v": 1, "error": str(exc)}
+    catalog = hook_catalog()
+    chain["system"] = [n for n in chain["system"] if not getattr(catalog.get(n), "asks_humans", False)]
+    chain["sandbox"] = sandbox
+    chain["bypassed"] = NOTE
+    return chain
+
+
 API_KEY_MISPLACED = (
     '"api_key" does not belong here (it would be stored in clear): '
     'put it in the agent\'s secrets as {"api_key": "…"}, which are encrypted'

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from agents.access import RECHECK_SECONDS, access_group
 from agents.events import LLM_DELTA
+
+LOST_ACCESS = 4403
+"""The close code of a stream whose watcher may no longer watch it (left the organisation, lost
+the role, deactivated)."""
 
 
 def run_group(run_id: int) -> str:
@@ -20,7 +26,12 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
 
     ``?after=N`` resumes a stream: the stored events with ``seq > N`` come first, then live ones,
     each exactly once (a reconnecting page passes the last seq it applied). Without it, only live
-    events are sent. A malformed ``after`` is refused (close code 4400)."""
+    events are sent. A malformed ``after`` is refused (close code 4400).
+
+    Access is checked at connect, again whenever the watcher's memberships or account change
+    (``access.changed``, :mod:`agents.access`), and again with the first event sent after
+    :data:`~agents.access.RECHECK_SECONDS`: a watcher who lost access is sent nothing more and
+    the socket closes with :data:`LOST_ACCESS`."""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -39,6 +50,10 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         # queued on this channel (consumers handle one message at a time, so it waits until the
         # replay is done) — and then dropped by seq if the replay already sent it. No gap, no double.
         self.group = run_group(self.run_id)
+        self.user = user
+        self.access_group = access_group(user.pk)
+        self.checked_at = time.monotonic()
+        await self.channel_layer.group_add(self.access_group, self.channel_name)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         if after is not None:
@@ -60,6 +75,27 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_discard(self.access_group, self.channel_name)
+
+    async def access_changed(self, message: dict[str, Any]) -> None:
+        """The watcher's memberships or account changed: check again now."""
+        await self._still_allowed(force=True)
+
+    async def _still_allowed(self, *, force: bool = False) -> bool:
+        """Whether the watcher may still watch (checked again when ``force`` or when the last
+        check is older than RECHECK_SECONDS); if not, the stream stops for good."""
+        if getattr(self, "lost", False):
+            return False
+        if not force and time.monotonic() - self.checked_at < RECHECK_SECONDS:
+            return True
+        user = await _reloaded(self.user)
+        allowed = user is not None and user.is_active and await self._may_watch(user)
+        self.checked_at = time.monotonic()
+        if not allowed:
+            self.lost = True
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.close(code=LOST_ACCESS)
+        return allowed
 
     async def receive(
         self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
@@ -69,9 +105,11 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         connection with a ``RecursionError``.)"""
 
     async def _may_watch(self, user: Any) -> bool:
+        from channels.db import database_sync_to_async
+
         from agents.selectors import run_visible_to
 
-        return await run_visible_to(run_id=self.run_id, user=user)
+        return await database_sync_to_async(run_visible_to)(run_id=self.run_id, user=user)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels closes stale database connections before every handler, a hop to a thread per
@@ -102,6 +140,8 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         (a reconnect to Redis): an event whose seq skips past the next one expected means some
         were lost on the way, so the gap is replayed from the database first. Every stored event
         is committed before it is published, so the replay holds at least the missing ones."""
+        if not await self._still_allowed():
+            return
         last_sent = getattr(self, "last_sent", None)
         is_delta = event.get("type") == LLM_DELTA
         seq = event.get("seq", 0)
@@ -118,6 +158,13 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         if not is_delta:
             self.last_sent = seq
         await self.send_json(event)
+
+
+async def _reloaded(user: Any) -> Any:
+    """The watcher's account as it is now (``None`` if it was deleted)."""
+    from django.contrib.auth import get_user_model
+
+    return await get_user_model().objects.filter(pk=user.pk).afirst()
 
 
 _BAD_AFTER: Any = object()

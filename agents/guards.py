@@ -11,7 +11,8 @@ Contract, while ``Organization.read_only`` is set (``metadata["org_read_only"]``
   cleared its ``is_write`` flag;
 * a database connector's SQL is blocked unless the parser finds exactly one read statement in it
   (in the database's dialect; in every supported dialect when the DSN does not say which), so a CTE
-  hiding a write, several statements, comments or dollar quoting never pass as a read;
+  hiding a write, several statements, comments or dollar quoting never pass as a read, nor does a
+  call to a function off the read tool's list (:data:`agents.tools.sql_guard.READ_FUNCTIONS`);
 * everything else (reads, built-in tools) runs.
 
 Blocked calls read "Org is in read-only mode — write blocked." Outside read-only organisations the
@@ -27,7 +28,7 @@ from agents.engine.db import db
 from agents.models import WRITE_METHODS, Agent, Connector, ConnectorAction
 from agents.tools.sql_guard import Dialect, classify_sql
 from hooks.catalog import register_hook
-from hooks.contract import HookContext, HookResult, PreToolUseHook
+from hooks.contract import Band, HookContext, HookResult, PreToolUseHook
 
 READ_ONLY_MESSAGE = "Org is in read-only mode — write blocked."
 SQL_TOOLS = ("sql_query", "sql_execute")
@@ -98,6 +99,7 @@ class ReadOnlyGuard(PreToolUseHook):
         "While the organisation is read-only, blocks every write (flagged, mutating method, non-read SQL)."
     )
     system = True
+    band = Band.GUARD
     priority = 0
 
     def should_trigger(self, ctx: HookContext) -> bool:

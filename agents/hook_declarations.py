@@ -21,6 +21,7 @@ from django.db import transaction
 from agents.checks import hooks_declaration
 from agents.models import Agent, HookDeclaration, Organization
 from agents.services import ServiceError, check_operator, check_organization_admin
+from fimone.egress import url_origin
 from hooks.catalog import CODE_KINDS, KINDS, HookDeclarationError, parse_declaration
 
 CODE_PERMISSION = "agents.manage_code_hooks"
@@ -149,7 +150,8 @@ def hook_declarations_adopt_config(*, agent: Agent) -> list[HookDeclaration]:
 #     enabled: true
 #     params: {argv: [/opt/hooks/freeze.sh]}
 # An http hook's secret is never exported; on import it is taken from ``secret:`` if given, else
-# from the target's existing http hook of the same name.
+# from the target's existing http hook of the same name whose url has the same origin (a stored
+# secret is bound to the address it was entered for).
 
 FIELDS = (
     "name",
@@ -360,14 +362,23 @@ def hooks_import(
         existing = HookDeclaration.objects.filter(agent=agent)
     else:
         existing = HookDeclaration.objects.filter(organization=organization, agent__isnull=True)
-    secrets = {row.name: row.secret for row in existing.filter(kind="http")}
+    stored = {row.name: row for row in existing.filter(kind="http")}
     rows = []
     for index, item in enumerate(items):
         assert item is not None
         kind = item.get("kind") or "class"
         secret = item.get("secret")
         if kind == "http" and secret is None:
-            secret = secrets.get(item["name"])
+            same = stored.get(item["name"])
+            url = (item.get("params") or {}).get("url")
+            if same is not None and same.secrets_address() != ("http", url_origin(url)):
+                problems.add(
+                    ("hooks", index),
+                    "the url's scheme, host or port changed: give 'secret:' again (a stored secret "
+                    "is only sent to the address it was entered for)",
+                )
+                continue
+            secret = same.secret if same is not None else None
             if secret is None:
                 problems.add(("hooks", index), "an http hook needs 'secret:' (exports never include it)")
                 continue

@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString, mark_safe
 
 from fimone.parsers import loads as json_loads
 from hooks.catalog import HookDeclarationError, catalog_entries
-from hooks.contract import GATE_PRIORITY
+from hooks.contract import GATE_PRIORITY, Hook
 
 OWN_PREFIX = "own:"
 """``hook`` choice values for a hook of the operator's own (``own:command`` …): kind, not name."""
@@ -562,16 +562,21 @@ class ChainRow:
 
 def chain_rows(chain: dict[str, Any]) -> list[ChainRow]:
     """The hooks of a resolved chain (``agents.checks.hook_chain_of``) in the order its registry
-    runs them: by point, then by priority, ties in the order of the record (declared hooks, then
-    the system hooks), which is the registry's stable sort."""
-    from hooks.catalog import hook_catalog
+    runs them: by point, then by band (system guards, the agent's hooks, the organisation's
+    enforced hooks, the gate: DESIGN §1.12), then by priority, ties in the order of the record
+    (declared hooks, then the system hooks), which is the registry's stable sort."""
+    from hooks.catalog import declared_band, hook_catalog, system_band
 
     catalog = hook_catalog()
-    listed: list[tuple[int | float, ChainRow]] = []
+    sandboxed = chain.get("sandbox") is not None
+    listed: list[tuple[tuple[int, int | float], ChainRow]] = []
     for record in chain.get("declared", []):
+        kind = record.get("kind") or "class"
+        hook_class = catalog.get(record["name"]) if kind == "class" else None
+        band = declared_band(record.get("source"), hook_class or Hook)
         listed.append(
             (
-                record["priority"],
+                (band, record["priority"]),
                 ChainRow(
                     position=0,
                     name=record["name"],
@@ -586,11 +591,11 @@ def chain_rows(chain: dict[str, Any]) -> list[ChainRow]:
         )
     for name in chain.get("system", []):
         cls = catalog.get(name)
-        if cls is None:
+        if cls is None or (sandboxed and getattr(cls, "asks_humans", False)):
             continue
         listed.append(
             (
-                cls.priority,
+                (system_band(cls), cls.priority),
                 ChainRow(
                     position=0,
                     name=name,

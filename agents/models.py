@@ -7,11 +7,12 @@ from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 from fimone.audit_chain import ChainLink, canonical_time
+from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
 
@@ -70,7 +71,118 @@ class Membership(models.Model):
         return f"{self.user} — {self.role} of {self.organization}"
 
 
-class ConnectorQuerySet(models.QuerySet["Connector"]):
+# --- secrets bound to their address (DESIGN §1.14) ----------------------------------------------------
+
+SECRETS_CLEARED = (
+    "The stored secrets were cleared because the address changed: a secret is only sent to the "
+    "address it was entered for. Enter it again for the new address."
+)
+_NOT_LOADED = object()
+
+
+class SecretsBoundToAddress:
+    """A model whose write-only secrets are sent to an address it also stores: a stored secret is
+    bound to the address it was entered for.
+
+    A change that moves the address (:meth:`secrets_address`; for a URL its origin: scheme, host
+    and port) without entering the secrets anew clears them: on :meth:`full_clean`, so that a form
+    refusing a model that cannot do without them says why, and again on :meth:`save`, so that every
+    writer obeys (``QuerySet.update`` too: :class:`SecretsBoundQuerySet`). The secrets count as
+    entered anew when the change assigned them another value than the one loaded (another object),
+    or when the writer set :attr:`secrets_entered` (a form where they were typed again).
+    :attr:`secrets_cleared` tells the writer afterwards, so it can say so.
+
+    Subclasses (before ``models.Model`` in the bases) set :attr:`secrets_field`, the fields the
+    address is made of (:attr:`secrets_address_fields`) and :meth:`secrets_address`.
+    """
+
+    secrets_field = "secrets"
+    secrets_address_fields: frozenset[str] = frozenset()
+    secrets_entered = False
+    secrets_cleared = False
+
+    def secrets_address(self) -> Any:
+        """Where the secrets are sent; two equal values are one address."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_db(cls, db: str | None, field_names: Any, values: Any) -> Any:
+        instance = super().from_db(db, field_names, values)  # type: ignore[misc]
+        if cls.secrets_field not in instance.get_deferred_fields():
+            instance._loaded_secrets = getattr(instance, cls.secrets_field)
+        return instance
+
+    def keep_secrets_home(self) -> bool:
+        """Clear the secrets if this change moves their address and does not enter them anew;
+        ``True`` when it cleared them."""
+        current = getattr(self, self.secrets_field)
+        state, pk = self._state, self.pk  # type: ignore[attr-defined]
+        if state.adding or pk is None or current in (None, "", {}) or self.secrets_entered:
+            return False
+        manager = type(self)._base_manager  # type: ignore[attr-defined]
+        stored = manager.using(state.db).filter(pk=pk).first()
+        if stored is None or stored.secrets_address() == self.secrets_address():
+            return False
+        loaded = self.__dict__.get("_loaded_secrets", _NOT_LOADED)
+        if loaded is _NOT_LOADED:
+            carried = current == getattr(stored, self.secrets_field)
+        else:
+            carried = current is loaded
+        if not carried:
+            return False
+        setattr(self, self.secrets_field, None)
+        self.secrets_cleared = True
+        return True
+
+    def full_clean(self, *args: Any, **kwargs: Any) -> None:
+        cleared = self.keep_secrets_home()
+        try:
+            super().full_clean(*args, **kwargs)  # type: ignore[misc]
+        except ValidationError as exc:
+            if not cleared:
+                raise
+            errors = exc.update_error_dict({})
+            errors.setdefault(self.secrets_field, []).insert(0, ValidationError(SECRETS_CLEARED))
+            raise ValidationError(errors) from None
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        update_fields = kwargs.get("update_fields")
+        may_move = update_fields is None or bool(self.secrets_address_fields & set(update_fields))
+        if may_move and self.keep_secrets_home() and update_fields is not None:
+            kwargs["update_fields"] = {*update_fields, self.secrets_field}
+        super().save(*args, **kwargs)  # type: ignore[misc]
+        self._loaded_secrets = getattr(self, self.secrets_field)
+        self.secrets_entered = False
+
+    def moves_secrets(self, changes: dict[str, Any]) -> bool:
+        """Whether writing ``changes`` (field values, as ``QuerySet.update`` takes them) moves
+        the address. An expression, whose value only the database knows, counts as a move."""
+        before = self.secrets_address()
+        for name, value in changes.items():
+            if hasattr(value, "resolve_expression"):
+                return True
+            setattr(self, name, value)
+        return self.secrets_address() != before
+
+
+class SecretsBoundQuerySet(models.QuerySet[Any]):
+    """``update()`` of a :class:`SecretsBoundToAddress` model: rows whose address it moves lose
+    their secrets, unless the same update writes them."""
+
+    def update(self, **kwargs: Any) -> int:
+        model = self.model
+        if model.secrets_field in kwargs or not model.secrets_address_fields & kwargs.keys():
+            return super().update(**kwargs)
+        rows = model._base_manager.using(self.db)
+        with transaction.atomic(using=self.db):
+            selected = rows.filter(pk__in=self.values("pk"))
+            moved = [row.pk for row in selected if row.moves_secrets(dict(kwargs))]
+            if moved:
+                rows.filter(pk__in=moved).update(**{model.secrets_field: None})
+            return super().update(**kwargs)
+
+
+class ConnectorQuerySet(SecretsBoundQuerySet):
     def delete(self) -> tuple[int, dict[str, int]]:
         """Refused (``ProtectedError``) before anything is written if a connector has history."""
         from agents.history import check_connector_deletable
@@ -118,9 +230,13 @@ class Invitation(models.Model):
             raise ValidationError("name the invited user or give an e-mail address, not both")
 
 
-class Connector(models.Model):
+class Connector(SecretsBoundToAddress, models.Model):
     """A service agents call. One whose tools have history (``agents.history``) is never deleted:
-    archive it instead."""
+    archive it instead.
+
+    Its secrets are bound to the address they were entered for (:class:`SecretsBoundToAddress`):
+    an HTTP connector's is its base URL's origin; a database connector's DSN is its own address,
+    so only entering the secrets again changes it."""
 
     class Kind(models.TextChoices):
         HTTP = "http", "HTTP service"
@@ -152,12 +268,18 @@ class Connector(models.Model):
     objects = ConnectorQuerySet.as_manager()
     # Configuration history; the secrets are never copied into it (fimone.history).
     history = HistoricalRecords(excluded_fields=["secrets"], bases=[SecretsFingerprint])
+    secrets_address_fields = frozenset({"kind", "base_url"})
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="connector_unique_slug")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.slug})"
+
+    def secrets_address(self) -> Any:
+        if self.kind == self.Kind.HTTP:
+            return (self.kind, url_origin(self.base_url))
+        return (self.kind,)
 
     @property
     def is_archived(self) -> bool:
@@ -237,7 +359,11 @@ class ConnectorAction(models.Model):
         check_parameters_schema(self.parameters_schema)
 
 
-class Agent(models.Model):
+class Agent(SecretsBoundToAddress, models.Model):
+    """An assistant. Its own ``api_key`` (in :attr:`secrets`) is bound to the origin of the model
+    endpoint it was entered for (``model_config_json.base_url``, or the platform's endpoint
+    without one): :class:`SecretsBoundToAddress`."""
+
     class Engine(models.TextChoices):
         REACT = "react", "ReAct"
         DAG = "dag", "DAG"
@@ -282,6 +408,8 @@ class Agent(models.Model):
 
     # Configuration history; the secrets are never copied into it (fimone.history).
     history = HistoricalRecords(excluded_fields=["secrets"], bases=[SecretsFingerprint])
+    objects = SecretsBoundQuerySet.as_manager()
+    secrets_address_fields = frozenset({"model_config_json"})
 
     def __str__(self) -> str:
         return self.name
@@ -289,6 +417,10 @@ class Agent(models.Model):
     @property
     def is_archived(self) -> bool:
         return self.archived_at is not None
+
+    def secrets_address(self) -> Any:
+        config = self.model_config_json if isinstance(self.model_config_json, dict) else {}
+        return url_origin(config.get("base_url"))  # None: the platform's own endpoint
 
     def archived_reason(self) -> str | None:
         """Why this agent may not run (it or its organisation is archived), else ``None``."""
@@ -479,13 +611,15 @@ class ToolExecution(models.Model):
         return f"{self.tool_name} [{self.status}]"
 
 
-class HookDeclaration(models.Model):
+class HookDeclaration(SecretsBoundToAddress, models.Model):
     """One hook an agent runs, or, with no agent, one its organisation *enforces* on every agent.
 
     Kinds (``hooks.catalog.KINDS``): ``class`` names a catalog hook and ``params`` are its
     parameters; ``command`` has ``{"argv": [...], "env": {...}}``; ``python`` has
     ``{"path": "package.module.Name", ...params}``; ``http`` has ``{"url": ...}`` and its signing
-    ``secret`` (encrypted). Everything is checked on :meth:`clean` by building the hook exactly as
+    ``secret`` (encrypted), bound to the origin of the URL it was entered for: changing the URL's
+    scheme, host or port needs the secret again (:class:`SecretsBoundToAddress`). Everything is
+    checked on :meth:`clean` by building the hook exactly as
     a run would (``hooks.catalog.build_item``). ``priority``, ``timeout`` and ``on_error`` left
     empty take the kind's (or the catalog class's) defaults.
 
@@ -543,6 +677,10 @@ class HookDeclaration(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = SecretsBoundQuerySet.as_manager()
+    secrets_field = "secret"
+    secrets_address_fields = frozenset({"kind", "params"})
+
     class Meta:
         ordering = ["organization", "agent", "priority", "pk"]
         permissions = [("manage_code_hooks", "Can create or change command, python and http hooks")]
@@ -555,6 +693,11 @@ class HookDeclaration(models.Model):
     @property
     def is_enforced(self) -> bool:
         return self.agent_id is None
+
+    def secrets_address(self) -> Any:
+        if self.kind == self.Kind.HTTP and isinstance(self.params, dict):
+            return (self.kind, url_origin(self.params.get("url")))
+        return (self.kind,)
 
     @property
     def is_code(self) -> bool:
@@ -597,14 +740,6 @@ class HookDeclaration(models.Model):
             self.point = str(hook.point)
 
 
-class ConnectorCallLogQuerySet(models.QuerySet["ConnectorCallLog"]):
-    def update(self, **kwargs: Any) -> int:
-        raise PermissionError("the connector call log is append-only")
-
-    def delete(self) -> tuple[int, dict[str, int]]:
-        raise PermissionError("the connector call log is append-only")
-
-
 class ConnectorCallLog(ChainLink):
     """One connector call, written once by the ``audit_log`` hook and never changed: who (agent,
     user, organisation, run), what (tool, arguments with secrets masked), how it ended
@@ -613,7 +748,9 @@ class ConnectorCallLog(ChainLink):
 
     Tamper-evident (fimone/audit_chain.py): each row is a link of its organisation's hash chain,
     written only by ``agents.audit.connector_call_log_record``; ``manage.py audit_verify``
-    recomputes it."""
+    recomputes it. Append-only: the ORM refuses ``update()``, ``delete()``, saving a stored row
+    and deleting one (``fimone.models.AppendOnlyError``, a ``PermissionError``); on PostgreSQL a
+    trigger refuses ``UPDATE`` and ``DELETE``."""
 
     class Outcome(models.TextChoices):
         SUCCEEDED = "succeeded"
@@ -640,8 +777,6 @@ class ConnectorCallLog(ChainLink):
     error = models.TextField(blank=True)
     # Set before the hash is computed (not auto_now_add, which would set it after).
     created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
-
-    objects = ConnectorCallLogQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-pk"]
@@ -675,14 +810,6 @@ class ConnectorCallLog(ChainLink):
 
     def __str__(self) -> str:
         return f"{self.tool_name} [{self.outcome}]"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None and not self._state.adding:
-            raise PermissionError("the connector call log is append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
-        raise PermissionError("the connector call log is append-only")
 
 
 class RateLimitWindow(models.Model):

@@ -26,7 +26,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from agents.apis import ERROR_RESPONSES, RunStartThrottle, _not_found, api_error
+from agents.apis import ERROR_RESPONSES, _not_found, api_error
 from agents.services import ServiceError
 
 
@@ -105,11 +105,15 @@ class ScopedDetailApi(_ScopedApi):
 
 
 class ScopedRunStartApi(_ScopedApi):
-    """POST (``<operations>_start``, 201; counted with the caller's runs started): a run of the
+    """POST (``<operations>_start``, 201; 429 past the caller's ``RUN_START_RATE``): a run of the
     object ``selector`` reads for the caller (else 404), started from the input by :meth:`start`
-    and answered as it is by then (it may have run already)."""
+    and answered as it is by then (it may have run already).
 
-    throttle_classes = [RunStartThrottle]
+    The service behind :meth:`start` counts the runs it starts (one workflow run, or one run per
+    case of an eval: :func:`agents.services.run_starts_take`), as it does for the admin's
+    actions and the commands: the request itself is not counted a second time."""
+
+    throttle_classes: list[Any] = []
 
     def __init_subclass__(cls, *, operations: str, tag: str, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

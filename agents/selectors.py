@@ -16,8 +16,11 @@ ORG_MANAGER_ROLES = (Role.OPERATOR, Role.ADMIN)
 
 @database_sync_to_async
 def run_visible_to(*, run_id: int, user: Any) -> bool:
-    """Whether ``user`` may read run ``run_id`` (its own runs only)."""
-    return Run.objects.filter(pk=run_id, user=user).exists()
+    """Whether ``user`` may read run ``run_id`` (its own runs only, while a member of the agent's
+    organisation: someone who left it keeps no window on its agents' work)."""
+    return Run.objects.filter(
+        pk=run_id, user=user, agent__organization_id__in=organization_ids_of(user=user)
+    ).exists()
 
 
 def organization_ids_of(*, user: Any, roles: tuple[str, ...] | None = None) -> QuerySet[Membership]:
@@ -50,13 +53,19 @@ def agent_get(*, agent_id: int, user: Any) -> Agent | None:
 
 
 def conversation_get(*, conversation_id: int, user: Any) -> Conversation | None:
-    """Conversation ``conversation_id`` if it is ``user``'s, else ``None``."""
-    return Conversation.objects.filter(pk=conversation_id, user=user).first()
+    """Conversation ``conversation_id`` if it is ``user``'s and they still belong to its
+    organisation, else ``None``."""
+    return Conversation.objects.filter(
+        pk=conversation_id, user=user, organization_id__in=organization_ids_of(user=user)
+    ).first()
 
 
 def run_get(*, run_id: int, user: Any) -> Run | None:
-    """Run ``run_id`` if it is ``user``'s own, else ``None`` (colleagues' runs included)."""
-    return Run.objects.filter(pk=run_id, user=user).first()
+    """Run ``run_id`` if it is ``user``'s own and they still belong to its agent's organisation,
+    else ``None`` (colleagues' runs included)."""
+    return Run.objects.filter(
+        pk=run_id, user=user, agent__organization_id__in=organization_ids_of(user=user)
+    ).first()
 
 
 @dataclass(frozen=True)

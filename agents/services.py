@@ -28,16 +28,44 @@ from agents.models import (
     RunEvent,
     RunStatus,
 )
+from fimone.throttling import ScopedUserRateThrottle
 
 log = logging.getLogger(__name__)
 
 
 class ServiceError(Exception):
-    """A request the service refuses. ``code`` maps to an HTTP status in the API layer."""
+    """A request the service refuses. ``code`` maps to an HTTP status in the API layer
+    (``throttled``: 429, with ``retry_after`` seconds)."""
 
-    def __init__(self, message: str, *, code: str = "invalid", field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str = "invalid", field: str | None = None, retry_after: int | None = None
+    ) -> None:
         super().__init__(message)
         self.message, self.code, self.field = message, code, field
+        self.retry_after = retry_after
+
+
+class RunStartThrottle(ScopedUserRateThrottle):
+    """``RUN_START_RATE`` per user: the API's and the chat pages' requests that start a run, and
+    the services that start runs for a person from anywhere else (:func:`run_starts_take`)."""
+
+    scope = "run_start"
+    what = "runs started"
+
+
+def run_starts_take(*, user: Any, count: int = 1) -> None:
+    """Count ``count`` run starts of ``user`` against ``RUN_START_RATE`` — all of them, or none
+    and ``ServiceError(code="throttled")`` saying the limit and when to retry. Called by the
+    services that start runs on a person's behalf outside the rate-limited requests (a workflow,
+    an eval run's cases), so that no door (the admin's actions, the API, a command) gets more."""
+    refused = RunStartThrottle().refusal_for_user_taking(user.pk, count)
+    if refused is not None:
+        starting = f"Starting {count} runs at once is refused. " if count > 1 else ""
+        raise ServiceError(
+            f"{starting}{refused.message} Nothing was started; try again in {refused.wait} s.",
+            code="throttled",
+            retry_after=refused.wait,
+        )
 
 
 def check_member(*, user: Any, organization_id: int) -> None:

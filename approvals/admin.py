@@ -2,7 +2,10 @@
 
 Approver policies (an organisation's default, or one agent's) are configured here by operators
 and organisation admins of the policy's organisation; their changes are recorded (who, when, old
-and new values). Confirmation requests are read-only for everyone, superusers included: they are
+and new values). Separation of duties (DESIGN §1.13) is checked on save: a policy or tier names
+only approvers and admins of its organisation, and only organisation admins (and superusers) set
+``allow_self_approval`` and ``allow_initiator`` (shown disabled to others; a forged change is a
+form error). Confirmation requests are read-only for everyone, superusers included: they are
 written only by ``approvals.services`` (DESIGN §1.4, §1.8); the page shows their full arguments,
 the arguments the model proposed when a hook rewrote them, the append-only event log, and links to
 the run and the agent. Deciding is not done here: approvers decide in the inbox or their channel.
@@ -12,7 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
+from django.contrib.admin.widgets import FilteredSelectMultiple
+from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -21,9 +27,10 @@ from django.utils.html import format_html
 from agents import events as ev
 from agents import selectors as agent_selectors
 from agents.admin import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin, ReadOnlyAdminMixin
-from agents.models import RunEvent
+from agents.models import Membership, Role, RunEvent
 from approvals.gate import pretty_arguments
 from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, EscalationTier
+from approvals.policy import APPROVER_ROLES, is_organisation_admin, non_approvers
 from approvals.selectors import display_name
 from fimone.history import ConfigHistoryAdmin
 from fimone.humanize import duration_text
@@ -44,11 +51,156 @@ def _manages(request: HttpRequest, obj: Model | None) -> bool:
     return managed.filter(organization_id=obj.organization_id).exists()  # type: ignore[attr-defined]
 
 
+ADMIN_SETTINGS = ("allow_self_approval", "allow_initiator")
+"""Policy settings only an organisation admin (or a superuser) sets: who may approve their own call."""
+
+SEPARATION_OF_DUTIES = (
+    "Operators decide nothing unless they are also approvers: whoever configures an agent, its "
+    "hooks or its approver policy decides that agent's requests only if an organisation admin made "
+    "them an approver (Members), and never their own call."
+)
+
+
+class ApproversOnlyWidget(FilteredSelectMultiple):
+    """The named-users picker: lists only :attr:`shown` (the approvers and admins one may name),
+    and whoever is already named. The field still accepts any member of the staff user's
+    organisations, so that naming someone else is refused by the form in words (who, and why)."""
+
+    shown: frozenset[str] = frozenset()
+
+    def optgroups(self, name: str, value: Any, attrs: Any = None) -> Any:
+        groups = []
+        for group, options, index in super().optgroups(name, value, attrs):
+            kept = [o for o in options if o["selected"] or str(o["value"]) in self.shown]
+            if kept:
+                groups.append((group, kept, index))
+        return groups
+
+
+def _named_users_field(field: Any, request: HttpRequest) -> Any:
+    """Scope the named-users choices to the members of the organisations the staff user manages
+    (any organisation for a superuser), and list only their approvers and admins."""
+    members = Membership.objects.all()
+    if not request.user.is_superuser:
+        managed = agent_selectors.organization_ids_of(
+            user=request.user, roles=agent_selectors.ORG_MANAGER_ROLES
+        )
+        members = members.filter(organization_id__in=managed)
+    field.queryset = field.queryset.filter(pk__in=members.values("user_id")).order_by("username")
+    widget = ApproversOnlyWidget(field.label or "named users", is_stacked=False)
+    widget.shown = frozenset(
+        str(pk) for pk in members.filter(role__in=APPROVER_ROLES).values_list("user_id", flat=True)
+    )
+    field.widget = widget
+    return field
+
+
+def _named_users_problem(organization: Any, users: Any) -> str | None:
+    """Why ``users`` may not be named by a policy of ``organization`` (``None`` when they may)."""
+    if organization is None or not users:
+        return None
+    outsiders = non_approvers(organization_id=organization.pk, users=users)
+    if not outsiders:
+        return None
+    names = ", ".join(sorted(display_name(user) for user in outsiders))
+    return (
+        f"Only approvers and admins of {organization} can be named; not {names}. An organisation "
+        "admin gives the approver role in Members."
+    )
+
+
+class EscalationTierForm(forms.ModelForm):
+    """A tier names only approvers and admins of its policy's organisation."""
+
+    class Meta:
+        model = EscalationTier
+        fields = ("after_seconds", "named_users", "channel_config")
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        try:  # the policy being saved with it (the inline's parent)
+            organization = self.instance.policy.organization
+        except ObjectDoesNotExist:  # the policy's own form says what is missing
+            organization = None
+        problem = _named_users_problem(organization, cleaned.get("named_users"))
+        if problem is not None:
+            self.add_error("named_users", problem)
+        return cleaned
+
+
+class ApproverPolicyForm(forms.ModelForm):
+    """The policy form for one staff user (:attr:`user`, set by the admin's ``get_form``):
+    named users must be approvers or admins of the policy's organisation, and
+    :data:`ADMIN_SETTINGS` are disabled, and a posted change of them refused, unless the user is
+    an admin of that organisation or a superuser."""
+
+    user: Any = None
+
+    class Meta:
+        model = ApproverPolicy
+        fields = (
+            "organization",
+            "agent",
+            "allow_org_approvers",
+            "allow_agent_owner",
+            "allow_initiator",
+            "named_users",
+            "allow_self_approval",
+            "approvals_required",
+            "any_rejection_rejects",
+            "allow_edit_on_approve",
+            "timeout_seconds",
+            "inline_wait_seconds",
+            "channel_config",
+            "first_tier_may_decide_after_escalation",
+        )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        user, organization_id = self.user, self.instance.organization_id if self.instance.pk else None
+        if user is None:
+            locked = True
+        elif organization_id is None:  # a new policy: enabled for whoever administers an organisation
+            locked = not (user.is_superuser or user.memberships.filter(role=Role.ADMIN).exists())
+        else:
+            locked = not is_organisation_admin(user=user, organization_id=organization_id)
+        for name in ADMIN_SETTINGS:
+            if name in self.fields:
+                self.fields[name].disabled = locked
+                self.fields[name].help_text += " Set by organisation admins only."
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        organization = cleaned.get("organization")
+        if organization is None:
+            return cleaned
+        problem = _named_users_problem(organization, cleaned.get("named_users"))
+        if problem is not None:
+            self.add_error("named_users", problem)
+        if is_organisation_admin(user=self.user, organization_id=organization.pk):
+            return cleaned
+        moved = self.instance.pk is not None and self.instance.organization_id != organization.pk
+        for name in ADMIN_SETTINGS:
+            if name not in self.fields:
+                continue
+            before = bool(getattr(self.instance, name)) if self.instance.pk else False
+            if self.fields[name].disabled:
+                # A disabled checkbox is not sent: only a posted value (a forged request) changes it.
+                sent = self.add_prefix(name) in self.data
+                wanted = bool(self[name].data) if sent else before
+            else:
+                wanted = bool(cleaned.get(name))
+            if wanted != before or (wanted and moved):
+                self.add_error(name, f"Only an organisation admin of {organization} can change this.")
+        return cleaned
+
+
 class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     """The policy's escalation tiers, edited on the policy's page with the policy's permissions
     (a tier is part of the policy, not an object of its own)."""
 
     model = EscalationTier
+    form = EscalationTierForm
     extra = 0
     fields = ("after_seconds", "named_users", "channel_config")
     verbose_name = "escalation tier"
@@ -56,6 +208,12 @@ class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
 
     def _may_edit(self, request: HttpRequest, obj: Any) -> bool:
         return request.user.has_perm("approvals.change_approverpolicy") and _manages(request, obj)
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if db_field.name == "named_users" and field is not None:
+            field = _named_users_field(field, request)
+        return field
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm("approvals.view_approverpolicy") or self._may_edit(request, obj)
@@ -79,6 +237,7 @@ class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
 class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     """One policy per organisation with no agent (its default) and at most one per agent."""
 
+    form = ApproverPolicyForm
     list_display = (
         "__str__",
         "organization",
@@ -114,7 +273,7 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
                     "allow_self_approval",
                 ),
                 "description": "Anyone ticked here may decide, while they are active members of the "
-                "organisation. Operators decide nothing unless they are also approvers.",
+                f"organisation. {SEPARATION_OF_DUTIES}",
             },
         ),
         (
@@ -140,6 +299,10 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApproverPolicy]:
         return _visible(request, super().get_queryset(request))
 
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"user": request.user})
+
     def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_dbfield(db_field, request, **kwargs)
         if db_field.name == "timeout_seconds" and field is not None:
@@ -148,9 +311,21 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
             )
             field.min_value = 10
         if db_field.name == "allow_agent_owner" and field is not None:
-            field.help_text = "The agent's owner (set by an organisation admin)."
+            field.help_text = (
+                "The agent's owner (set by an organisation admin), only while they hold the approver "
+                "or admin role."
+            )
         if db_field.name == "named_users" and field is not None:
-            field.help_text = "These people too (they must still be members of the organisation)."
+            field.help_text = (
+                "These people too: approvers and admins of the organisation only (an operator cannot "
+                "name themselves)."
+            )
+        return field
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if db_field.name == "named_users" and field is not None:
+            field = _named_users_field(field, request)
         return field
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:

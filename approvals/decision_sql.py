@@ -36,7 +36,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from agents.models import Agent, Membership, Role
+from agents.models import Agent, HookDeclaration, Membership
 from approvals.models import (
     ApproverPolicy,
     ConfirmationApprover,
@@ -46,7 +46,7 @@ from approvals.models import (
     ConfirmationVote,
     EscalationTier,
 )
-from approvals.policy import PolicyFlags, Standing
+from approvals.policy import APPROVER_ROLES, PolicyFlags, Standing
 from fimone import adb, outbox, rows
 from fimone.audit_chain import head_advance_sql
 
@@ -67,6 +67,13 @@ class _PreparedCursor(psycopg.Cursor):
         return super().execute(query, params, prepare=True if prepare is None else prepare, **kw)
 
 
+class _UnpreparedCursor(psycopg.Cursor):
+    """psycopg's server-binding cursor, never preparing (psycopg would after a few runs)."""
+
+    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kw: Any) -> Any:
+        return super().execute(query, params, prepare=False, **kw)
+
+
 @contextmanager
 def _cursor() -> Iterator[Any]:
     """A cursor of the default connection whose statements PostgreSQL plans once per connection.
@@ -75,18 +82,23 @@ def _cursor() -> Iterator[Any]:
     statement is planned on its first use by a pooled connection and then only executed. Django's
     cursors bind parameters client-side, which cannot prepare, so this one binds them server-side
     (psycopg's own cursor), wrapped as Django wraps its own: its errors are Django's and execute
-    wrappers see it. A plain cursor instead with ``DATABASE_PREPARED_STATEMENTS=false`` (behind a
-    transaction-pooling proxy that cannot carry them), and while queries are logged (``DEBUG``, a
-    test capturing them): Django's log can show a statement with its values only if it was bound
-    client-side."""
+    wrappers see it. With ``DATABASE_PREPARED_STATEMENTS=false`` (behind a transaction-pooling
+    proxy that cannot carry them) it still binds server-side, unprepared: the verdict's statement
+    carries the audit chain's padded keys as parameters, and a statement bound client-side would
+    hold them in its text, which the server may log. Django's own cursor only while queries are
+    logged (``DEBUG``, a test capturing them): its log can show a statement with its values only
+    if it was bound client-side."""
     connection = connections[DEFAULT_DB_ALIAS]
-    if not settings.DATABASE_PREPARED_STATEMENTS or connection.queries_logged:
+    if connection.queries_logged:
         with connection.cursor() as cursor:
             yield cursor
         return
     connection.ensure_connection()
     with connection.wrap_database_errors:
-        raw = _PreparedCursor(connection.connection)
+        if settings.DATABASE_PREPARED_STATEMENTS:
+            raw = _PreparedCursor(connection.connection)
+        else:
+            raw = _UnpreparedCursor(connection.connection)
     cursor = connection.make_cursor(raw)  # Django's wrapping: its errors, execute wrappers
     try:
         yield cursor
@@ -125,6 +137,9 @@ def _names() -> dict[str, str]:
         "tier_user": quote(EscalationTier.named_users.through._meta.db_table),
         "vote": quote(ConfirmationVote._meta.db_table),
         "event": quote(ConfirmationEvent._meta.db_table),
+        "agent_history": quote(Agent.history.model._meta.db_table),
+        "hook_history": quote(HookDeclaration.history.model._meta.db_table),
+        "policy_history": quote(ApproverPolicy.history.model._meta.db_table),
     }
 
 
@@ -142,9 +157,12 @@ def facts_sql(*, user: str) -> str:
     request_columns = ", ".join(f"r.{quote(f.column)}" for f in ConfirmationRequest._meta.concrete_fields)
     agent_columns = ", ".join(f"a.{quote(c)}" for c in _agent_fields())
     user_columns = ", ".join(f"u.{quote(c)}" for c in _user_fields())
-    roles = ", ".join(f"'{role}'" for role in (Role.APPROVER, Role.ADMIN))
+    roles = ", ".join(f"'{role}'" for role in APPROVER_ROLES)
+    agent_or_default = "(h.agent_id = a.id OR (h.agent_id IS NULL AND h.organization_id = a.organization_id))"
     # One row or none; the policy is the agent's own, else its organisation's default
-    # (approvals.policy._policy_row); ``user`` is the clicker.
+    # (approvals.policy._policy_row); ``user`` is the clicker. The last column says whether the
+    # configuration history records the clicker changing the agent, its hooks or its policy
+    # (approvals.policy._configured), each probe on the history table's ``history_user_id`` index.
     return (
         f"SELECT {request_columns}, {agent_columns}, {user_columns}, "  # noqa: S608 - our names only
         "ap.tier, "
@@ -157,7 +175,13 @@ def facts_sql(*, user: str) -> str:
         f"  WHERE n.approverpolicy_id = p.id AND n.user_id = {user}), "
         f"EXISTS (SELECT 1 FROM {names['tier_user']} tn "
         f"  JOIN {names['tier']} t ON t.id = tn.escalationtier_id "
-        f"  WHERE t.policy_id = p.id AND tn.user_id = {user}) "
+        f"  WHERE t.policy_id = p.id AND tn.user_id = {user}), "
+        f"(EXISTS (SELECT 1 FROM {names['agent_history']} h "
+        f"  WHERE h.history_user_id = {user} AND h.id = a.id) "
+        f" OR EXISTS (SELECT 1 FROM {names['hook_history']} h "
+        f"  WHERE h.history_user_id = {user} AND {agent_or_default}) "
+        f" OR EXISTS (SELECT 1 FROM {names['policy_history']} h "
+        f"  WHERE h.history_user_id = {user} AND {agent_or_default})) "
         f"FROM {names['request']} r "
         f"JOIN {names['agent']} a ON a.id = r.agent_id "
         f"JOIN {names['user']} u ON u.id = r.requested_by_id "
@@ -184,7 +208,7 @@ def _facts_params(request_id: uuid.UUID, organization_id: int, user_id: int) -> 
 
 def facts_width() -> int:
     """How many columns :func:`facts_sql` selects."""
-    return len(rows.all_fields(ConfirmationRequest)) + len(AGENT_FIELDS) + len(USER_FIELDS) + 10
+    return len(rows.all_fields(ConfirmationRequest)) + len(AGENT_FIELDS) + len(USER_FIELDS) + 11
 
 
 def facts_from_row(row: tuple[Any, ...]) -> ClickFacts:
@@ -194,7 +218,7 @@ def facts_from_row(row: tuple[Any, ...]) -> ClickFacts:
     request = rows.instance(ConfirmationRequest, request_fields, take(len(request_fields)))
     request.agent = rows.instance(Agent, _agent_fields(), take(len(AGENT_FIELDS)))
     request.requested_by = rows.instance(get_user_model(), _user_fields(), take(len(USER_FIELDS)))
-    tier, member, org_approver, policy_id, *flags, named, tier_named = take(10)
+    tier, member, org_approver, policy_id, *flags, named, tier_named, configured = take(11)
     policy = PolicyFlags(*flags) if policy_id is not None else None
     return ClickFacts(
         request=request,
@@ -205,6 +229,7 @@ def facts_from_row(row: tuple[Any, ...]) -> ClickFacts:
             policy=policy,
             named_by_policy=bool(named) and policy is not None,
             named_by_a_tier=bool(tier_named) and policy is not None,
+            configured=bool(configured),
         ),
     )
 

@@ -31,6 +31,7 @@ from approvals.waking import wait_for_verdict
 from hooks.catalog import register_hook
 from hooks.contract import (
     GATE_PRIORITY,
+    Band,
     HookContext,
     HookResult,
     PostToolUseHook,
@@ -145,6 +146,8 @@ def observation_for(request: ConfirmationRequest, *, delivery_problem: str | Non
 class ConfirmationGateHook(PreToolUseHook):
     name = "confirmation_gate"
     system = True
+    asks_humans = True
+    band = Band.GATE
     priority = GATE_PRIORITY
     on_error = "block"
     # The inline window is bounded by the policy; this only guards against a hung database.
@@ -240,6 +243,7 @@ class ConfirmationExecutedHook(PostToolUseHook):
 
     name = "confirmation_executed"
     system = True
+    band = Band.GUARD
     priority = 0
     on_error = "allow"  # the audit note must not hide the tool's result
 

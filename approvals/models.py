@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, NoReturn
 
 from django.conf import settings
 from django.db import models
@@ -11,7 +11,8 @@ from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 from agents.models import Agent, Organization, Run
-from fimone.audit_chain import ChainLink, canonical_time
+from fimone.audit_chain import ChainLink, canonical_digest, canonical_time
+from fimone.models import AppendOnlyQuerySet, refuse_change
 
 
 class ApproverPolicy(models.Model):
@@ -132,11 +133,22 @@ class ConfirmationStatus(models.TextChoices):
     CANCELLED = "cancelled"
 
 
+#: The kind of the event that settles a request with each final status.
+VERDICT_EVENT_KIND = {
+    ConfirmationStatus.APPROVED: "decided",
+    ConfirmationStatus.REJECTED: "decided",
+    ConfirmationStatus.EXPIRED: "expired",
+    ConfirmationStatus.CANCELLED: "cancelled",
+}
+
+
 class ConfirmationRequest(models.Model):
     """A human's go / no-go on one tool call with exact arguments.
 
     ``status`` leaves ``pending`` once, by a conditional update in ``approvals.services``; nothing
-    else writes it.
+    else writes it. Once it has, the verdict is final: on PostgreSQL a trigger refuses any change
+    of the verdict columns (status, decider, moment, reason, arguments) and any deletion of a
+    request, and the settling event records them for ``audit_verify``.
     """
 
     class Mode(models.TextChoices):
@@ -222,6 +234,19 @@ class ConfirmationRequest(models.Model):
     def timeout_seconds(self) -> int:
         return round((self.expires_at - self.created_at).total_seconds())
 
+    def verdict_record(self) -> dict[str, Any]:
+        """The verdict columns as JSON values: what the event that settles the request records
+        (``details["verdict"]``) and ``audit_verify`` compares with the row. The arguments are
+        recorded by their canonical digest (the same for what the database gives back)."""
+        return {
+            "status": str(self.status),
+            "responded_by": self.responded_by_id,
+            "responded_by_external_id": self.responded_by_external_id,
+            "reason": self.reason,
+            "args_sha256": self.args_sha256,
+            "tool_args": canonical_digest(self.tool_args),
+        }
+
 
 class ConfirmationApprover(models.Model):
     """One person of a request's approver snapshot (the table Django made for ``approvers``).
@@ -249,8 +274,10 @@ class ConfirmationApprover(models.Model):
 class ConfirmationVote(models.Model):
     """One approver's vote on a request: at most one per person (a second click counts once).
 
-    Written only by ``approvals.services.confirmation_decide``, under a lock on the request, so
-    the tally that settles the request always counts every vote. Never updated or deleted.
+    Written only by ``approvals.services.confirmation_decide`` (and the click's one statement,
+    ``approvals.decision_sql``), under a lock on the request, so the tally that settles the
+    request always counts every vote. Never updated or deleted: the ORM refuses it
+    (``AppendOnlyError``), and on PostgreSQL a trigger refuses it too.
     """
 
     request = models.ForeignKey(ConfirmationRequest, on_delete=models.PROTECT, related_name="votes")
@@ -259,6 +286,8 @@ class ConfirmationVote(models.Model):
     reason = models.TextField(blank=True)
     external_id = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
+
+    objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
         ordering = ["created_at", "pk"]
@@ -270,19 +299,25 @@ class ConfirmationVote(models.Model):
         return f"{self.user_id} {'approves' if self.approve else 'rejects'} {self.request_id}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None:
-            raise ValueError("votes are never changed")
+        if not self._state.adding:
+            refuse_change(type(self), "save of a stored vote")
         super().save(*args, **kwargs)
 
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        raise ValueError("votes are never deleted")
+    def delete(self, *args: Any, **kwargs: Any) -> NoReturn:
+        refuse_change(type(self), "delete")
 
 
 class ConfirmationEvent(ChainLink):
     """Append-only audit log of one request: rows are inserted, never updated or deleted.
 
     Tamper-evident (fimone/audit_chain.py): each event is a link of its organisation's hash chain,
-    written only by ``approvals.services.log_event``; ``manage.py audit_verify`` recomputes it.
+    written only by ``approvals.services.log_event`` (and the click's one statement,
+    ``approvals.decision_sql``); ``manage.py audit_verify`` recomputes it. The ORM refuses to
+    update or delete an event (``AppendOnlyError``); on PostgreSQL a trigger refuses it too.
+
+    The event that settles a request (``decided``, ``expired``, ``cancelled``) records the verdict
+    columns it left on the request (``details["verdict"]``, :meth:`ConfirmationRequest.verdict_record`),
+    so that ``audit_verify`` finds a verdict edited on the request row.
     """
 
     class Kind(models.TextChoices):
@@ -330,11 +365,3 @@ class ConfirmationEvent(ChainLink):
 
     def __str__(self) -> str:
         return f"{self.kind} @ {self.created_at:%Y-%m-%d %H:%M:%S}"
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        if self.pk is not None:
-            raise ValueError("confirmation events are append-only")
-        super().save(*args, **kwargs)
-
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        raise ValueError("confirmation events are append-only")

@@ -5,10 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from agents.models import Agent, Membership, Role
+from agents.models import Agent, HookDeclaration, Membership, Role
 from approvals.models import ApproverPolicy, ConfirmationApprover, EscalationTier
+
+APPROVER_ROLES = (Role.APPROVER, Role.ADMIN)
+"""The roles an organisation admin gives to make someone an approver of the organisation: only
+they may be named in a policy, and only they may decide the requests of an agent they configure."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,9 @@ def policy_for(*, agent: Agent) -> ResolvedPolicy:
 
 def approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> set[int]:
     """Who may decide a request of ``requester_id`` on ``agent`` under ``policy``: the snapshot
-    taken at opening, and the set a decider is checked against again at decision time."""
+    taken at opening, and the set a decider is checked against again at decision time. Whoever
+    configures the agent is left out unless an approver, and always on their own call
+    (:func:`conflicted_ids`)."""
     ids: set[int] = set(policy.named_user_ids)
     if policy.allow_agent_owner:
         ids.add(agent.owner_id)
@@ -90,7 +97,7 @@ def approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> 
     if policy.allow_org_approvers:
         ids |= set(
             Membership.objects.filter(
-                organization_id=agent.organization_id, role__in=[Role.APPROVER, Role.ADMIN]
+                organization_id=agent.organization_id, role__in=APPROVER_ROLES
             ).values_list("user_id", flat=True)
         )
     # Only active members of the organisation may decide, whatever the policy names (the agent's
@@ -102,14 +109,20 @@ def approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> 
     )
     if not policy.allow_self_approval:
         ids.discard(requester_id)
-    return ids
+    return ids - conflicted_ids(agent=agent, requester_id=requester_id, user_ids=ids)
 
 
 def eligible_ids(
-    *, organization_id: int, user_ids: set[int], requester_id: int, allow_self: bool
+    *,
+    organization_id: int,
+    user_ids: set[int],
+    requester_id: int,
+    allow_self: bool,
+    agent: Agent | None = None,
 ) -> set[int]:
-    """Those of ``user_ids`` who may decide at all: active members of the organisation, and not
-    the requester unless the policy allows self-approval."""
+    """Those of ``user_ids`` who may decide at all: active members of the organisation, not the
+    requester unless the policy allows self-approval, and, when ``agent`` is given, none that
+    separation of duties bars from its requests (:func:`conflicted_ids`)."""
     ids = set(
         Membership.objects.filter(
             organization_id=organization_id, user_id__in=user_ids, user__is_active=True
@@ -117,7 +130,77 @@ def eligible_ids(
     )
     if not allow_self:
         ids.discard(requester_id)
+    if agent is not None:
+        ids -= conflicted_ids(agent=agent, requester_id=requester_id, user_ids=ids)
     return ids
+
+
+def _configured(*, agent_id: int, organization_id: int, user: Any) -> list[Exists]:
+    """Whether ``user`` (an id, or an ``OuterRef`` to one) is recorded by the configuration history
+    as having changed the agent, its own hook declarations or its organisation's enforced ones,
+    its approver policy or its organisation's default policy: three ``EXISTS`` on the history
+    tables' indexed ``history_user_id``."""
+    scope = Q(agent_id=agent_id) | Q(agent_id__isnull=True, organization_id=organization_id)
+    return [
+        Exists(Agent.history.model.objects.filter(id=agent_id, history_user_id=user)),
+        Exists(HookDeclaration.history.model.objects.filter(scope, history_user_id=user)),
+        Exists(ApproverPolicy.history.model.objects.filter(scope, history_user_id=user)),
+    ]
+
+
+def conflicted_ids(*, agent: Agent, requester_id: int, user_ids: set[int]) -> set[int]:
+    """Those of ``user_ids`` whom separation of duties bars from deciding ``agent``'s requests
+    (DESIGN §1.13), whatever the policy says, in one query.
+
+    Its *configurers* are its owner and whoever the configuration history records as having
+    changed the agent, its hooks (its own and its organisation's enforced ones) or its approver
+    policy (its own and its organisation's default). A configurer decides only while an
+    organisation admin has made them an approver (:data:`APPROVER_ROLES` in the agent's
+    organisation), and never on a call they requested themselves."""
+    if not user_ids:
+        return set()
+    configured = Q(pk=agent.owner_id)
+    for exists in _configured(agent_id=agent.pk, organization_id=agent.organization_id, user=OuterRef("pk")):
+        configured |= Q(exists)
+    rows = (
+        get_user_model()
+        .objects.filter(configured, pk__in=user_ids)
+        .annotate(
+            approver=Exists(
+                Membership.objects.filter(
+                    user_id=OuterRef("pk"), organization_id=agent.organization_id, role__in=APPROVER_ROLES
+                )
+            )
+        )
+        .values_list("pk", "approver")
+    )
+    return {pk for pk, approver in rows if pk == requester_id or not approver}
+
+
+def non_approvers(*, organization_id: int, users: Any) -> list[Any]:
+    """Those of ``users`` who do not hold an approver or admin membership of the organisation:
+    a policy may not name them (an operator cannot make themselves an approver)."""
+    users = list(users)
+    approvers = set(
+        Membership.objects.filter(
+            organization_id=organization_id, user_id__in=[u.pk for u in users], role__in=APPROVER_ROLES
+        ).values_list("user_id", flat=True)
+    )
+    return [user for user in users if user.pk not in approvers]
+
+
+def is_organisation_admin(*, user: Any, organization_id: int | None) -> bool:
+    """Whether ``user`` may change the settings that belong to organisation admins
+    (``allow_self_approval``, ``allow_initiator``): a superuser, or an admin of the organisation."""
+    if user is None or not getattr(user, "is_authenticated", False):
+        return False
+    if user.is_superuser:
+        return True
+    if organization_id is None:
+        return False
+    return Membership.objects.filter(
+        user_id=user.pk, organization_id=organization_id, role=Role.ADMIN
+    ).exists()
 
 
 def tier_approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> set[int]:
@@ -132,6 +215,7 @@ def tier_approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int
         user_ids=named,
         requester_id=requester_id,
         allow_self=policy.allow_self_approval,
+        agent=agent,
     )
 
 
@@ -154,8 +238,10 @@ class Standing:
     beyond the two rows themselves: their approver-snapshot row (``tier``, ``None`` when they are
     not in the snapshot), their memberships of its organisation, and the agent's current policy
     (its flags, ``None`` for the built-in defaults, and whether it or one of its escalation tiers
-    names them). Read by :func:`standing_of` (two queries) or by a caller that reads it together
-    with the request (``approvals.decision_sql``)."""
+    names them), and whether the configuration history records them changing the agent, its
+    hooks or its policy (``configured``; its owner is read from the agent). Read by
+    :func:`standing_of` (two queries) or by a caller that reads it together with the request
+    (``approvals.decision_sql``)."""
 
     tier: int | None
     member: bool
@@ -163,6 +249,7 @@ class Standing:
     policy: PolicyFlags | None
     named_by_policy: bool = False
     named_by_a_tier: bool = False
+    configured: bool = False
 
 
 @dataclass(frozen=True)
@@ -177,20 +264,27 @@ class PolicyFlags:
 
 def standing_of(*, request: Any, user: Any) -> Standing:
     """``user``'s :class:`Standing` on ``request`` in two indexed queries (the snapshot row with
-    the memberships, the policy with whether it names the user)."""
+    the memberships and the configuration history, the policy with whether it names the user)."""
     memberships = Membership.objects.filter(user_id=user.pk, organization_id=request.organization_id)
+    agent_history, hook_history, policy_history = _configured(
+        agent_id=request.agent_id, organization_id=request.organization_id, user=user.pk
+    )
     row = (
         ConfirmationApprover.objects.filter(request_id=request.pk, user_id=user.pk)
         .annotate(
             member=Exists(memberships),
-            org_approver=Exists(memberships.filter(role__in=[Role.APPROVER, Role.ADMIN])),
+            org_approver=Exists(memberships.filter(role__in=APPROVER_ROLES)),
+            agent_changed=agent_history,
+            hooks_changed=hook_history,
+            policy_changed=policy_history,
         )
-        .values_list("tier", "member", "org_approver")
+        .values_list("tier", "member", "org_approver", "agent_changed", "hooks_changed", "policy_changed")
         .first()
     )
     if row is None:
         return Standing(tier=None, member=False, org_approver=False, policy=None)
-    tier, member, org_approver = row
+    tier, member, org_approver, *changed = row
+    configured = any(changed)
     policy = _policy_row(
         request.agent,
         ApproverPolicy.objects.annotate(
@@ -207,11 +301,14 @@ def standing_of(*, request: Any, user: Any) -> Standing:
         ),
     )
     if policy is None:
-        return Standing(tier=tier, member=member, org_approver=org_approver, policy=None)
+        return Standing(
+            tier=tier, member=member, org_approver=org_approver, policy=None, configured=configured
+        )
     return Standing(
         tier=tier,
         member=member,
         org_approver=org_approver,
+        configured=configured,
         policy=PolicyFlags(
             allow_self_approval=policy.allow_self_approval,
             allow_agent_owner=policy.allow_agent_owner,
@@ -230,6 +327,8 @@ def describe_refusal(*, request: Any, user: Any, standing: Standing | None = Non
     still be active, a member of the request's organisation and eligible under the agent's
     current policy (:func:`approver_ids`, or an escalation tier's :func:`tier_approver_ids` once
     the request was escalated). ``request.agent`` is loaded (or loadable) by the caller.
+    Whoever configures the agent (:func:`conflicted_ids`) decides only while they hold an approver
+    or admin membership, and never their own call.
 
     The same rules as those two functions, asked of one person, over their :class:`Standing`
     (read here by :func:`standing_of` unless the caller read it already): two indexed queries
@@ -248,8 +347,14 @@ def describe_refusal(*, request: Any, user: Any, standing: Standing | None = Non
     if not standing.member:
         return "no longer a member of the organisation"
     agent = request.agent
-    rules: PolicyFlags | ResolvedPolicy = standing.policy if standing.policy is not None else ResolvedPolicy()
     is_requester = user.pk == request.requested_by_id
+    # Separation of duties (DESIGN §1.13), whatever the policy says.
+    if standing.configured or user.pk == agent.owner_id:
+        if is_requester:
+            return "whoever configures the agent may not decide their own call"
+        if not standing.org_approver:
+            return "whoever configures the agent decides only if an organisation admin made them an approver"
+    rules: PolicyFlags | ResolvedPolicy = standing.policy if standing.policy is not None else ResolvedPolicy()
     barred_as_requester = is_requester and not rules.allow_self_approval
     current = not barred_as_requester and (
         standing.named_by_policy

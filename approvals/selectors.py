@@ -416,17 +416,20 @@ def tool_calls_for(*, user: Any, filters: HistoryFilters | None = None) -> Query
 def runs_visible_to(*, user: Any) -> QuerySet[Run]:
     """Runs whose transcript ``user`` may read: their own, and the run behind every request they
     may read (:func:`requests_visible_to`: its approvers, its requester, the auditors and admins
-    of its organisation) — for anyone but the owner and a superuser, only while they still belong
-    to that organisation: an approver who left keeps no window on the agent's work. The one rule
-    for the transcript page and the run stream alike."""
+    of its organisation) — for anyone but a superuser, only while they still belong to that
+    organisation: someone who left keeps no window on the agent's work, their own runs included.
+    The one rule for the transcript page and the run stream alike (a stream checks it again when
+    its watcher's memberships change, :mod:`agents.access`)."""
     if not getattr(user, "is_authenticated", False):
         return Run.objects.none()
     if user.is_superuser:
         return Run.objects.all()
-    behind_requests = requests_visible_to(user=user).filter(
-        organization_id__in=Membership.objects.filter(user=user).values("organization_id")
+    organizations = Membership.objects.filter(user=user).values("organization_id")
+    behind_requests = requests_visible_to(user=user).filter(organization_id__in=organizations)
+    return Run.objects.filter(
+        Q(user_id=user.pk, agent__organization_id__in=organizations)
+        | Q(pk__in=behind_requests.values("run_id"))
     )
-    return Run.objects.filter(Q(user_id=user.pk) | Q(pk__in=behind_requests.values("run_id")))
 
 
 def run_visible_to(*, run_id: int, user: Any) -> bool:

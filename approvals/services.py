@@ -18,6 +18,7 @@ import psycopg
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agents.engine import jsonsafe
 from agents.engine.store import args_sha256
 from agents.models import Run, RunStatus
 from agents.tools.schema import argument_errors
@@ -267,6 +268,17 @@ def confirmation_request_open(
     return Opened(request, True, policy.inline_wait_seconds)
 
 
+MAX_REASON_LENGTH = 2000
+
+
+def clean_text(text: Any, *, limit: int = MAX_REASON_LENGTH) -> str:
+    """A decider's free text (a reason typed in the inbox, the API or a card's form) as it is
+    stored: stripped, at most ``limit`` characters, with what PostgreSQL text and ``jsonb``
+    cannot hold (NUL, lone surrogates) replaced by U+FFFD, so that no click or form can make the
+    decision's write fail."""
+    return jsonsafe.text(text if isinstance(text, str) else "").strip()[:limit]
+
+
 def check_decider(*, request: ConfirmationRequest, user: Any, via_channel_id: int | None) -> str | None:
     """Why this click may not decide ``request`` (``None`` when it may). A request is decided on
     a channel it was sent to (its own, or an escalation tier's), or in the web inbox
@@ -338,7 +350,11 @@ def confirmation_decide(
             request=request, edited_args=edited_args, approve=approve, via_channel_id=via_channel_id
         )
         if problem is not None:
-            log(Kind.CLICK_REFUSED, reason=f"edit refused: {problem}", edited_args=edited_args)
+            log(
+                Kind.CLICK_REFUSED,
+                reason=f"edit refused: {problem}",
+                edited_args=jsonsafe.storable(edited_args),
+            )
             return DecisionOutcome(
                 False, INVALID_EDIT, f"The arguments were not changed: {problem}.", request
             )
@@ -378,7 +394,7 @@ def confirmation_decide(
         return DecisionOutcome(
             False, "already_voted", "You have already voted on this request; a vote counts once.", request
         )
-    clean_reason = (reason or "").strip()[:2000]
+    clean_reason = clean_text(reason)
     if edited_args is not None:
         if not first_vote_settles and ConfirmationVote.objects.filter(request_id=request.pk).exists():
             log(Kind.CLICK_REFUSED, reason="edit refused: others have already voted on these arguments")
@@ -431,7 +447,11 @@ def confirmation_decide(
         return _late(request_id=request.pk, user=user, external_id=external_id, verdict=verdict)
     for field, value in written.items():  # what we wrote is what the row holds now
         setattr(request, field, value)
-    log(Kind.DECIDED, **_decided_details(verdict=verdict, reason=request.reason, via=via, tally=tally))
+    log(
+        Kind.DECIDED,
+        **_decided_details(verdict=verdict, reason=request.reason, via=via, tally=tally),
+        verdict=request.verdict_record(),
+    )
     transaction.on_commit(lambda: _after_verdict(request))
     return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
 
@@ -471,20 +491,23 @@ def _click_verdict(
     if not common or describe_refusal(request=request, user=user, standing=facts.standing) is not None:
         return None
     verdict = ConfirmationStatus.APPROVED if approve else ConfirmationStatus.REJECTED
-    clean_reason = (reason or "").strip()[:2000]
+    clean_reason = clean_text(reason)
     now = timezone.now()
     tally = Tally(approvals=int(approve), rejections=int(not approve), required=1, eligible=1)
+    decided = _as_decided(
+        request, verdict=verdict, user=user, external_id=external_id, reason=clean_reason, now=now
+    )
     event = ConfirmationEvent(
         organization_id=request.organization_id,
         request_id=request.pk,
         kind=Kind.DECIDED,
         actor_id=user.pk,
         actor_external_id=external_id,
-        details=_decided_details(verdict=verdict, reason=clean_reason, via=via_channel_id, tally=tally),
+        details={
+            **_decided_details(verdict=verdict, reason=clean_reason, via=via_channel_id, tally=tally),
+            "verdict": decided.verdict_record(),
+        },
         created_at=now,
-    )
-    decided = _as_decided(
-        request, verdict=verdict, user=user, external_id=external_id, reason=clean_reason, now=now
     )
     return decision_sql.Verdict(
         request=request,
@@ -636,6 +659,8 @@ def edit_problem(
         return "arguments can only be changed in the web inbox"
     if not isinstance(edited_args, dict):
         return "the arguments must be a JSON object"
+    if jsonsafe.storable(edited_args) is not edited_args:
+        return "they hold characters or values that cannot be stored (NUL, lone surrogates, NaN)"
     try:
         tool = tools_for_agent(request.agent).get(request.tool_name)
     except ToolboxError as exc:
@@ -755,6 +780,7 @@ def _escalate(*, request_id: uuid.UUID, now: dt.datetime) -> bool:
         user_ids=set(tier.get("user_ids") or []),
         requester_id=request.requested_by_id,
         allow_self=request.allow_self_approval,
+        agent=request.agent,
     )
     # People already asked move up to this tier (they may decide even if the first tier may not).
     ConfirmationApprover.objects.filter(request_id=request_id, user_id__in=added).update(tier=level + 1)
@@ -798,7 +824,12 @@ def confirmation_expire_due(*, now: dt.datetime | None = None, limit: int = 500)
             if not won:
                 continue
             request = ConfirmationRequest.objects.get(pk=request_id)
-            log_event(request_id=request_id, kind=Kind.EXPIRED, timeout_seconds=request.timeout_seconds)
+            log_event(
+                request_id=request_id,
+                kind=Kind.EXPIRED,
+                timeout_seconds=request.timeout_seconds,
+                verdict=request.verdict_record(),
+            )
             transaction.on_commit(lambda r=request: _after_verdict(r))
             expired += 1
     return expired
@@ -813,7 +844,13 @@ def confirmation_cancel(*, request_id: uuid.UUID, reason: str, actor: Any = None
     )
     if won:
         request = ConfirmationRequest.objects.get(pk=request_id)
-        log_event(request_id=request_id, kind=Kind.CANCELLED, actor=actor, reason=reason)
+        log_event(
+            request_id=request_id,
+            kind=Kind.CANCELLED,
+            actor=actor,
+            reason=reason,
+            verdict=request.verdict_record(),
+        )
         from approvals.waking import wake
 
         transaction.on_commit(

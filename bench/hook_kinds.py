@@ -1,7 +1,8 @@
 """Per-call cost of one PreToolUse hook of each declared kind, through the registry.
 
 - class:   a catalog hook (``deny_tools`` on another tool: the cheapest real work)
-- python:  an ``async def`` named by its dotted path
+- python:  an ``async def`` and a plain ``def`` named by their dotted paths (run in a hook thread,
+           :mod:`hooks.kinds.offloop`)
 - http:    a signed POST to a local server that checks the HMAC-SHA256 signature and answers allow
 - command: a shell script reading the event on stdin (``cat``), and one parsing it with ``jq`` as a
            Claude Code hook script would
@@ -47,6 +48,10 @@ SECRET = "bench-secret-0123456789"
 
 
 async def allow_all(ctx: HookContext) -> HookResult:
+    return HookResult()
+
+
+def allow_all_sync(ctx: HookContext) -> HookResult:
     return HookResult()
 
 
@@ -167,6 +172,11 @@ async def main(opts: argparse.Namespace, *, postgres: bool) -> None:
         (
             "python (async def)",
             {"kind": "python", "name": "py", "params": {"path": "__main__.allow_all"}, **pre},
+            100,
+        ),
+        (
+            "python (def)",
+            {"kind": "python", "name": "py_sync", "params": {"path": "__main__.allow_all_sync"}, **pre},
             100,
         ),
         (

@@ -22,7 +22,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents import selectors
-from agents.admin import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin
+from agents.admin import (
+    ADMIN_VIEWER_ROLES,
+    OrganizationScopedFieldsMixin,
+    SecretsClearedMessageMixin,
+    SecretsEntryFormMixin,
+)
 from agents.models import Membership
 from approvals.models import ConfirmationRequest
 from channels_im.base import DeliveryError
@@ -55,7 +60,8 @@ def callback_url(config: ChannelConfig) -> str:
     return settings.SITE_URL + reverse("im-callback", args=[config.callback_key])
 
 
-class ChannelConfigAdminForm(WriteOnlySecretsForm):
+class ChannelConfigAdminForm(SecretsEntryFormMixin, WriteOnlySecretsForm):
+    secrets_address = "Feishu domain, Slack api_url, WeCom api_base: the provider's default if unset"
     secrets_example = (
         'Slack {"bot_token": "xoxb-…", "signing_secret": "…"}, Feishu {"app_id": "cli_…", '
         '"app_secret": "…", "verification_token": "…", "encrypt_key": "…"}, WeCom {"secret": "…", '
@@ -67,9 +73,12 @@ class ChannelConfigAdminForm(WriteOnlySecretsForm):
         model = ChannelConfig
         fields = ("organization", "kind", "name", "active", "is_default", "secrets", "settings_json")
 
+    def clean_secrets(self) -> dict[str, Any] | None:
+        return self._note_secrets_entered(super().clean_secrets())
+
 
 @admin.register(ChannelConfig)
-class ChannelConfigAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
+class ChannelConfigAdmin(SecretsClearedMessageMixin, OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     form = ChannelConfigAdminForm
     list_display = ("name", "organization", "kind", "active", "is_default", "created_at")
     list_select_related = ("organization",)

@@ -1,6 +1,8 @@
 """Answering inbound callbacks in a thread, as Django runs synchronous views: verify, parse, map
 the clicker to a user of ours and hand the decision to the approvals service, which checks that
-the request belongs to this channel and that the user may decide it. The event loop's lane
+the request belongs to this channel and that the user may decide it. A click counts against
+its user's ``DECISION_RATE``, as the inbox's and the API's decisions do: past it the click decides
+nothing, is logged on its request and the clicker is told. The event loop's lane
 (:mod:`channels_im.quick`) hands here every callback it does not answer itself, with what it
 already did. Nothing here ever answers 500: a failure is a clear 4xx and a log line.
 """
@@ -13,16 +15,61 @@ from typing import Literal
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 
+from approvals.apis import DecisionThrottle
 from approvals.models import ConfirmationEvent, ConfirmationRequest
 from approvals.selectors import request_for_decision
-from approvals.services import DecisionOutcome, confirmation_decide, confirmation_decide_click, log_event
+from approvals.services import (
+    DecisionOutcome,
+    clean_text,
+    confirmation_decide,
+    confirmation_decide_click,
+    log_event,
+)
 from channels_im.base import CallbackResult, Channel
 from channels_im.delivery import channel_for
 from channels_im.identities import LINK_OFFER_TTL, identity_for_click, link_offer_make
 from channels_im.models import ChannelConfig, ImIdentity
 from channels_im.selectors import channel_config_for_callback
+from fimone.throttling import Refusal
 
 log = logging.getLogger(__name__)
+
+UNCOUNTED = "uncounted"
+"""A click not yet counted against its user's decision rate (:func:`answer_parsed`)."""
+
+
+def decision_rate_refusal(identity: ImIdentity) -> Refusal | None:
+    """Count a click of ``identity``'s user against their ``DECISION_RATE`` (the counter the inbox
+    and the API share); why it is refused past the rate, else ``None``. A counter that cannot be
+    reached does not refuse the click (logged): the click was verified and its replay key spent
+    already, so the store answered a moment ago."""
+    try:
+        return DecisionThrottle().refusal_for_user(identity.user_id)
+    except Exception:
+        log.exception("the decision rate of user %s could not be counted", identity.user_id)
+        return None
+
+
+def _over_the_rate(
+    config: ChannelConfig, channel: Channel, result: CallbackResult, identity: ImIdentity, refused: Refusal
+) -> HttpResponse:
+    """A click past its user's decision rate: nothing decided, the refusal logged on the clicked
+    request (if it is one of the channel's organisation), the clicker told in the channel's own
+    way (a toast, an ephemeral or a private message)."""
+    request = _request_of_channel(result, config)
+    message = f"{refused.message} Try again in {refused.wait} s."
+    if request is not None:
+        log_event(
+            request_id=request.pk,
+            organization_id=request.organization_id,
+            kind=ConfirmationEvent.Kind.CLICK_REFUSED,
+            actor=identity.user,
+            external_id=result.external_user_id,
+            reason=refused.message,
+            wanted="approved" if result.approve else "rejected",
+            via=config.pk,
+        )
+    return channel.callback_response(result, DecisionOutcome(False, "refused", message, request))
 
 
 def _request_of_channel(result: CallbackResult, config: ChannelConfig) -> ConfirmationRequest | None:
@@ -99,10 +146,13 @@ def answer_parsed(
     *,
     identity: ImIdentity | Literal["unread"] | None = "unread",
     quick_tried: bool = False,
+    decision_rate: Refusal | Literal["uncounted"] | None = UNCOUNTED,
 ) -> HttpResponse:
     """Answer a callback ``channel`` parsed: a challenge, a refusal (logged on its request when
-    it names one), or a click, decided by the clicker's identity. ``identity`` and
-    ``quick_tried`` say what the caller already did (the event loop's lane)."""
+    it names one), or a click, counted against its user's decision rate and decided by the
+    clicker's identity. ``identity``, ``quick_tried`` and ``decision_rate`` (the click's count:
+    a refusal, ``None`` within the rate) say what the caller already did (the event loop's
+    lane)."""
     if result.kind == "challenge":
         return channel.callback_response(result, None)
     if not storable(result.external_user_id):  # whatever a provider let through, never a 500
@@ -110,6 +160,10 @@ def answer_parsed(
     if result.kind == "decision":
         if identity == "unread":
             identity = identity_for_click(config=config, external_id=result.external_user_id)
+        if identity is not None and decision_rate == UNCOUNTED:
+            decision_rate = decision_rate_refusal(identity)
+        if identity is not None and isinstance(decision_rate, Refusal):
+            return _over_the_rate(config, channel, result, identity, decision_rate)
         outcome = None if quick_tried else _quick_decision(result, config, identity)
         if outcome is not None:
             return channel.callback_response(result, outcome)
@@ -142,7 +196,7 @@ def answer_parsed(
         url = link_offer_make(
             config=config,
             external_id=result.external_user_id,
-            display_name=str(result.extra.get("display_name") or ""),
+            display_name=clean_text(str(result.extra.get("display_name") or ""), limit=200),
         )
         minutes = int(LINK_OFFER_TTL.total_seconds() // 60)
         refusal = CallbackResult.refuse(

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import secrets as pysecrets
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from agents.models import Organization
+from agents.models import Organization, SecretsBoundQuerySet, SecretsBoundToAddress
+from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
 
@@ -25,9 +27,11 @@ class ChannelKind(models.TextChoices):
     WECOM = "wecom", "WeCom (企业微信)"
 
 
-class ChannelConfig(models.Model):
+class ChannelConfig(SecretsBoundToAddress, models.Model):
     """One way to reach approvers. Secrets (app secret, encrypt key, bot token, signing secret)
-    are encrypted at rest and never shown back."""
+    are encrypted at rest and never shown back, and bound to the provider's address they were
+    entered for (Feishu ``domain``, Slack ``api_url``, WeCom ``api_base``; their scheme, host and
+    port): changing it clears them unless they are entered again (``SecretsBoundToAddress``)."""
 
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="channel_configs")
     kind = models.CharField(max_length=12, choices=ChannelKind.choices)
@@ -54,6 +58,9 @@ class ChannelConfig(models.Model):
     # Configuration history; the secrets (and the callback URL's key) are never copied into it.
     history = HistoricalRecords(excluded_fields=["secrets", "callback_key"], bases=[SecretsFingerprint])
 
+    objects = SecretsBoundQuerySet.as_manager()
+    secrets_address_fields = frozenset({"kind", "settings_json"})
+
     class Meta:
         constraints = [
             models.UniqueConstraint(
@@ -63,6 +70,20 @@ class ChannelConfig(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.get_kind_display()})"
+
+    def secrets_address(self) -> Any:
+        from channels_im.feishu.config import DEFAULT_DOMAIN
+        from channels_im.slack.config import DEFAULT_API_URL
+        from channels_im.wecom.config import DEFAULT_API_BASE
+
+        # The setting naming where each provider sends the secrets, and its default.
+        setting, default = {
+            ChannelKind.FEISHU: ("domain", DEFAULT_DOMAIN),
+            ChannelKind.SLACK: ("api_url", DEFAULT_API_URL),
+            ChannelKind.WECOM: ("api_base", DEFAULT_API_BASE),
+        }.get(self.kind, ("", None))
+        options = self.settings_json if isinstance(self.settings_json, dict) else {}
+        return (self.kind, url_origin(options.get(setting) or default))
 
     def clean(self) -> None:
         """Refuse a configuration its provider could not use (missing keys, a non-https URL)."""

@@ -7,11 +7,13 @@ took. Here the common click is verified, mapped to its user, decided and answere
 the loop: two reads on one of the loop's own connections (:mod:`fimone.adb`: the channel; then
 the clicker's identity with the request and the clicker's standing on it) and the verdict's one
 statement, which also puts its follow-up in the outbox (:mod:`fimone.outbox`); the replay check
-awaits Redis. The rules are the thread path's (``approvals.services``), not a copy of them.
+and the count against the clicker's ``DECISION_RATE`` each await one Redis round trip. The rules
+are the thread path's (``approvals.services``), not a copy of them.
 
-Everything else, a provider that verifies in a thread (Slack, WeCom), a refusal to log, a click
-that is not the common kind, an unlinked clicker, is handed with what was already done (the
-channel read, the callback parsed and its replay key spent, the identity read) to the thread path
+Everything else, a provider that verifies in a thread (Slack, WeCom), a refusal to log (a click
+past its rate among them), a click that is not the common kind, an unlinked clicker, is handed
+with what was already done (the channel read, the callback parsed and its replay key spent, the
+identity read, the click counted) to the thread path
 (:func:`channels_im.callbacks.answer_parsed`), which answers it exactly as it answers the
 callbacks it parses itself.
 """
@@ -21,14 +23,17 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
+from typing import Literal
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from psycopg import AsyncConnection
 
+from approvals.apis import DecisionThrottle
 from approvals.services import confirmation_decide_click_async
 from channels_im.base import CallbackResult
 from channels_im.callbacks import (
+    UNCOUNTED,
     answer_for_channel,
     answer_parsed,
     clicked_id,
@@ -39,6 +44,7 @@ from channels_im.delivery import channel_for
 from channels_im.identities import clicker_and_facts_async
 from channels_im.selectors import channel_config_for_callback_async
 from fimone import adb
+from fimone.throttling import Refusal
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +86,10 @@ async def _answer_on_the_loop(
         db, config=config, external_id=result.external_user_id, request_id=request_id
     )
     outcome = None
+    rate: Refusal | Literal["uncounted"] | None = UNCOUNTED
     if identity is not None:
+        rate = await _decision_rate_refusal(identity.user_id)
+    if identity is not None and rate is None:  # within the rate (past it: logged by the thread path)
         outcome = await confirmation_decide_click_async(
             db,
             facts=facts,
@@ -92,4 +101,17 @@ async def _answer_on_the_loop(
         )
     if outcome is not None:
         return channel.callback_response(result, outcome)
-    return functools.partial(answer_parsed, config, channel, result, identity=identity, quick_tried=True)
+    return functools.partial(
+        answer_parsed, config, channel, result, identity=identity, quick_tried=True, decision_rate=rate
+    )
+
+
+async def _decision_rate_refusal(user_id: int) -> Refusal | Literal["uncounted"] | None:
+    """Count a click of ``user_id`` against their ``DECISION_RATE`` without leaving the loop: the
+    refusal past the rate, ``None`` within it, ``"uncounted"`` when Redis did not answer (the
+    thread path then counts it, or lets it through as it does)."""
+    try:
+        return await DecisionThrottle().refusal_for_user_async(user_id)
+    except Exception:
+        log.warning("the decision rate of user %s could not be counted on the loop", user_id, exc_info=True)
+        return UNCOUNTED

@@ -34,8 +34,36 @@ class EvalCaseInline(admin.TabularInline):
     fields = ("position", "input", "expectation", "expected")
 
 
+class ToolNamesField(forms.CharField):
+    """A list of tool names typed one per line (blank lines ignored)."""
+
+    widget = forms.Textarea(attrs={"rows": 3, "placeholder": "oa__purchase_list"})
+
+    def prepare_value(self, value: Any) -> Any:
+        return "\n".join(value) if isinstance(value, list) else value
+
+    def to_python(self, value: Any) -> list[str]:
+        text = super().to_python(value) or ""
+        return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+class EvalSetForm(forms.ModelForm):
+    live_tools = ToolNamesField(
+        required=False,
+        label="Tools called live",
+        help_text=EvalSet._meta.get_field("live_tools").help_text.replace(
+            'e.g. ["oa__purchase_list"]', "one per line, e.g. oa__purchase_list"
+        ),
+    )
+
+    class Meta:
+        model = EvalSet
+        fields = ("organization", "name", "description", "live_tools", "tool_answers")
+
+
 @admin.register(EvalSet)
 class EvalSetAdmin(OrganizationScopedAdmin):
+    form = EvalSetForm
     list_display = ("name", "organization", "case_count")
     list_filter = (("organization", admin.RelatedOnlyFieldListFilter),)
     search_fields = ("name",)

@@ -35,6 +35,19 @@ class EvalSetListApi(ScopedListApi, operations="eval_sets", tag="evals"):
         name = serializers.CharField(max_length=200)
         description = serializers.CharField(required=False, allow_blank=True, default="")
         cases = CaseSerializer(many=True, allow_empty=False)
+        live_tools = serializers.ListField(
+            child=serializers.CharField(max_length=200),
+            required=False,
+            default=list,
+            max_length=100,
+            help_text="Read-only tools the cases call for real; every other tool is answered "
+            "without being called.",
+        )
+        tool_answers = serializers.DictField(
+            required=False,
+            default=dict,
+            help_text="What a tool answers instead of being called, by tool name.",
+        )
 
     @extend_schema_serializer(component_name="EvalSet")
     class OutputSerializer(serializers.Serializer):
@@ -48,6 +61,8 @@ class EvalSetListApi(ScopedListApi, operations="eval_sets", tag="evals"):
         organization = serializers.IntegerField(source="organization_id")
         name = serializers.CharField()
         description = serializers.CharField()
+        live_tools = serializers.ListField(child=serializers.CharField())
+        tool_answers = serializers.DictField()
         cases = CaseSerializer(many=True, source="cases.all")
 
     def create(self, *, user: Any, data: dict[str, Any]) -> EvalSet:
@@ -57,6 +72,8 @@ class EvalSetListApi(ScopedListApi, operations="eval_sets", tag="evals"):
             name=data["name"],
             description=data["description"],
             cases=[dict(case) for case in data["cases"]],
+            live_tools=list(data["live_tools"]),
+            tool_answers=dict(data["tool_answers"]),
         )
 
 

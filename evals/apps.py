@@ -6,11 +6,10 @@ class EvalsConfig(AppConfig):
     verbose_name = "Evals"
 
     def ready(self) -> None:
-        from agents.engine.runner import register_engine
-        from agents.models import ExecutionPath
         from agents.signals import run_cancelled, run_settled
-        from evals.receivers import case_run_settled, engine_for_eval_run
+        from evals.receivers import case_run_settled
 
+        # An eval case runs on its agent's own engine (ReAct or DAG), in the sandbox its
+        # recorded chain carries (agents.tools.sandbox): no engine of its own.
         run_settled.connect(case_run_settled, dispatch_uid="evals.case_run_settled")
         run_cancelled.connect(case_run_settled, dispatch_uid="evals.case_run_cancelled")
-        register_engine(ExecutionPath.EVAL, engine_for_eval_run)

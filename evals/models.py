@@ -1,11 +1,17 @@
-"""Eval sets and eval runs: an agent answers a set of cases with its hooks bypassed.
+"""Eval sets and eval runs: an agent answers a set of cases with its hooks bypassed, in a sandbox.
 
-The eval runner is the one path around the hooks (DESIGN §1.2): its runs say so
-(``Run.hooks_bypassed``, ``execution_path="eval"``, a note in their trace), and a tool that
-requires confirmation never runs for real: the model gets a dry-run observation instead.
+The eval runner is the one path around the agent's hooks (DESIGN §1.2): its runs say so
+(``Run.hooks_bypassed``, ``execution_path="eval"``, a note in their trace), and it has no side
+effects, ever: every tool call is answered without reaching the outside world — a dry run, or the
+set's recorded answer for that tool — unless the set calls a read-only tool live, and then the
+call still passes the organisation's enforced hooks and read-only mode. No eval asks a person
+for approval. Delegates and DAG steps inside an eval inherit its sandbox
+(:mod:`agents.tools.sandbox`).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -19,6 +25,20 @@ class EvalSet(models.Model):
     organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="eval_sets")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    live_tools = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Tools the cases call for real, e.g. ["oa__purchase_list"]: only tools that just read '
+        "(GET actions, sql_query). Their calls pass the organisation's enforced hooks (its audit log "
+        "included) and read-only mode. Every other tool is answered without being called.",
+    )
+    tool_answers = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="What a tool answers in these cases instead of being called, by tool name, e.g. "
+        '{"oa__purchase_list": [{"id": "PO-1001", "amount": 1200}]}. A tool with no answer here '
+        "(and not live) answers with a dry run naming the arguments it would have been called with.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -26,6 +46,21 @@ class EvalSet(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        from agents.tools.sandbox import SandboxSpecError, sandbox_spec
+
+        try:
+            sandbox_spec(live_tools=self.live_tools, answers=self.tool_answers)
+        except SandboxSpecError as exc:
+            field = "live_tools" if "live" in str(exc) else "tool_answers"
+            raise ValidationError({field: str(exc)}) from None
+
+    def sandbox(self) -> dict[str, Any]:
+        """The sandbox record every case run of this set keeps (:mod:`agents.tools.sandbox`)."""
+        from agents.tools.sandbox import sandbox_spec
+
+        return sandbox_spec(live_tools=self.live_tools, answers=self.tool_answers)
 
 
 class Check(models.TextChoices):

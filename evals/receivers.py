@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
@@ -26,9 +25,3 @@ def _grade(run_id: int) -> None:
         eval_result_record(run_id=run_id)
     except Exception:  # the run that ended must not fail for its grading
         log.exception("the eval case of run %s could not be graded", run_id)
-
-
-def engine_for_eval_run(run_id: int) -> Callable[..., Any] | None:
-    from evals.engine import EvalEngine
-
-    return EvalEngine

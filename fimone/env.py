@@ -118,6 +118,57 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
     return [item.strip() for item in value.split(",") if item.strip()]
 
 
+def env_host_list(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
+    """Comma-separated host names, IP addresses and CIDR networks (or ``*``), as
+    :func:`fimone.egress.parse_allow` reads them: anything else fails loudly."""
+    from fimone.egress import parse_allow
+
+    items = env_list(name, default, environ=environ)
+    try:
+        parse_allow(items)
+    except ValueError as exc:
+        raise EnvError(
+            name, f"must list host names, IP addresses or CIDR networks, comma-separated: {exc}"
+        ) from None
+    return items
+
+
+def env_secret(
+    name: str,
+    *,
+    required: str | None = None,
+    minimum_length: int = 32,
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """A secret key (``None`` when not set, unless ``required`` says when it is): at least
+    ``minimum_length`` characters, so that a placeholder such as ``changeme`` fails loudly."""
+    value = env_required(name, required, environ=environ) if required else _raw(name, environ)
+    if value is not None and len(value) < minimum_length:
+        raise EnvError(name, f"must be at least {minimum_length} characters long (a random secret)")
+    return value
+
+
+def env_secret_list(
+    name: str, *, minimum_length: int = 32, environ: Mapping[str, str] | None = None
+) -> list[str]:
+    """Comma-separated secret keys, each at least ``minimum_length`` characters."""
+    keys = env_list(name, [], environ=environ)
+    if any(len(key) < minimum_length for key in keys):
+        raise EnvError(name, f"must list keys of at least {minimum_length} characters each, comma-separated")
+    return keys
+
+
+def env_http_url(name: str, *, environ: Mapping[str, str] | None = None) -> str | None:
+    """An ``http://`` or ``https://`` URL with a host, or ``None`` when not set."""
+    url = _raw(name, environ)
+    if url is None:
+        return None
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise EnvError(name, f"must be an http:// or https:// URL (got scheme {parts.scheme or 'none'!r})")
+    return url
+
+
 _HEADER_NAME = re.compile(r"[A-Za-z0-9-]{1,100}")
 
 

@@ -20,11 +20,15 @@ from fimone.env import (
     env_float,
     env_header,
     env_header_value,
+    env_host_list,
+    env_http_url,
     env_int,
     env_list,
     env_rate,
     env_redis_url,
     env_required,
+    env_secret,
+    env_secret_list,
     env_str,
 )
 
@@ -57,6 +61,11 @@ SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 DEMO_PAYMENTS_TOKEN = env_str("DEMO_PAYMENTS_TOKEN", None if PRODUCTION else "demo-token")
 # How long the demo payments service waits before answering a payment it made (fault drills).
 DEMO_PAYMENTS_ANSWER_DELAY_SECONDS = env_float("DEMO_PAYMENTS_ANSWER_DELAY_SECONDS", 0.0, minimum=0.0)
+# Outbound requests of connectors, http hooks and agents' own model endpoints (fimone/egress.py)
+# refuse loopback, link-local (cloud metadata), private, unspecified and multicast addresses, after
+# DNS resolution, unless listed here: host names, IP addresses or CIDR networks, comma-separated
+# ("*": everything). Development allows loopback: the demo's payments service is this server.
+EGRESS_ALLOW = env_host_list("EGRESS_ALLOW", [] if PRODUCTION else ["127.0.0.0/8", "::1"])
 
 INSTALLED_APPS = [
     "daphne",
@@ -261,6 +270,12 @@ HOOK_COMMAND_MAX_OUTPUT = env_int("HOOK_COMMAND_MAX_OUTPUT", 1_000_000, minimum=
 HOOK_HTTP_MAX_REPLY = env_int("HOOK_HTTP_MAX_REPLY", 1_000_000, minimum=1_024)
 # python hooks: dotted-path prefixes they may name (empty: any module importable by the server).
 HOOK_PYTHON_PREFIXES = env_list("HOOK_PYTHON_PREFIXES", [])
+# Declared python hooks run in hook threads (hooks/kinds/offloop.py): at most this many at once,
+# this many more written off past their timeout, and this many written off per hook before its
+# next calls fail closed without starting.
+HOOK_PYTHON_THREADS = env_int("HOOK_PYTHON_THREADS", 32, minimum=1)
+HOOK_PYTHON_RUNAWAYS = env_int("HOOK_PYTHON_RUNAWAYS", 32, minimum=0)
+HOOK_PYTHON_RUNAWAYS_PER_HOOK = env_int("HOOK_PYTHON_RUNAWAYS_PER_HOOK", 4, minimum=1)
 
 # --- security -------------------------------------------------------------------------------------
 # Secrets stored in the database (connector credentials, channel secrets) are encrypted with this
@@ -270,6 +285,16 @@ FIELD_ENCRYPTION_KEY = (
     if PRODUCTION
     else env_str("FIELD_ENCRYPTION_KEY")
 )
+# The audit chains (fimone/audit_chain.py) are HMAC-SHA256 links under this key, kept outside the
+# database: whoever can write the database but not read this cannot recompute them. In development
+# it is derived from SECRET_KEY. Keys retired by a rotation still verify the links they wrote.
+AUDIT_CHAIN_KEY = env_secret(
+    "AUDIT_CHAIN_KEY",
+    required="when FIMONE_ENV=production (a random secret, 32 characters or more)" if PRODUCTION else None,
+)
+AUDIT_CHAIN_RETIRED_KEYS = env_secret_list("AUDIT_CHAIN_RETIRED_KEYS")
+# Where ``manage.py audit_anchor`` posts the signed heads of the audit chains (a write-once store).
+AUDIT_ANCHOR_URL = env_http_url("AUDIT_ANCHOR_URL")
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", PRODUCTION)
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", PRODUCTION)
@@ -294,15 +319,17 @@ if not SECURE_HSTS_PRELOAD:
 
 # --- sign-in lockout (django-axes) and request rates ---------------------------------------------
 # A sign-in is refused (429, even with the right password) after LOGIN_FAILURE_LIMIT failures for
-# one account, or from one address, until LOGIN_COOLOFF_MINUTES after the last failure; failures
-# during a lockout extend it. Both login pages (/approvals/login/, /admin/login/) go through it.
+# one account, or from one address (but for accounts that signed in from that address before: a
+# shared NAT's colleagues are not locked out by a stranger, fimone/lockout.py), until
+# LOGIN_COOLOFF_MINUTES after the last failure; failures during a lockout extend it. Both login
+# pages (/approvals/login/, /admin/login/) go through it.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # each counted on its own
+AXES_LOCKOUT_PARAMETERS = "fimone.lockout.lockout_parameters"  # each counted on its own
 AXES_LOCKOUT_CALLABLE = "approvals.views.login_locked_out"
 AXES_CLIENT_IP_CALLABLE = "fimone.throttling.client_ip"
 # A success does not wipe the failures: with it, someone owning one account could reset the count

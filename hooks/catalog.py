@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from django.conf import settings
 from jsonschema import Draft202012Validator
 
-from hooks.contract import GATE_PRIORITY, Hook
+from hooks.contract import GATE_PRIORITY, Band, Hook
 from hooks.registry import HookRegistry
 
 H = TypeVar("H", bound=type[Hook])
@@ -193,11 +193,16 @@ def build_registry(declaration: Any, *, system_hooks: Iterable[Hook] = ()) -> Ho
 # "config" (the agent's model_config_json). An http hook's secret is kept encrypted
 # (``secret_enc``, fimone.fields), never in clear.
 #
-# Ordering rule for organisation-enforced hooks: at each point, every enforced hook runs before
-# every hook the agent declares. An agent hook whose priority is below the highest enforced
-# priority of its point is raised to it (and, on a tie, enforced hooks run first), so an agent can
-# neither remove an enforced hook nor move its own ahead of one. Enforced priorities stay below the
-# gate, so agent hooks do too.
+# Ordering rule (DESIGN §1.12, "enforced means last word"): at each point the registry runs the
+# system guards, then the agent's own hooks, then the organisation's enforced hooks, then the
+# approval gate (``hooks.contract.Band``); priorities order hooks within a band. So an enforced
+# hook sees the arguments that will run (PreToolUse) and the observation the model will read
+# (PostToolUse): no agent hook can rewrite what it checked, remove it, or move past it. The band
+# comes from the record's ``source``, never from a priority an agent could choose.
+#
+# An eval's chain (``"sandbox": {...}``, see ``agents.checks.sandbox_chain_of``) holds the
+# organisation's enforced hooks and the system guards but no hook that asks a human: an eval
+# never opens an approval request.
 
 CHAIN_VERSION = 1
 _TUNABLE = ("priority", "timeout", "on_error")
@@ -288,7 +293,7 @@ def build_item(item: Mapping[str, Any]) -> Hook:
             hook = load_python_hook(path=path, params=params, **declared)
         else:
             raise HookDeclarationError(f"hook {name!r}: unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
-        if not isinstance(hook, DeclaredHook):
+        if not isinstance(hook, DeclaredHook | MatchedHook):  # python classes come matched
             matcher = Matcher(item.get("matcher"))
             if not matcher.matches_all:
                 hook = MatchedHook(hook, matcher)
@@ -353,15 +358,9 @@ def resolve_chain(
             **{k: params.get(k) for k in _TUNABLE},
         }
         agent_records.append(_record(item, build_item(item), "config"))
-    floor: dict[str, int | float] = {}
-    for record in enforced_records:
-        floor[record["point"]] = max(floor.get(record["point"], record["priority"]), record["priority"])
-    for record in agent_records:
-        lowest = floor.get(record["point"])
-        if lowest is not None and record["priority"] < lowest:
-            record["priority"] = lowest
-    ordered = sorted(enforced_records, key=lambda r: r["priority"]) + sorted(
-        agent_records, key=lambda r: r["priority"]
+    # Recorded in running order within each point: the agent's hooks, then the enforced ones.
+    ordered = sorted(agent_records, key=lambda r: r["priority"]) + sorted(
+        enforced_records, key=lambda r: r["priority"]
     )
     return {
         "v": CHAIN_VERSION,
@@ -371,13 +370,38 @@ def resolve_chain(
     }
 
 
+def declared_band(source: Any, hook_class: type[Hook]) -> Band:
+    """The band a declared hook runs in (DESIGN §1.12): the organisation's enforced hooks after the
+    agent's, whatever their priorities; a hook whose class asks to run first (``Band.GUARD``: it
+    only records) runs first. Nothing a declarer chooses puts a hook later than its source."""
+    if getattr(hook_class, "band", Band.AGENT) == Band.GUARD:
+        return Band.GUARD
+    return Band.ENFORCED if source == "organisation" else Band.AGENT
+
+
+def _declared_class(hook: Hook) -> type[Hook]:
+    from hooks.kinds.base import MatchedHook
+
+    return type(hook.inner) if isinstance(hook, MatchedHook) else type(hook)
+
+
+def system_band(hook_class: type[Hook]) -> Band:
+    """A system hook's band: its class's (the gate's is ``GATE``), else first, as a guard."""
+    band = getattr(hook_class, "band", Band.GUARD)
+    return Band(band) if band in (Band.GUARD, Band.GATE) else Band.GUARD
+
+
 def registry_from_chain(chain: Any) -> HookRegistry:
     """The registry a run's recorded chain describes, or :class:`HookDeclarationError` (a
-    recorded error, a hook that no longer exists, bad params: the run fails closed)."""
+    recorded error, a hook that no longer exists, bad params: the run fails closed).
+
+    Each hook runs in its band (:func:`declared_band`, :func:`system_band`). A sandboxed chain
+    (an eval's) leaves out every system hook that asks a human."""
     if not isinstance(chain, dict) or chain.get("v") != CHAIN_VERSION:
         raise HookDeclarationError("the run's recorded hook chain is missing or of an unknown version")
     if "error" in chain:
         raise HookDeclarationError(str(chain["error"]))
+    sandboxed = chain.get("sandbox") is not None
     catalog = hook_catalog()
     hooks: list[Hook] = []
     try:
@@ -389,12 +413,18 @@ def registry_from_chain(chain: Any) -> HookRegistry:
                 if cls is None or getattr(cls, "system", False):
                     raise HookDeclarationError(f"hook {item['name']!r} is not declarable any more")
             # The tunables as resolved at the run's start, checked as a declaration would be.
-            hooks.append(build_item({**item, **{key: item[key] for key in _TUNABLE}}))
+            hook = build_item({**item, **{key: item[key] for key in _TUNABLE}})
+            hook.band = declared_band(item.get("source"), _declared_class(hook))
+            hooks.append(hook)
         for name in chain["system"]:
             cls = catalog.get(name)
             if cls is None or not getattr(cls, "system", False):
                 raise HookDeclarationError(f"system hook {name!r} is not registered")
-            hooks.append(cls())
+            if sandboxed and getattr(cls, "asks_humans", False):
+                continue  # an eval never asks a human (DESIGN §1.2)
+            hook = cls()
+            hook.band = system_band(cls)
+            hooks.append(hook)
         return HookRegistry(hooks)
     except HookDeclarationError:
         raise

@@ -22,6 +22,25 @@ a declared hook's priority must be strictly below (refused otherwise when the ag
 when a registry is built)."""
 
 
+class Band(enum.IntEnum):
+    """Where a hook runs in its point's chain, before its priority counts (DESIGN §1.12): the
+    registry orders hooks by ``(band, priority)``.
+
+    ``GUARD``: the platform's system guards (the read-only guard), and hooks whose class only
+    records and changes nothing (the audit log: it must digest the tool's own result, before any
+    rewrite). ``AGENT``: the hooks an agent declares. ``ENFORCED``: the hooks its organisation
+    enforces — they see the arguments that will run and the observation the model will read, so
+    no agent hook can undo what they checked. ``GATE``: the approval gate, always last.
+
+    A declaration's band comes from where it was declared (``hooks.catalog.registry_from_chain``),
+    never from the declarer: a hook class may only ask to run *earlier* (``GUARD``)."""
+
+    GUARD = 0
+    AGENT = 1
+    ENFORCED = 2
+    GATE = 3
+
+
 class HookPoint(enum.StrEnum):
     PRE_TOOL_USE = "PreToolUse"
     POST_TOOL_USE = "PostToolUse"
@@ -140,6 +159,11 @@ class Hook(abc.ABC):
     Class attributes are the defaults; a declaration may override ``priority``, ``timeout`` and
     ``on_error`` for one instance through the constructor.
 
+    ``timeout`` bounds the hook's wall time, from ``should_trigger`` to its answer (DESIGN §1.1):
+    a hook that answers after it has timed out, and its answer is ignored. A hook run on the
+    event loop cannot be interrupted while it blocks it, so code that may block is declared as a
+    python hook, which runs in a hook thread (:mod:`hooks.kinds.offloop`).
+
     ``description`` (one line for operators) and ``params_schema`` (the JSON schema of the
     constructor's keyword parameters other than the three above) describe a declarable hook in
     the catalog: declarations are validated against the schema before the class is built, and the
@@ -160,6 +184,11 @@ class Hook(abc.ABC):
     #: in its constructor (every built-in describes its own)
     params_schema: ClassVar[dict[str, Any]] = {"type": "object"}
     observes_blocked_calls: ClassVar[bool] = False
+    #: asks a human (the approval gate): left out of an eval's sandboxed chain, which never
+    #: opens an approval request (DESIGN §1.2)
+    asks_humans: ClassVar[bool] = False
+    #: see :class:`Band`; set per instance by the chain's builder for declared hooks
+    band: int = Band.AGENT
     priority: int = 100
     timeout: float = 5.0
     on_error: OnError = "block"

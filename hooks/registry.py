@@ -3,14 +3,22 @@
 Performance note: most hooks finish without ever suspending (a dict lookup, a regex). Wrapping each
 call in ``asyncio.wait_for`` would arm an event-loop timer per hook per tool call. Instead the
 registry takes the coroutine's first step by hand; only a hook that actually suspends is finished
-under ``asyncio.timeout``. A hook that blocks the thread without suspending cannot be interrupted by
-any asyncio timeout anyway.
+under ``asyncio.timeout``, armed with what is left of the hook's timeout.
+
+Timeouts bind whatever the hook does (DESIGN §1.1). A hook that blocks the thread without
+suspending cannot be interrupted by any asyncio timeout, so the registry also reads the clock
+around every hook (``should_trigger`` included; one ``perf_counter()`` per hook, shared with the
+next one): a hook whose wall time passed its timeout counts as timed out even if it returned, and
+its answer is ignored. Code that may block (declared python hooks) is not run on the loop at all
+but in a hook thread (:mod:`hooks.kinds.offloop`), where it suspends like any other hook and its
+timeout fires on time.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 import types
 from collections.abc import Awaitable, Coroutine, Iterable
 from dataclasses import dataclass, field
@@ -82,7 +90,9 @@ class SessionStartOutcome:
 
 
 class HookTimeout(Exception):
-    """A hook did not finish within its timeout."""
+    """A hook did not finish within its timeout (or was not started because earlier calls of it
+    are still running past theirs). Never read as ``on_error="allow"`` for a hook that asks
+    humans (the approval gate)."""
 
 
 class BadHookResult(TypeError):
@@ -110,10 +120,41 @@ def _resume(coro: Coroutine[Any, Any, Any], pending: Any) -> Any:
                 return stop.value
 
 
-async def _finish(coro: Coroutine[Any, Any, Any], pending: Any, timeout: float) -> Any:
-    """Finish a suspended hook coroutine under its timeout."""
+_clock = time.perf_counter
+
+
+def _overran(hook: Hook, elapsed: float) -> HookTimeout:
+    """What a hook that answered after its timeout failed with: it timed out (DESIGN §1.1)."""
+    return HookTimeout(
+        f"timed out after {hook.timeout:g} s (it ran for {elapsed:.2f} s; its answer is ignored)"
+    )
+
+
+def _lets_through(hook: Hook, exc: Exception) -> bool:
+    """Whether a hook's failure lets the chain go on: only with ``on_error="allow"``, and never
+    for a timeout of a hook that asks humans (the approval gate, DESIGN §1.1)."""
+    if hook.on_error != "allow":
+        return False
+    return not (isinstance(exc, HookTimeout) and getattr(hook, "asks_humans", False))
+
+
+def _timed(hook: Hook, exc: Exception, started: float) -> tuple[Exception, float]:
+    """The failure to report for a hook that failed, and the clock: a hook that failed after its
+    timeout timed out, whatever it raised."""
+    now = _clock()
+    elapsed = now - started
+    if elapsed > hook.timeout and not isinstance(exc, HookTimeout):
+        return _overran(hook, elapsed), now
+    return exc, now
+
+
+async def _finish(coro: Coroutine[Any, Any, Any], pending: Any, budget: float, timeout: float) -> Any:
+    """Finish a suspended hook coroutine within ``budget``, what is left of its ``timeout``."""
+    if budget <= 0:
+        coro.close()
+        raise HookTimeout(f"timed out after {timeout:g} s")
     try:
-        async with asyncio.timeout(timeout) as scope:
+        async with asyncio.timeout(budget) as scope:
             return await _resume(coro, pending)
     except TimeoutError:
         if scope.expired():
@@ -121,8 +162,9 @@ async def _finish(coro: Coroutine[Any, Any, Any], pending: Any, timeout: float) 
         raise
 
 
-async def _settle(value: Any, timeout: float) -> Any:
-    """Await ``value`` if it is awaitable (an ``async def should_trigger``), under the timeout."""
+async def _settle(value: Any, budget: float, timeout: float) -> Any:
+    """Await ``value`` if it is awaitable (an ``async def should_trigger``), within ``budget``
+    (what is left of ``timeout``)."""
     if type(value) is bool or not inspect.isawaitable(value):
         return value
     if inspect.iscoroutine(value):
@@ -130,8 +172,8 @@ async def _settle(value: Any, timeout: float) -> Any:
             pending = value.send(None)
         except StopIteration as stop:
             return stop.value
-        return await _finish(value, pending, timeout)
-    return await _finish(_await(value), None, timeout)
+        return await _finish(value, pending, budget, timeout)
+    return await _finish(_await(value), None, budget, timeout)
 
 
 async def _await(awaitable: Awaitable[Any]) -> Any:
@@ -157,16 +199,19 @@ class _Pending:
     ):
         self.hook, self.ctx, self.coro, self.step, self.trigger = hook, ctx, coro, step, trigger
 
-    async def finish(self) -> HookResult | None:
+    async def finish(self, started: float) -> HookResult | None:
+        """The hook's answer (``None``: it did not trigger), within what is left of its timeout
+        since ``started`` (the clock before its ``should_trigger``)."""
         hook = self.hook
+        timeout = hook.timeout
         if self.coro is None:
-            if not await _settle(self.trigger, hook.timeout):
+            if not await _settle(self.trigger, timeout - (_clock() - started), timeout):
                 return None
             begun = _begin_execute(hook, self.ctx)
             if type(begun) is not _Pending:
                 return begun
             self.coro, self.step = begun.coro, begun.step
-        return _checked(await _finish(self.coro, self.step, hook.timeout))
+        return _checked(await _finish(self.coro, self.step, timeout - (_clock() - started), timeout))
 
 
 def _checked(result: Any) -> HookResult:
@@ -262,8 +307,9 @@ class HookRegistry:
                 raise TypeError(f"{hook!r} is not a PreToolUse, PostToolUse or SessionStart hook")
             if not inspect.iscoroutinefunction(hook.execute):
                 raise TypeError(f"hook {hook.hook_name!r}: execute() must be declared 'async def'")
-        # sorted() is stable: equal priorities keep declaration order.
-        ordered = tuple(sorted(listed, key=lambda h: h.priority))
+        # By band, then priority (DESIGN §1.12: guards, the agent's hooks, the organisation's
+        # enforced hooks, the gate); sorted() is stable: equal keys keep declaration order.
+        ordered = tuple(sorted(listed, key=lambda h: (h.band, h.priority)))
         set_ = object.__setattr__
         set_(self, "_hooks", ordered)
         set_(self, "_pre", tuple(h for h in ordered if h.point is HookPoint.PRE_TOOL_USE))
@@ -314,28 +360,38 @@ class HookRegistry:
         )
         asked: list[str] = []
         request_id: str | None = None
+        clock = _clock
+        last = clock()  # each hook's end is the next one's start: one clock read per hook
         for hook in self._pre:
             if ctx.requires_confirmation is not needed:
                 ctx = _evolve(ctx, confirm=needed)
+            started = last
             try:
                 # should_trigger is called here, not in _begin: most hooks do not trigger, and
                 # this path then costs one call instead of two.
                 triggered = hook.should_trigger(ctx)
                 if triggered is False:
+                    last = clock()
+                    if last - started > hook.timeout:
+                        raise _overran(hook, last - started)
                     continue
                 system = id(hook) in self._system
                 hook_ctx = _evolve(ctx, events=events) if system and events is not None else ctx
                 result = _begin(hook, hook_ctx, triggered)
                 if type(result) is _Pending:
-                    result = await result.finish()
+                    result = await result.finish(started)
+                last = clock()
+                if last - started > hook.timeout:
+                    raise _overran(hook, last - started)
             except SuspendRun as suspension:
                 return PreToolUseOutcome(
                     allow=False, tool_args=ctx.tool_args, suspension=suspension, side_effects=effects
                 )
             except Exception as exc:
+                exc, last = _timed(hook, exc, started)
                 name = hook.hook_name
                 effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
-                if hook.on_error == "allow":
+                if _lets_through(hook, exc):
                     continue
                 error = f"Tool call blocked: the safety check '{name}' could not complete."
                 await self._tell_blocked(ctx, name, error, effects)
@@ -389,20 +445,28 @@ class HookRegistry:
     async def _tell_blocked(
         self, ctx: HookContext, blocked_by: str, error: str, effects: list[SideEffect]
     ) -> None:
-        """Tell the observers of blocked calls (an audit log). Each runs under its own timeout;
-        a failure is reported in the trace and changes nothing: the call stays blocked."""
+        """Tell the observers of blocked calls (an audit log). Each runs under its own timeout,
+        ``should_trigger`` included, and one that answers after it timed out all the same; a
+        failure is reported in the trace and changes nothing: the call stays blocked."""
         for hook in self._observers:
+            timeout = hook.timeout
+            started = _clock()
             try:
-                if not await _settle(hook.should_trigger(ctx), hook.timeout):
-                    continue
-                async with asyncio.timeout(hook.timeout):
-                    await hook.on_blocked(ctx, blocked_by=blocked_by, error=error)
+                triggered = await _settle(hook.should_trigger(ctx), timeout - (_clock() - started), timeout)
+                if triggered:
+                    budget = timeout - (_clock() - started)
+                    if budget <= 0:
+                        raise HookTimeout(f"timed out after {timeout:g} s")
+                    async with asyncio.timeout(budget):
+                        await hook.on_blocked(ctx, blocked_by=blocked_by, error=error)
+                elapsed = _clock() - started
+                if elapsed > timeout:
+                    raise _overran(hook, elapsed)
             except TimeoutError:
                 name = hook.hook_name
-                effects.append(
-                    SideEffect(name, f"hook {name} timed out after {hook.timeout:g} s", failure=True)
-                )
+                effects.append(SideEffect(name, f"hook {name} timed out after {timeout:g} s", failure=True))
             except Exception as exc:
+                exc, _ = _timed(hook, exc, started)
                 name = hook.hook_name
                 effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
 
@@ -417,20 +481,30 @@ class HookRegistry:
             ctx = _evolve(ctx, events=None)
         effects: list[SideEffect] = []
         failed: list[str] = []
+        clock = _clock
+        last = clock()  # each hook's end is the next one's start: one clock read per hook
         for hook in self._post:
+            started = last
             try:
                 # should_trigger is called here, not in _begin: most hooks do not trigger, and
                 # this path then costs one call instead of two.
                 triggered = hook.should_trigger(ctx)
                 if triggered is False:
+                    last = clock()
+                    if last - started > hook.timeout:
+                        raise _overran(hook, last - started)
                     continue
                 result = _begin(hook, ctx, triggered)
                 if type(result) is _Pending:
-                    result = await result.finish()
+                    result = await result.finish(started)
+                last = clock()
+                if last - started > hook.timeout:
+                    raise _overran(hook, last - started)
             except Exception as exc:  # SuspendRun included: it has no meaning here
+                exc, last = _timed(hook, exc, started)
                 name = hook.hook_name
                 effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
-                if hook.on_error == "allow":
+                if _lets_through(hook, exc):
                     continue
                 failed.append(name)
                 notice = (
@@ -454,20 +528,30 @@ class HookRegistry:
             ctx = _evolve(ctx, events=None)
         effects: list[SideEffect] = []
         pieces: list[str] = []
+        clock = _clock
+        last = clock()  # each hook's end is the next one's start: one clock read per hook
         for hook in self._start:
+            started = last
             try:
                 # should_trigger is called here, not in _begin: most hooks do not trigger, and
                 # this path then costs one call instead of two.
                 triggered = hook.should_trigger(ctx)
                 if triggered is False:
+                    last = clock()
+                    if last - started > hook.timeout:
+                        raise _overran(hook, last - started)
                     continue
                 result = _begin(hook, ctx, triggered)
                 if type(result) is _Pending:
-                    result = await result.finish()
+                    result = await result.finish(started)
+                last = clock()
+                if last - started > hook.timeout:
+                    raise _overran(hook, last - started)
             except Exception as exc:
+                exc, last = _timed(hook, exc, started)
                 name = hook.hook_name
                 effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
-                if hook.on_error == "allow":
+                if _lets_through(hook, exc):
                     continue
                 return SessionStartOutcome(
                     ok=False,

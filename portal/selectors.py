@@ -56,7 +56,9 @@ def conversation_list(
     *, user: Any, agent: Agent | None = None, limit: int = RECENT_CONVERSATIONS
 ) -> list[Any]:
     """``user``'s conversations, most recently active first; each carries ``last_activity``."""
-    conversations = Conversation.objects.filter(user=user).select_related("agent")
+    conversations = Conversation.objects.filter(
+        user=user, organization_id__in=agent_selectors.organization_ids_of(user=user)
+    ).select_related("agent")
     if agent is not None:
         conversations = conversations.filter(agent=agent)
     conversations = conversations.annotate(

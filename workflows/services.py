@@ -37,6 +37,7 @@ from agents.services import (
     may_manage_runs_of,
     run_cancel,
     run_start,
+    run_starts_take,
 )
 from hooks.catalog import HookDeclarationError, resolve_chain
 from workflows import graph as g
@@ -167,9 +168,10 @@ def workflow_create(
 def workflow_run_start(*, workflow: Workflow, user: Any, input: str) -> WorkflowRun:
     """Start ``workflow`` for ``user`` (a member of its organisation; others: ``not_found``).
 
-    Refused if the workflow is archived (``conflict``) or cannot run as it stands now
-    (``invalid``). The run keeps the graph and the CONNECTOR nodes' chain it starts with; its
-    walk begins once committed."""
+    Refused if the workflow is archived (``conflict``), cannot run as it stands now
+    (``invalid``), or the user started too many runs (``throttled``: ``RUN_START_RATE``). The
+    run keeps the graph and the CONNECTOR nodes' chain it starts with; its walk begins once
+    committed."""
     check_member(user=user, organization_id=workflow.organization_id)
     if workflow.archived_at is not None:
         raise ServiceError("this workflow is archived and cannot start", code="conflict")
@@ -177,6 +179,7 @@ def workflow_run_start(*, workflow: Workflow, user: Any, input: str) -> Workflow
         workflow_check(workflow=workflow)
     except ValidationError as exc:
         raise _service_error(exc) from None
+    run_starts_take(user=user)  # whichever door it came through: the API, the admin, a command
     workflow_run = WorkflowRun.objects.create(
         workflow=workflow,
         organization_id=workflow.organization_id,

@@ -27,6 +27,7 @@ from agents.llm.base import DeltaCallback, LLMError, LLMProvider, LLMResponse
 from agents.llm.factory import provider_for
 from agents.models import Run, RunStatus
 from agents.tools.base import Tool
+from agents.tools.sandbox import sandbox_note, sandboxed_tools
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from hooks import HookRegistry
 
@@ -171,6 +172,22 @@ class RunEngine(ABC):
             tools = await db(self.tools_factory or tools_for_agent, agent=agent)
         except ToolboxError as exc:
             raise RunFailed(f"the agent's tools cannot be built: {exc}", "tools") from None
+        sandbox = chain.get("sandbox")
+        if sandbox is not None:
+            # An eval's run (or a step or delegate inside one): no tool reaches the outside
+            # world unless the eval set calls it live, and the trace says so first.
+            tools = sandboxed_tools(tools, sandbox)
+            if self.started_here:
+                self.journal.emit(
+                    ev.HOOK_SIDE_EFFECT,
+                    {
+                        "tool_call_id": None,
+                        "hook": "eval_runner",
+                        "point": "SessionStart",
+                        "message": sandbox_note(sandbox),
+                        "failure": False,
+                    },
+                )
         return Essentials(chain=chain, registry=registry, provider=provider, tools=tools)
 
     async def _complete(

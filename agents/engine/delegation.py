@@ -21,7 +21,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agents.checks import hook_chain_of
+from agents.checks import hook_chain_of, sandbox_chain_of
 from agents.engine import store
 from agents.engine.db import db
 from agents.models import Agent, ExecutionPath, Run, RunStatus
@@ -51,19 +51,25 @@ def delegation_tools(*, run: Run, options: dict[str, Any]) -> dict[str, CallAgen
     return {TOOL_NAME: CallAgentTool(caller=run, delegates=delegates, options=options)}
 
 
-def _delegate_open(*, caller_id: int, call_id: str, agent_id: int, input: str) -> store.ChildState:
-    """The delegate's run for this call, created the first time with the delegate's own chain."""
+def _delegate_open(
+    *, caller_id: int, call_id: str, agent_id: int, input: str, sandbox: dict[str, Any] | None
+) -> store.ChildState:
+    """The delegate's run for this call, created the first time with the delegate's own chain —
+    or, inside an eval (``sandbox``), the eval's sandboxed chain of the delegate: it inherits the
+    sandbox, so it reaches nothing outside and never asks a person (DESIGN §1.2)."""
     existing = Run.objects.filter(parent_run_id=caller_id, parent_call_id=call_id).first()
     if existing is not None:
         return store.ChildState(existing.pk, existing.status, existing.output, existing.error)
     agent = Agent.objects.select_related("organization").get(pk=agent_id)
+    # The delegate's own hooks, not the caller's.
+    chain = hook_chain_of(agent) if sandbox is None else sandbox_chain_of(agent, sandbox=sandbox)
     return store.child_run_open(
         parent_id=caller_id,
         call_id=call_id,
         agent_id=agent_id,
         input=input,
         execution_path=ExecutionPath.DELEGATE,
-        hook_chain=hook_chain_of(agent),  # the delegate's own hooks, not the caller's
+        hook_chain=chain,
         own_conversation=True,
     )
 
@@ -91,6 +97,7 @@ class CallAgentTool(ReentrantTool):
         )
         self.caller_id = caller.pk
         self.caller_agent_id = caller.agent_id
+        self.sandbox = (caller.hook_chain or {}).get("sandbox")
         self.delegates = delegates
         self.options = options
 
@@ -124,7 +131,12 @@ class CallAgentTool(ReentrantTool):
         if refusal is not None:
             raise ToolError(refusal)
         child = await db(
-            _delegate_open, caller_id=self.caller_id, call_id=call_id, agent_id=target_id, input=args["input"]
+            _delegate_open,
+            caller_id=self.caller_id,
+            call_id=call_id,
+            agent_id=target_id,
+            input=args["input"],
+            sandbox=self.sandbox,
         )
         if child.status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
             await child_drive(child.run_id, **self.options)

@@ -33,6 +33,7 @@ from agents.engine.journal import RunJournal
 from agents.models import ToolExecution
 from agents.tools.base import ReentrantTool, Tool, ToolError, ToolSuspension
 from agents.tools.redaction import redact_credentials
+from agents.tools.sandbox import DryRunTool, dry_run_text
 from agents.tools.schema import argument_errors
 from hooks import HookContext, HookRegistry
 
@@ -50,6 +51,11 @@ UNRECORDED_OUTCOME = (
 
 APPROVAL_MISMATCH = (
     "Refused: the arguments about to run differ from the ones that were approved. The call was not executed."
+)
+
+APPROVAL_MISSING = (
+    "Refused: this call needs a person's approval and no approval gate answered for it. "
+    "The call was not executed."
 )
 
 
@@ -127,6 +133,7 @@ class ToolPipeline:
         agent_id: int | None,
         user_id: int | None,
         facts: dict[str, Any],
+        sandboxed: bool = False,
     ) -> None:
         self.journal = journal
         self.registry = registry
@@ -134,6 +141,8 @@ class ToolPipeline:
         self.agent_id = agent_id
         self.user_id = user_id
         self.facts = facts
+        #: an eval's run (DESIGN §1.2): a call that needs approval is answered, never asked
+        self.sandboxed = sandboxed
 
     def context(self, **fields: Any) -> HookContext:
         """A hook context for this run; ``metadata=`` adds per-call facts."""
@@ -169,6 +178,11 @@ class ToolPipeline:
         problems = argument_errors(tool.spec.parameters, args) if args is not None else ["not valid JSON"]
         if problems:
             return self._refuse(call, f"Invalid arguments for {name}: " + "; ".join(problems[:5]))
+        if isinstance(tool, DryRunTool):
+            # An eval's stand-in: it reaches nothing, so no hook runs for it (a command or http
+            # hook would itself reach outside); its call is recorded like any other.
+            ctx = self.context(tool_name=name, tool_args=args, metadata={"tool_call_id": call_id})
+            return await self._start(call, tool, ctx, args, None)
 
         needs_approval = bool(tool.spec.requires_confirmation)
         if not fresh and not needs_approval:
@@ -201,14 +215,41 @@ class ToolPipeline:
         mismatch = approval_mismatch(pre.approved_args_sha256, digest)
         if mismatch is not None:
             return await self._block(call, mismatch, blocked_by="approval_binding")
+        if pre.requires_confirmation and pre.approved_args_sha256 is None:
+            # Whatever asked for a person (the tool's flag, a hook), a call runs only with the
+            # gate's approval. In an eval there is no gate: the call is answered, never asked.
+            if self.sandboxed:
+                asked = ", ".join(pre.confirmation_requested_by)
+                text = dry_run_text(name, final_args, needs_approval=True, asked_by=asked)
+                return await self._block(call, text, blocked_by="eval_sandbox")
+            return await self._block(call, APPROVAL_MISSING, blocked_by="approval_binding")
         if pre.confirmation_request_id is not None:
             # A fact for the hooks that follow (JSON, stated by the engine); the audit hook reads
             # the trusted copy on its context, never this one.
             ctx.metadata["confirmation_request_id"] = pre.confirmation_request_id
-        journal.emit(
-            ev.TOOL_STARTED,
-            {"tool_call_id": call_id, "tool": name, "arguments": final_args, "args_sha256": digest},
-        )
+        return await self._start(call, tool, ctx, final_args, pre.confirmation_request_id, digest=digest)
+
+    async def _start(
+        self,
+        call: dict[str, Any],
+        tool: Tool,
+        ctx: HookContext,
+        final_args: dict[str, Any],
+        confirmation_request_id: str | None,
+        *,
+        digest: str | None = None,
+    ) -> StepOutcome:
+        """Record the call's start (lease-guarded: never on a run cancelled or taken over), then
+        run it. A call another process started already is reported "outcome unknown"."""
+        journal = self.journal
+        call_id, name = call["id"], call["name"]
+        if digest is None:
+            final_args = copy.deepcopy(final_args)
+            digest = store.args_sha256(final_args)
+        started = {"tool_call_id": call_id, "tool": name, "arguments": final_args, "args_sha256": digest}
+        if isinstance(tool, DryRunTool):
+            started["dry_run"] = True
+        journal.emit(ev.TOOL_STARTED, started)
         try:
             # Never start a tool on a run that was cancelled or taken over meanwhile.
             await journal.commit(
@@ -222,7 +263,7 @@ class ToolPipeline:
         except IntegrityError:  # another process started this very call: never run it twice
             return await self._unknown(call)
 
-        return await self._execute(call, tool, ctx, final_args, pre.confirmation_request_id)
+        return await self._execute(call, tool, ctx, final_args, confirmation_request_id)
 
     async def _execute(
         self,
@@ -270,6 +311,7 @@ class ToolPipeline:
                 status,
                 duration,
                 confirmation_request_id=confirmation_request_id,
+                run_hooks=not isinstance(tool, DryRunTool),
                 record=store.execution_finish(
                     run_id=journal.run_id,
                     tool_call_id=call_id,
@@ -295,21 +337,26 @@ class ToolPipeline:
         ms: float,
         *,
         confirmation_request_id: str | None = None,
+        run_hooks: bool = True,
         record: store.Write | None = None,
     ) -> Observation:
-        post_ctx = HookContext(
-            tool_name=ctx.tool_name,
-            tool_args=ctx.tool_args,
-            agent_id=ctx.agent_id,
-            user_id=ctx.user_id,
-            metadata={**ctx.metadata, "tool_status": status, "duration_ms": round(ms, 3)},
-            tool_result=result,
-            confirmation_request_id=confirmation_request_id,
-        )
-        post = await self.registry.run_post_tool_use(post_ctx)
+        """The observation of a call that ran: its PostToolUse chain over ``result`` (none for an
+        eval's dry run, ``run_hooks=False``), its ``tool.finished`` and the outcome's write."""
         journal = self.journal
-        journal.emit_side_effects(post.side_effects, point="PostToolUse", tool_call_id=call["id"])
-        observation = jsonsafe.text(post.result)
+        if run_hooks:
+            post_ctx = HookContext(
+                tool_name=ctx.tool_name,
+                tool_args=ctx.tool_args,
+                agent_id=ctx.agent_id,
+                user_id=ctx.user_id,
+                metadata={**ctx.metadata, "tool_status": status, "duration_ms": round(ms, 3)},
+                tool_result=result,
+                confirmation_request_id=confirmation_request_id,
+            )
+            post = await self.registry.run_post_tool_use(post_ctx)
+            journal.emit_side_effects(post.side_effects, point="PostToolUse", tool_call_id=call["id"])
+            result = post.result
+        observation = jsonsafe.text(result)
         journal.emit(
             ev.TOOL_FINISHED,
             {
@@ -373,7 +420,10 @@ class ToolPipeline:
         ctx = self.context(
             tool_name=call["name"], tool_args=previous.args, metadata={"tool_call_id": call["id"]}
         )
-        return await self._post(call, ctx, previous.result, previous.status, previous.duration_ms or 0.0)
+        dry_run = isinstance(self.tools.get(call["name"]), DryRunTool)
+        return await self._post(
+            call, ctx, previous.result, previous.status, previous.duration_ms or 0.0, run_hooks=not dry_run
+        )
 
     async def _unknown(self, call: dict[str, Any]) -> Observation:
         journal = self.journal

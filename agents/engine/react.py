@@ -75,6 +75,7 @@ class ReactEngine(RunEngine):
             agent_id=run.agent_id,
             user_id=run.user_id,
             facts=run_facts(run, essentials.chain),
+            sandboxed=essentials.chain.get("sandbox") is not None,
         )
         return essentials.provider, pipeline
 

@@ -501,6 +501,8 @@ def child_run_open(
                 execution_path=execution_path,
                 input=input,
                 hook_chain=hook_chain,
+                # Inside an eval, the child inherits its sandbox, and says so like its root.
+                hooks_bypassed=isinstance(hook_chain, dict) and hook_chain.get("sandbox") is not None,
             )
     return ChildState(existing.pk, existing.status, existing.output, existing.error)
 

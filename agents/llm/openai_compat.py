@@ -17,6 +17,11 @@ the platform's key can never be sent to an address an operator typed. Nothing el
 from the environment (``OPENAI_ORG_ID``, ``OPENAI_PROJECT_ID``, ``OPENAI_CUSTOM_HEADERS``) goes to
 an agent's own base URL either. The key never appears in an error message or in ``repr()``.
 
+Where requests go: an agent's own ``base_url`` must resolve to a public address, or one
+``EGRESS_ALLOW`` lists (:mod:`fimone.egress`, checked after DNS resolution and pinned for the
+connection); anything else is an :class:`LLMError` before anything is sent, never retried. The
+platform's own endpoint (``OPENAI_BASE_URL``) is the deployment's and is not checked.
+
 Retries are ours, not the SDK's (it is built with ``max_retries=0``): only this module knows
 whether part of an answer was already streamed to the user, which makes a retry unsafe.
 """
@@ -34,11 +39,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 import openai
 from openai.types.chat import ChatCompletionChunk
 from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 from agents.llm.base import DeltaCallback, LLMConfigError, LLMError, LLMProvider, LLMResponse, ToolCall
+from fimone import egress
 
 DEFAULT_MAX_RETRIES = 3
 DEFAULT_TIMEOUT = 60.0
@@ -253,6 +260,13 @@ class OpenAICompatibleProvider(LLMProvider):
             timeout=self.timeout,
             max_retries=0,
             default_headers=headers,
+            # An address an operator typed is checked and pinned (fimone.egress); the platform's own
+            # endpoint keeps the SDK's default client.
+            http_client=(
+                openai.DefaultAsyncHttpxClient(transport=egress.async_transport(httpx2))
+                if self._isolated
+                else None
+            ),
         )
         if self._isolated:
             client.organization = None
@@ -276,6 +290,8 @@ class OpenAICompatibleProvider(LLMProvider):
                     await _consume(chunk, state, on_delta)
         except openai.APIError as exc:
             failure = self._failure_for(exc, delivered=state.delivered)
+        except egress.EgressRefused as exc:
+            failure = LLMError(str(exc))  # never retried: the address stays refused
         if failure is not None:
             # Raised outside the except block so the SDK's error is not chained as __context__:
             # its text may quote the server's reply, and servers echo (parts of) API keys.

@@ -32,10 +32,19 @@ class ToolSpec:
 
 class Tool(abc.ABC):
     spec: ToolSpec
+    #: whether a call may reach anything outside this process (a service, a database): an eval
+    #: answers such a call with a dry run unless its set calls the tool live (DESIGN §1.2)
+    reaches_outside: bool = True
 
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def reads_only(self) -> bool:
+        """Whether a call of this tool only reads (an eval set may then call it live). Nothing is
+        a read unless its tool says so."""
+        return False
 
     @abc.abstractmethod
     async def run(self, args: dict[str, Any]) -> Any:

@@ -12,6 +12,7 @@ from agents.tools.base import Tool, ToolError, ToolSpec
 
 
 class CurrentTime(Tool):
+    reaches_outside = False
     spec = ToolSpec(
         name="current_time",
         description="The current date and time, in ISO 8601, in the given IANA time zone (default UTC).",
@@ -60,6 +61,7 @@ def _evaluate(node: ast.AST) -> float | int:
 
 
 class Calculator(Tool):
+    reaches_outside = False
     spec = ToolSpec(
         name="calculator",
         description="Evaluates an arithmetic expression such as '(1200 - 200) * 1.06'.",

@@ -18,8 +18,11 @@ Contracts:
   it is meant for:
 
   1. the text is parsed (sqlglot, in the database's dialect, :mod:`agents.tools.sql_guard`): one
-     ``SELECT`` / set operation with no write anywhere in its tree, or it is refused, naming
-     ``sql_execute``; text the parser cannot read is refused the same way;
+     ``SELECT`` / set operation with no write anywhere in its tree and no call to a function off the
+     dialect's list of reads (``pg_read_file``, ``pg_create_physical_replication_slot``, ``lo_import``,
+     ``dblink``, ``set_config``, ``load_extension`` … act outside the read-only transaction), or it
+     is refused, naming ``sql_execute`` (and, for a function, the function); text the parser cannot
+     read is refused the same way;
   2. exactly one statement reaches the server whatever the text holds: PostgreSQL through the
      extended query protocol (psycopg's pipeline mode: the server itself refuses "multiple
      commands"), SQLite through ``execute``, which refuses a second statement;
@@ -162,6 +165,7 @@ class _DatabaseTool(Tool, abc.ABC):
 class SqlQueryTool(_DatabaseTool):
     suffix = "sql_query"
     work: Work = "query"
+    reads_only = True  # one read statement, in a read-only transaction
 
     @staticmethod
     def _dsn_of(secrets: dict[str, Any]) -> str:
@@ -187,6 +191,12 @@ class SqlQueryTool(_DatabaseTool):
         if verdict.statements == 0:
             raise ToolError("the SQL holds no statement")
         writer = self.name.removesuffix("sql_query") + "sql_execute"
+        if verdict.function is not None:
+            raise ToolError(
+                f"{self.name} may only call functions a read needs, and {verdict.function}() is not one "
+                f"of them (it may act outside the read-only transaction or reach the server); send such a "
+                f"call through {writer}, which a person confirms, or ask the database's operator"
+            )
         raise ToolError(
             f"{self.name} only runs a single SELECT statement, read-only (got {verdict.write}); "
             f"changes go through {writer}"

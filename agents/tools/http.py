@@ -13,6 +13,8 @@ Contract of :meth:`HttpActionTool.run`:
 * The remaining arguments (``None`` values dropped) go to the query string for GET and DELETE and
   to a JSON object body for POST, PUT and PATCH.
 * The connector's decrypted ``secrets["headers"]`` are sent with every request.
+* The service's host must resolve to a public address, or one ``EGRESS_ALLOW`` lists
+  (:mod:`fimone.egress`): anything else is a :class:`ToolError` before anything is sent.
 * A 2xx answer returns its parsed JSON when the response says it is JSON, else its text cut at
   :data:`MAX_TEXT_CHARS`; an empty body returns ``{"status": <code>}``.
 * Anything else — a non-2xx answer, a timeout, a refused connection, a malformed URL — raises a
@@ -33,10 +35,11 @@ from urllib.parse import quote, unquote
 
 import httpx
 
-from agents.models import Connector, ConnectorAction
+from agents.models import WRITE_METHODS, Connector, ConnectorAction
 from agents.tools.base import Tool, ToolError, ToolSpec
 from agents.tools.redaction import dsn_secrets, redact_credentials
 from agents.tools.schema import EMPTY_OBJECT_SCHEMA
+from fimone import egress
 
 PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
@@ -77,6 +80,10 @@ class HttpActionTool(Tool):
         self._headers = _secret_headers(connector.secrets)
         self._secrets = [*_header_secrets(self._headers), *dsn_secrets(self.base_url, whole=False)]
 
+    @property
+    def reads_only(self) -> bool:
+        return not (self.spec.is_write or self.spec.requires_confirmation or self.method in WRITE_METHODS)
+
     def __repr__(self) -> str:
         # Deliberately without the headers and the base URL's password: reprs end up in logs.
         return f"<HttpActionTool {self.name} {self.method} {redact_credentials(self.base_url)}>"
@@ -103,6 +110,8 @@ class HttpActionTool(Tool):
                 status, content_type, body = await self._send(url, request_kwargs)
         except (TimeoutError, httpx.TimeoutException):
             raise ToolError(f"{where} timed out after {self.timeout:g}s") from None
+        except egress.EgressRefused as exc:
+            raise ToolError(f"{where}: {exc}; nothing was sent") from None
         except httpx.ConnectError as exc:
             raise ToolError(f"{where}: could not connect to the service ({_reason(exc)})") from None
         except httpx.TransportError as exc:
@@ -164,9 +173,15 @@ class HttpActionTool(Tool):
         # executor threads, Celery tasks, tests). A per-loop cache would need closing when each loop
         # ends, which nothing here observes; one TCP handshake per call is negligible next to the
         # model round trip around every tool call.
-        # Redirects are not followed: a 3xx could send the secret headers to another host.
+        # Redirects are not followed: a 3xx could send the secret headers to another host. The
+        # egress transport connects only to an address it checked (fimone.egress).
         async with (
-            httpx.AsyncClient(headers=self._headers, timeout=self.timeout, follow_redirects=False) as client,
+            httpx.AsyncClient(
+                headers=self._headers,
+                timeout=self.timeout,
+                follow_redirects=False,
+                transport=egress.async_transport(),
+            ) as client,
             client.stream(self.method, url, **request_kwargs) as response,
         ):
             body = bytearray()

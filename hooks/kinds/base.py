@@ -90,6 +90,8 @@ class MatchedHook(Hook):
         self.priority = inner.priority
         self.timeout = inner.timeout
         self.on_error = inner.on_error
+        # An observer of blocked calls (the audit log) stays one behind its matcher.
+        self.observes_blocked_calls = inner.observes_blocked_calls  # type: ignore[misc]
 
     def should_trigger(self, ctx: HookContext) -> Any:
         if self.point is not HookPoint.SESSION_START and not self.matcher(ctx.tool_name):
@@ -98,3 +100,6 @@ class MatchedHook(Hook):
 
     async def execute(self, ctx: HookContext) -> Any:
         return await self.inner.execute(ctx)
+
+    async def on_blocked(self, ctx: HookContext, *, blocked_by: str, error: str) -> None:
+        await self.inner.on_blocked(ctx, blocked_by=blocked_by, error=error)

@@ -6,6 +6,9 @@ declaration's secret (stored encrypted), so the receiver can check who sent it; 
 ``fimone.sent_at`` lets it refuse old deliveries. Redirects are not followed. A non-2xx status, a
 reply past ``HOOK_HTTP_MAX_REPLY`` bytes, a reply that is not a protocol answer, or no answer
 within the timeout fails (closed unless ``on_error: allow``). A 2xx with an empty body allows.
+The URL's host must resolve to a public address, or one ``EGRESS_ALLOW`` lists
+(:mod:`fimone.egress`); any other is refused before anything is sent, and the hook fails like any
+hook error, naming the refusal.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 from django.conf import settings
 
+from fimone import egress
 from hooks.contract import HookContext, HookPoint, HookResult, OnError
 from hooks.kinds.base import DeclaredHook
 from hooks.kinds.protocol import ProtocolError, event_payload, parse_reply, result_from_reply
@@ -98,7 +102,10 @@ class HttpHook(DeclaredHook):
         try:
             async with (
                 httpx.AsyncClient(
-                    timeout=self.timeout, follow_redirects=False, trust_env=False, verify=_tls()
+                    timeout=self.timeout,
+                    follow_redirects=False,
+                    trust_env=False,
+                    transport=egress.async_transport(verify=_tls(), trust_env=False),
                 ) as client,
                 client.stream("POST", self.url, content=body, headers=headers) as response,
             ):
@@ -109,6 +116,8 @@ class HttpHook(DeclaredHook):
                     raw += chunk
                     if len(raw) > cap:
                         raise HttpHookFailed(f"answered more than {cap} bytes")
+        except egress.EgressRefused as exc:
+            raise HttpHookFailed(str(exc)) from None
         except httpx.HTTPError as exc:
             raise HttpHookFailed(f"could not be reached ({type(exc).__name__})") from None
         try:

@@ -407,20 +407,33 @@ def test_it_counts_run_starts_per_user_so_another_organisation_is_not_held_back(
 def test_starting_a_workflow_or_an_eval_over_the_api_counts_with_the_callers_runs_started(
     personas, agent, dispatched, settings
 ) -> None:
+    from evals.services import eval_set_create
+    from tests.workflows.kit import CONNECTOR, one_step_workflow
+
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "3/min"}}
     operator = client_for(personas.operator)
+    workflow = one_step_workflow(personas, CONNECTOR)
+    cases = [{"input": "hi", "expectation": "contains", "expected": ""}]
+    eval_set = eval_set_create(
+        user=personas.operator, organization_id=personas.org.pk, name="One", cases=cases
+    )
     starts = {
         "agent": lambda: operator.post(runs_url(agent), {"input": "hi"}, format="json"),
-        "workflow": lambda: operator.post("/api/workflows/999999/runs/", {"input": "hi"}, format="json"),
-        "eval": lambda: operator.post("/api/eval-sets/999999/runs/", {"agent": agent.pk}, format="json"),
+        "workflow": lambda: operator.post(
+            f"/api/workflows/{workflow.pk}/runs/", {"input": "hi"}, format="json"
+        ),
+        "eval": lambda: operator.post(
+            f"/api/eval-sets/{eval_set.pk}/runs/", {"agent": agent.pk}, format="json"
+        ),
     }
 
     under = {name: start().status_code for name, start in starts.items()}
     over = {name: start() for name, start in starts.items()}
 
-    assert under == {"agent": 201, "workflow": 404, "eval": 404}
+    assert under == dict.fromkeys(starts, 201), "one counter: three runs started, one through each"
     assert {name: response.status_code for name, response in over.items()} == dict.fromkeys(starts, 429)
     assert over["eval"].json()["detail"].startswith("Too many runs started: the limit is 3 per minute.")
+    assert all(1 <= int(response["Retry-After"]) <= 60 for response in over.values())
 
 
 def test_it_lets_exactly_the_rate_through_when_starts_arrive_at_once() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
-from django.db import close_old_connections, connection
+from django.db import close_old_connections
 from django.db.models import ProtectedError
 
 from agents.audit import connector_call_log_record, redacted_arguments
@@ -22,6 +22,7 @@ from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
 from tests.admin_kit import grant, logged_in, page_text, url
 from tests.agents.engine_kit import Harness, RecordingTool
+from tests.approvals.audit_kit import behind_the_triggers
 from tests.approvals.kit import pay_tool, paying_agent, set_policy
 from tests.personas import make_agent, scripted
 
@@ -112,6 +113,34 @@ def test_it_records_a_call_blocked_by_a_declared_hook_and_names_the_hook(persona
     assert (log.outcome, log.blocked_by, log.error) == (Outcome.BLOCKED, "deny_tools", "Payments are frozen.")
     assert log.run == run and log.duration_ms is None and log.result_size is None
     assert log.arguments == {"api_key": "***"} and tool.calls == []
+
+
+def test_an_enforced_audit_log_with_a_matcher_records_a_blocked_call_and_the_agents_rewrite_is_not_hashed(
+    personas, resumes
+) -> None:
+    """The organisation enforces ``audit_log`` for ``oa__*`` tools: it records a call the agent's
+    own hook blocked (an observer behind a matcher), and, for a call that ran, digests the tool's
+    own result although the agent's hooks ran before the enforced ones and rewrote it."""
+    from tests.personas import make_hook
+
+    make_hook(personas.org, "audit_log", matcher="oa__*")
+    deny = {"name": "deny_tools", "params": {"tools": "oa__purchase_pay", "message": "Payments are frozen."}}
+    redact = {"name": "redact_result", "params": {"patterns": ["secret-\\d+"]}}
+    tools = [RecordingTool("oa__purchase_pay", parameters=ANY_OBJECT),
+             RecordingTool("oa__purchase_list", parameters=ANY_OBJECT, result="secret-42")]  # fmt: skip
+    agent = agent_with(
+        personas,
+        call("oa__purchase_pay", {"purchase_id": "PO-1"}),
+        call("oa__purchase_list", {}),
+        hooks=[deny, redact],
+    )
+
+    run_with(personas, Harness(*tools), agent)
+
+    blocked, listed = ConnectorCallLog.objects.order_by("pk")
+    assert (blocked.outcome, blocked.blocked_by) == (Outcome.BLOCKED, "deny_tools")
+    assert listed.outcome == Outcome.SUCCEEDED
+    assert listed.result_sha256 == hashlib.sha256(b"secret-42").hexdigest(), "the tool's own result"
 
 
 def test_it_records_a_write_blocked_by_the_read_only_guard(personas, resumes) -> None:
@@ -243,7 +272,7 @@ def test_each_logged_call_is_a_link_of_its_organisations_chain_and_an_edit_is_fo
     assert ok, out
     assert f"agents.connectorcalllog of organisation {personas.org.pk} (Acme): 3 links" in out
 
-    with connection.cursor() as cursor:  # someone hides what the agent really sent
+    with behind_the_triggers() as cursor:  # the database's owner hides what the agent really sent
         cursor.execute(
             f"UPDATE {ConnectorCallLog._meta.db_table} SET arguments = %s WHERE id = %s",  # noqa: S608
             [json.dumps({"q": 2}), rows[1].pk],

@@ -119,14 +119,14 @@ def test_the_http_secret_is_never_shown_and_blank_keeps_it(personas, superuser) 
     page = logged_in(superuser).get(url(Agent, "change", agent.pk))
     response = post_agent(
         superuser, personas, agent,
-        row(id=hook.pk, name="policy", kind="http", point="PostToolUse", params={"url": "https://y.example/"}),
+        row(id=hook.pk, name="policy", kind="http", point="PostToolUse", params={"url": "https://x.example/v2"}),
         initial=1,
     )  # fmt: skip
 
     assert SECRET not in page_text(page)
     assert response.status_code == 302
     hook.refresh_from_db()
-    assert hook.secret == SECRET and hook.params == {"url": "https://y.example/"}
+    assert hook.secret == SECRET and hook.params == {"url": "https://x.example/v2"}
 
 
 def test_the_json_form_saved_in_the_agent_admin_becomes_rows(personas, superuser) -> None:

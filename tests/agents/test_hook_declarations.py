@@ -270,14 +270,14 @@ def test_a_run_keeps_its_declarations_with_their_kind_and_an_http_secret_only_en
     chain = hook_chain_of(agent)
 
     assert [(i["source"], i["kind"], i["name"]) for i in chain["declared"]] == [
-        ("organisation", "class", "deny_tools"),
         ("agent", "command", "freeze"),
         ("agent", "http", "policy"),
+        ("organisation", "class", "deny_tools"),
     ]
     assert "whsec-do-not-print-me" not in json.dumps(chain)
     registry = registry_from_chain(chain)
     declared = [h.hook_name for h in registry.hooks if not getattr(type(h), "system", False)]
-    assert declared == ["deny_tools", "freeze", "policy"]
+    assert declared == ["freeze", "policy", "deny_tools"], "the agent's hooks, then the enforced one"
 
 
 def test_a_run_keeps_a_command_hook_deleted_after_it_started(personas) -> None:
@@ -336,20 +336,38 @@ def test_an_enforced_hook_runs_for_every_agent_of_the_organisation_and_no_other(
     assert tools[2].calls == [{"purchase_id": "PO-7", "amount": 10}], "another organisation is not affected"
 
 
-def test_an_agent_cannot_run_its_own_hook_before_an_enforced_one(personas) -> None:
-    """The agent tries to launder a large payment: a hook at priority 0 rewrites the amount to 1
-    before the enforced cap could see it. The enforced hook still sees the real amount first."""
-    make_hook(personas.org, "deny_large", kind="command", point="PreToolUse", priority=500,
+def test_an_agent_hook_cannot_rewrite_arguments_after_an_enforced_hook_checked_them(personas) -> None:
+    """The agent tries to slip a large payment past the organisation's cap: the model proposes
+    10, and the agent's own hook, at a priority far above the cap's, raises it to 60,000. The
+    enforced hook runs after every agent hook whatever the priorities, so it sees 60,000."""
+    make_hook(personas.org, "deny_large", kind="command", point="PreToolUse", priority=5,
               params=script("deny_large_amounts.sh"))  # fmt: skip
-    agent = paying(personas, 60000)
-    make_hook(agent, "set_arguments", params={"tools": "*", "values": {"amount": 1}}, priority=0)
+    agent = paying(personas, 10)
+    make_hook(agent, "set_arguments", params={"tools": "*", "values": {"amount": 60000}}, priority=999)
     tool = pay_tool()
 
     run, _ = run_once(agent, personas.member, tool)
 
     assert tool.calls == [] and run.output == "Outcome: Payments of 60000 need the CFO."
     chain = run.hook_chain["declared"]
-    assert [(i["name"], i["priority"]) for i in chain] == [("deny_large", 500), ("set_arguments", 500)]
+    assert [(i["name"], i["source"], i["priority"]) for i in chain] == [
+        ("set_arguments", "agent", 999),
+        ("deny_large", "organisation", 5),
+    ], "recorded in running order, with the priorities as declared"
+
+
+def test_an_enforced_hook_sees_the_arguments_that_will_run(personas) -> None:
+    """An agent hook that lowers the amount makes the lower amount what runs: the enforced cap
+    checked exactly that, so nothing bigger than it allowed can run."""
+    make_hook(personas.org, "deny_large", kind="command", point="PreToolUse", priority=500,
+              params=script("deny_large_amounts.sh"))  # fmt: skip
+    agent = paying(personas, 60000)
+    make_hook(agent, "set_arguments", params={"tools": "*", "values": {"amount": 1}}, priority=0)
+    tool = pay_tool()
+
+    run_once(agent, personas.member, tool)
+
+    assert tool.calls == [{"purchase_id": "PO-7", "amount": 1}]
 
 
 def test_an_agent_declaration_of_the_same_name_does_not_replace_the_enforced_hook(personas) -> None:
@@ -364,12 +382,14 @@ def test_an_agent_declaration_of_the_same_name_does_not_replace_the_enforced_hoo
 
 
 def test_an_agents_json_hooks_cannot_outrank_an_enforced_hook_either(personas) -> None:
-    make_hook(personas.org, "deny_large", kind="command", point="PreToolUse", priority=300,
+    make_hook(personas.org, "deny_large", kind="command", point="PreToolUse", priority=1,
               params=script("deny_large_amounts.sh"))  # fmt: skip
     agent = paying(
         personas,
-        60000,
-        hooks=[{"name": "set_arguments", "params": {"tools": "*", "values": {"amount": 1}, "priority": 1}}],
+        10,
+        hooks=[
+            {"name": "set_arguments", "params": {"tools": "*", "values": {"amount": 60000}, "priority": 800}}
+        ],
     )
     tool = pay_tool()
 

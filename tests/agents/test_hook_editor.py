@@ -238,7 +238,8 @@ def test_the_agent_page_shows_the_effective_chain_in_the_order_the_engine_runs_i
     engine_order = [h.hook_name for h in registry.hooks if str(h.point) == "PreToolUse"]
     shown = chain_names(text)
     assert shown[: len(engine_order)] == engine_order
-    assert shown.index("deny_tools") < shown.index("set_arguments") < shown.index("confirm_when")
+    # The agent's own hooks, then the organisation's enforced one, then the gate.
+    assert shown.index("set_arguments") < shown.index("confirm_when") < shown.index("deny_tools")
     assert engine_order[-1] == "confirmation_gate", "the gate is last"
     assert "Organisation-enforced" in text and "System" in text
     assert "Disabled, so not in the chain: result_truncate" in text

@@ -169,3 +169,94 @@ def test_a_deeply_nested_frame_from_the_client_is_ignored_and_the_stream_goes_on
         await ws.disconnect()
 
     async_to_sync(scenario)()
+
+
+# --- a stream stops when its watcher loses access (DESIGN §1.11) ------------------------------------
+
+
+def _event(run: Run, seq: int) -> dict:
+    return {"run_id": run.pk, "seq": seq, "type": "tool.finished", "payload": {"observation": "secret"},
+            "created_at": None}  # fmt: skip
+
+
+def _watch_until_closed(run: Run, user, change) -> tuple[list[dict], int | None]:
+    """Connect as ``user``, receive one event, make ``change`` (in the database thread), then push
+    ten more events: return what arrived after the change and the close code."""
+    cookie = session_cookie(user)
+
+    async def scenario():
+        ws = communicator(run, cookie=cookie)
+        assert (await ws.connect())[0]
+        layer = get_channel_layer()
+        await layer.group_send(run_group(run.pk), {"type": "run.event", "event": _event(run, 1)})
+        assert (await ws.receive_json_from(timeout=5))["seq"] == 1
+        await sync_to_async(change)()
+        for seq in range(2, 12):
+            await layer.group_send(run_group(run.pk), {"type": "run.event", "event": _event(run, seq)})
+        after, code = [], None
+        while True:
+            output = await ws.receive_output(timeout=5)
+            if output["type"] == "websocket.close":
+                code = output.get("code")
+                break
+            after.append(output)
+        await ws.disconnect()
+        return after, code
+
+    return async_to_sync(scenario)()
+
+
+def test_a_watcher_removed_from_the_organisation_is_sent_nothing_more(personas, monkeypatch) -> None:
+    run = make_run(personas, monkeypatch)
+
+    after, code = _watch_until_closed(
+        run, personas.member, lambda: personas.member.memberships.filter(organization=personas.org).delete()
+    )
+
+    assert after == [] and code == 4403
+
+
+def test_a_deactivated_watcher_is_sent_nothing_more(personas, monkeypatch) -> None:
+    run = make_run(personas, monkeypatch)
+
+    def deactivate():
+        personas.member.is_active = False
+        personas.member.save()
+
+    after, code = _watch_until_closed(run, personas.member, deactivate)
+
+    assert after == [] and code == 4403
+
+
+def test_a_lost_role_is_noticed_without_any_push_within_the_recheck_period(personas, monkeypatch) -> None:
+    """An auditor watches a run behind a request; their role is taken by a bulk update, which
+    tells nobody. The stream checks again with its next event once its check is old enough."""
+    from agents.models import Membership, Role
+    from tests.approvals.kit import recorded_request
+
+    run = recorded_request(personas).run
+    monkeypatch.setattr("agents.consumers.RECHECK_SECONDS", 0.0)
+
+    after, code = _watch_until_closed(
+        run,
+        personas.auditor,
+        lambda: Membership.objects.filter(user=personas.auditor).update(role=Role.MEMBER),
+    )
+
+    assert after == [] and code == 4403
+
+
+def test_a_watcher_who_keeps_access_keeps_the_stream_through_unrelated_changes(personas, monkeypatch) -> None:
+    run = make_run(personas, monkeypatch)
+    cookie = session_cookie(personas.member)
+
+    async def scenario():
+        ws = communicator(run, cookie=cookie)
+        assert (await ws.connect())[0]
+        await sync_to_async(lambda: personas.member.save())()  # pushes access.changed
+        event = _event(run, 1)
+        await get_channel_layer().group_send(run_group(run.pk), {"type": "run.event", "event": event})
+        assert await ws.receive_json_from(timeout=5) == event
+        await ws.disconnect()
+
+    async_to_sync(scenario)()

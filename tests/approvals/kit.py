@@ -9,7 +9,7 @@ from typing import Any
 from django.utils import timezone
 
 from agents.engine.store import args_sha256
-from agents.models import Agent, Conversation, Run
+from agents.models import Agent, Conversation, Membership, Role, Run
 from agents.services import run_start
 from approvals.models import ApproverPolicy, ConfirmationRequest
 from tests.agents.engine_kit import Harness, RecordingTool
@@ -36,6 +36,12 @@ def paying_agent(personas: Any, *, hooks: list | None = None, **fields: Any) -> 
         hooks=hooks,
     )
     return make_agent(personas.org, personas.operator, model_config_json=config, **fields)
+
+
+def make_approver(personas: Any, user: Any) -> None:
+    """What an organisation admin does to let ``user`` (e.g. oscar, who owns and configures the
+    paying agent) decide: give them the approver role (DESIGN §1.13)."""
+    Membership.objects.filter(organization=personas.org, user=user).update(role=Role.APPROVER)
 
 
 def set_policy(personas: Any, *, agent: Agent | None = None, **fields: Any) -> ApproverPolicy:

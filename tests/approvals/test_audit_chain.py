@@ -1,30 +1,40 @@
 """The confirmation history is tamper-evident: each event chains to the previous event of its
-organisation by SHA-256, and ``manage.py audit_verify`` names the first link that does not hold."""
+organisation by an HMAC-SHA256 under the audit key, and ``manage.py audit_verify`` names the first
+link that does not hold. (Raw edits go ``behind_the_triggers``: on PostgreSQL only the database's
+owner can still make them, tests/approvals/test_audit_record.py.)"""
 
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import io
+import hmac
 import itertools
 import json
 import threading
 import time
 
 import pytest
-from django.core.management import CommandError, call_command
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, transaction
 from django.utils import timezone
 
 from agents.services import run_start
 from approvals.models import ConfirmationEvent, ConfirmationRequest
 from approvals.services import log_event
-from fimone.audit_chain import GENESIS, canonical_json, chain_verify, link_hash
+from fimone.audit_chain import (
+    GENESIS,
+    ChainHeadMissing,
+    canonical_json,
+    chain_verify,
+    current_key,
+    keyed_link_hash,
+    link_hash,
+)
 from fimone.models import ChainHead
+from tests.approvals.audit_kit import behind_the_triggers, table, verify
 from tests.personas import make_agent
 
 Kind = ConfirmationEvent.Kind
-TABLE = ConfirmationEvent._meta.db_table
+TABLE = table(ConfirmationEvent)
 
 
 def open_request(org, owner, user, *, call: str = "call-1") -> ConfirmationRequest:
@@ -43,26 +53,17 @@ def open_request(org, owner, user, *, call: str = "call-1") -> ConfirmationReque
     )
 
 
-def verify(*args: str) -> tuple[bool, str]:
-    out = io.StringIO()
-    try:
-        call_command("audit_verify", *args, stdout=out)
-    except CommandError as exc:
-        return False, out.getvalue() + str(exc)
-    return True, out.getvalue()
-
-
 @pytest.fixture
 def history(personas, resumes):
-    """Five events in Acme, two in Globex, interleaved."""
+    """Five events in Acme, two in Globex, interleaved (votes: both requests stay pending)."""
     acme = open_request(personas.org, personas.operator, personas.member)
     globex = open_request(personas.other_org, personas.stranger, personas.stranger, call="call-g")
     log_event(request_id=acme.pk, kind=Kind.CREATED)
     log_event(request_id=globex.pk, kind=Kind.CREATED)
     log_event(request_id=acme.pk, kind=Kind.DELIVERED, via="web")
     log_event(request_id=acme.pk, kind=Kind.CLICK_REFUSED, external_id="ou_x", reason="not an approver")
-    log_event(request_id=globex.pk, kind=Kind.DECIDED, actor=personas.stranger, decision="reject")
-    log_event(request_id=acme.pk, kind=Kind.DECIDED, actor=personas.approver, decision="approve", note="ok")
+    log_event(request_id=globex.pk, kind=Kind.VOTED, actor=personas.stranger, vote="rejected")
+    log_event(request_id=acme.pk, kind=Kind.VOTED, actor=personas.approver, vote="approved", note="ok")
     log_event(request_id=acme.pk, kind=Kind.EXECUTED, tool_status="ok")
     return acme, globex
 
@@ -71,7 +72,7 @@ def acme_events(personas) -> list[ConfirmationEvent]:
     return list(ConfirmationEvent.objects.filter(organization=personas.org).order_by("chain_seq"))
 
 
-def test_each_organisation_has_its_own_linear_chain_of_sha256_links(personas, history):
+def test_each_organisation_has_its_own_linear_chain_of_hmac_sha256_links(personas, history):
     for org, count in ((personas.org, 5), (personas.other_org, 2)):
         events = list(ConfirmationEvent.objects.filter(organization=org).order_by("chain_seq"))
         assert [e.chain_seq for e in events] == list(range(1, count + 1))
@@ -92,8 +93,10 @@ def test_each_organisation_has_its_own_linear_chain_of_sha256_links(personas, hi
             "created_at": first.created_at.astimezone(dt.UTC).isoformat(timespec="microseconds"),
         },
     }
-    expected = hashlib.sha256(canonical_json({"prev": GENESIS, "row": document}).encode()).hexdigest()
-    assert first.entry_hash == expected == link_hash(GENESIS, document)
+    text = canonical_json({"prev": GENESIS, "row": document}).encode()
+    expected = hmac.new(current_key().secret, text, hashlib.sha256).hexdigest()
+    assert first.entry_hash == expected == keyed_link_hash(current_key(), GENESIS, document)
+    assert first.entry_hash != hashlib.sha256(text).hexdigest() == link_hash(GENESIS, document)
 
 
 def test_audit_verify_passes_on_a_clean_history_and_prints_each_head(personas, history):
@@ -107,7 +110,7 @@ def test_audit_verify_passes_on_a_clean_history_and_prints_each_head(personas, h
 
 def test_audit_verify_names_the_first_event_edited_through_raw_sql(personas, history):
     third = acme_events(personas)[2]
-    with connection.cursor() as cursor:
+    with behind_the_triggers() as cursor:
         cursor.execute(
             f"UPDATE {TABLE} SET details = %s WHERE id = %s",  # noqa: S608
             [json.dumps({"external_id": "ou_x", "reason": "approved by the CFO"}), third.pk],
@@ -129,7 +132,7 @@ def test_audit_verify_names_the_first_event_edited_through_raw_sql(personas, his
 )
 def test_audit_verify_finds_an_edit_of_any_column(personas, history, column, value):
     second = acme_events(personas)[1]
-    with connection.cursor() as cursor:
+    with behind_the_triggers() as cursor:
         cursor.execute(f"UPDATE {TABLE} SET {column} = %s WHERE id = %s", [value, second.pk])  # noqa: S608
 
     ok, out = verify("--organisation", personas.org.name)
@@ -139,12 +142,12 @@ def test_audit_verify_finds_an_edit_of_any_column(personas, history, column, val
 
 
 def test_audit_verify_finds_an_edit_whose_own_hash_was_recomputed_at_the_next_link(personas, history):
-    """An attacker who rewrites a row and its hash breaks the following link instead."""
+    """Someone who holds the key and rewrites a row and its hash breaks the following link instead."""
     events = acme_events(personas)
     forged = events[1]
     forged.details = {"via": "slack"}
-    forged_hash = link_hash(forged.prev_hash, forged.chain_document())
-    with connection.cursor() as cursor:
+    forged_hash = keyed_link_hash(current_key(), forged.prev_hash, forged.chain_document())
+    with behind_the_triggers() as cursor:
         cursor.execute(
             f"UPDATE {TABLE} SET details = %s, entry_hash = %s WHERE id = %s",  # noqa: S608
             [json.dumps(forged.details), forged_hash, forged.pk],
@@ -159,7 +162,7 @@ def test_audit_verify_finds_an_edit_whose_own_hash_was_recomputed_at_the_next_li
 
 def test_audit_verify_finds_a_deleted_event(personas, history):
     events = acme_events(personas)
-    with connection.cursor() as cursor:
+    with behind_the_triggers() as cursor:
         cursor.execute(f"DELETE FROM {TABLE} WHERE id = %s", [events[2].pk])  # noqa: S608
 
     ok, out = verify()
@@ -171,7 +174,7 @@ def test_audit_verify_finds_a_deleted_event(personas, history):
 def test_audit_verify_finds_events_cut_from_the_end_of_a_chain(personas, history):
     """The head row remembers where the chain ended: a history cut short no longer verifies."""
     events = acme_events(personas)
-    with connection.cursor() as cursor:
+    with behind_the_triggers() as cursor:
         cursor.execute(f"DELETE FROM {TABLE} WHERE id IN (%s, %s)", [events[3].pk, events[4].pk])  # noqa: S608
 
     ok, out = verify()
@@ -182,11 +185,12 @@ def test_audit_verify_finds_events_cut_from_the_end_of_a_chain(personas, history
 
 
 def test_audit_verify_finds_a_last_event_rewritten_with_a_valid_hash(personas, history):
-    """Rewriting the last link and its hash leaves a chain that recomputes, but not its head."""
+    """Rewriting the last link and its hash with the key leaves a chain that recomputes, but not
+    its head, whose seal only the chain's own code rewrites."""
     last = acme_events(personas)[-1]
     last.details = {"tool_status": "cancelled"}
-    forged_hash = link_hash(last.prev_hash, last.chain_document())
-    with connection.cursor() as cursor:
+    forged_hash = keyed_link_hash(current_key(), last.prev_hash, last.chain_document())
+    with behind_the_triggers() as cursor:
         cursor.execute(
             f"UPDATE {TABLE} SET details = %s, entry_hash = %s WHERE id = %s",  # noqa: S608
             [json.dumps(last.details), forged_hash, last.pk],
@@ -198,25 +202,27 @@ def test_audit_verify_finds_a_last_event_rewritten_with_a_valid_hash(personas, h
     assert f"first broken link #5 (row {last.pk}): it is not the link the chain's head recorded" in out
 
 
-def test_a_chain_written_before_heads_existed_goes_on_from_its_last_link(personas, history):
-    with connection.cursor() as cursor:
-        cursor.execute(f"DELETE FROM {ChainHead._meta.db_table}")  # noqa: S608
+def test_a_chain_whose_head_was_deleted_takes_no_more_links_and_audit_verify_names_it(personas, history):
+    """A head made up again at the remaining last link would hide rows cut from the end with it."""
+    with behind_the_triggers() as cursor:
+        cursor.execute(f"DELETE FROM {table(ChainHead)} WHERE partition = %s", [personas.org.pk])  # noqa: S608
     acme = acme_events(personas)[0].request_id
 
-    log_event(request_id=acme, kind=Kind.EXPIRED)
+    with pytest.raises(ChainHeadMissing, match="has links but no head row"), transaction.atomic():
+        log_event(request_id=acme, kind=Kind.DELIVERED)
 
-    events = acme_events(personas)
-    assert [e.chain_seq for e in events] == [1, 2, 3, 4, 5, 6]
-    assert events[-1].prev_hash == events[-2].entry_hash
-    head = ChainHead.objects.get(chain="approvals.confirmationevent", partition=personas.org.pk)
-    assert (head.seq, head.entry_hash, head.prev_hash) == (6, events[-1].entry_hash, events[-2].entry_hash)
+    assert [e.chain_seq for e in acme_events(personas)] == [1, 2, 3, 4, 5]
     ok, out = verify()
-    assert ok, out
+    assert not ok
+    assert (
+        f"BROKEN  approvals.confirmationevent of organisation {personas.org.pk} (Acme): its head row is "
+        "missing (deleted?) and 5 links remain without it, although it has 1 confirmation request"
+    ) in out
 
 
 def test_audit_verify_finds_an_event_inserted_into_the_history(personas, history):
     events = acme_events(personas)
-    with connection.cursor() as cursor:  # make room after link 2 and slip a forged decision in
+    with behind_the_triggers() as cursor:  # make room after link 2 and slip a forged decision in
         cursor.execute(
             f"UPDATE {TABLE} SET chain_seq = chain_seq + 100 WHERE organization_id = %s AND chain_seq > 2",  # noqa: S608
             [personas.org.pk],
@@ -229,7 +235,7 @@ def test_audit_verify_finds_an_event_inserted_into_the_history(personas, history
         chain_seq=3,
         prev_hash=events[1].entry_hash,
     )
-    forged.entry_hash = link_hash(forged.prev_hash, forged.chain_document())
+    forged.entry_hash = keyed_link_hash(current_key(), forged.prev_hash, forged.chain_document())
     forged.save(force_insert=True)
 
     result = chain_verify(ConfirmationEvent, personas.org.pk)
@@ -240,7 +246,7 @@ def test_audit_verify_finds_an_event_inserted_into_the_history(personas, history
 
 def test_audit_verify_checks_one_organisation_and_refuses_an_unknown_one(personas, history):
     globex_event = ConfirmationEvent.objects.filter(organization=personas.other_org).first()
-    with connection.cursor() as cursor:
+    with behind_the_triggers() as cursor:
         cursor.execute(f"UPDATE {TABLE} SET kind = 'expired' WHERE id = %s", [globex_event.pk])  # noqa: S608
 
     ok, out = verify("--organisation", str(personas.org.pk))

@@ -19,7 +19,7 @@ from agents.models import Membership
 from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.services import confirmation_decide
 from tests.agents.engine_kit import Harness
-from tests.approvals.kit import pay_tool, set_policy, suspended_run
+from tests.approvals.kit import make_approver, pay_tool, set_policy, suspended_run
 
 Kind = ConfirmationEvent.Kind
 
@@ -56,7 +56,8 @@ def remove_from_org(personas: Any, user: Any) -> None:
 
 
 def exclude_org_approvers(personas: Any) -> None:
-    # Only the agent's owner (oscar) decides now: April's role no longer makes her an approver.
+    # Only the agent's owner (oscar, if an admin made him an approver) decides now: April's role
+    # no longer makes her an approver.
     set_policy(personas, allow_org_approvers=False)
 
 
@@ -172,6 +173,7 @@ def test_it_refuses_an_approver_the_current_policy_excludes_in_the_web_inbox(per
 
 
 def test_the_agent_owner_the_current_policy_still_names_may_decide(personas, resumes) -> None:
+    make_approver(personas, personas.operator)  # an owner decides only as an approver
     request = pending_request(personas)
     exclude_org_approvers(personas)
 
@@ -272,6 +274,7 @@ def test_a_removed_approver_no_longer_finds_the_request_in_the_inbox(personas, r
 
 
 def test_a_request_opened_after_removal_or_deactivation_leaves_them_out(personas, resumes) -> None:
+    make_approver(personas, personas.operator)  # the one left to decide
     remove_from_org(personas, personas.approver)
     personas.admin.is_active = False
     personas.admin.save()

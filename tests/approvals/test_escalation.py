@@ -1,6 +1,7 @@
 """A policy may name escalation tiers (issue 15, item 3).
 
-Here only oscar (the agent's owner) is asked first; if nobody decides within 60 s, the sweep adds
+Here only oscar (the agent's owner, whom an organisation admin made an approver: DESIGN §1.13)
+is asked first; if nobody decides within 60 s, the sweep adds
 april (tier 1) and sends the card again, on the tier's channel when it names one. Times are
 given to the sweep explicitly (a frozen clock): no test waits.
 """
@@ -18,7 +19,7 @@ from agents.models import RunStatus
 from approvals.models import ConfirmationApprover, ConfirmationEvent, ConfirmationStatus, EscalationTier
 from approvals.services import confirmation_decide, confirmation_escalate_due
 from tests.agents.engine_kit import Harness
-from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
+from tests.approvals.kit import PAY_ARGS, make_approver, pay_tool, set_policy, suspended_run
 from tests.channels_im.slack_fake import FakeSlack
 
 Kind = ConfirmationEvent.Kind
@@ -36,6 +37,7 @@ def escalating_request(
     personas: Any, *, after: int = 60, channel_config: Any = None, **policy: Any
 ) -> tuple[Any, Any, Harness, Any]:
     policy.setdefault("allow_org_approvers", False)  # first tier: the agent's owner alone
+    make_approver(personas, personas.operator)
     row = set_policy(personas, **policy)
     tier = EscalationTier.objects.create(policy=row, after_seconds=after, channel_config=channel_config)
     tier.named_users.set([personas.approver])

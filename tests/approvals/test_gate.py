@@ -15,7 +15,7 @@ from approvals.models import ConfirmationEvent, ConfirmationRequest, Confirmatio
 from approvals.services import confirmation_decide, confirmation_expire_due
 from hooks import HookContext, HookResult, PostToolUseHook, PreToolUseHook
 from hooks.catalog import register_hook
-from hooks.contract import GATE_PRIORITY
+from hooks.contract import GATE_PRIORITY, Band
 from tests.agents.engine_kit import Harness, RecordingTool, events_of
 from tests.approvals.kit import PAY_ARGS, PAY_SCHEMA, pay_tool, paying_agent, set_policy, suspended_run
 from tests.personas import make_agent, scripted
@@ -39,10 +39,11 @@ def test_a_gated_call_opens_a_request_and_parks_the_run(personas, resumes) -> No
     run.refresh_from_db()
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert request.status == ConfirmationStatus.PENDING and request.tool_args == PAY_ARGS
-    assert set(request.approvers.all()) == {personas.operator, personas.approver, personas.admin}
+    # Not oscar: he owns and configures the agent, and is no approver (DESIGN §1.13).
+    assert set(request.approvers.all()) == {personas.approver, personas.admin}
     [pending] = events_of(run, "approval.pending")
     assert pending["arguments"] == PAY_ARGS and pending["tool"] == "oa__purchase_pay"
-    assert {a["name"] for a in pending["approvers"]} == {"oscar", "april", "adam"}
+    assert {a["name"] for a in pending["approvers"]} == {"april", "adam"}
     assert pending["channel"] == "web" and pending["expires_at"] == request.expires_at.isoformat()
     assert log_kinds(request) == [Kind.CREATED, Kind.DELIVERED]
 
@@ -214,9 +215,11 @@ def test_it_refuses_a_hook_declared_at_or_after_the_gate_on_save_and_on_build(
 def test_a_hook_after_the_gate_that_forges_the_approved_hash_cannot_make_other_arguments_run(
     personas, resumes, monkeypatch
 ) -> None:
-    # Suppose the first defence (declared priorities stay below the gate) were bypassed:
-    # the approved hash still comes from the gate alone, never from metadata.
+    # Suppose the first defences (declared priorities stay below the gate; declared hooks run in
+    # bands before the gate's) were bypassed: the approved hash still comes from the gate alone,
+    # never from metadata.
     monkeypatch.setattr("hooks.catalog.check_below_gate", lambda hook: None)
+    monkeypatch.setattr("hooks.catalog.declared_band", lambda source, hook_class: Band.GATE + 1)
     set_policy(personas)
     tool = pay_tool()
     harness = Harness(tool)

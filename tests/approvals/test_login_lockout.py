@@ -119,3 +119,31 @@ async def test_it_answers_a_locked_out_sign_in_with_its_page_over_asgi(personas)
 
     assert_locked_out(response)
     assert re.search(r"Try again in 15 minutes", response.content.decode())
+
+
+def test_a_stranger_behind_a_shared_address_does_not_lock_out_the_colleagues_who_sign_in_from_it(
+    personas,
+) -> None:
+    """An office NAT: april has signed in from its address before. Someone there sprays wrong
+    passwords over many usernames: the address is locked for accounts that never signed in from
+    it (aude), not for april, whose own account count is untouched."""
+    office = "203.0.113.9"
+    first = Client()
+    assert_signed_in(first, sign_in(first, APPROVALS_LOGIN, "april", PASSWORD, office))
+    stranger = Client()
+    for number in range(LIMIT * 3):
+        sign_in(stranger, APPROVALS_LOGIN, f"someone-{number}", "wrong-password", office)
+
+    again = Client()
+    assert_signed_in(again, sign_in(again, APPROVALS_LOGIN, "april", PASSWORD, office))
+    assert_locked_out(sign_in(Client(), APPROVALS_LOGIN, "aude", PASSWORD, office))
+
+
+def test_a_known_address_does_not_spare_an_account_its_own_count(personas) -> None:
+    office = "203.0.113.10"
+    first = Client()
+    assert_signed_in(first, sign_in(first, APPROVALS_LOGIN, "april", PASSWORD, office))
+    for attempt in range(LIMIT):
+        sign_in(Client(), APPROVALS_LOGIN, "april", f"wrong-password-{attempt}", office)
+
+    assert_locked_out(sign_in(Client(), APPROVALS_LOGIN, "april", PASSWORD, office))

@@ -62,3 +62,13 @@ def test_a_quorum_of_zero_is_refused_with_a_message(governed) -> None:
     assert answer.status_code == 200
     policy.refresh_from_db()
     assert policy.approvals_required == 1
+
+
+def test_the_named_users_picker_lists_only_approvers_and_admins_of_ones_own_organisations(governed) -> None:
+    import re
+
+    response = logged_in(governed.operator).get(url(ApproverPolicy, "add"))
+
+    select = re.search(r'<select name="named_users".*?</select>', response.content.decode(), re.S).group(0)
+    listed = set(re.findall(r">([a-z]+)</option>", select))
+    assert listed == {"april", "adam"}, "no member, operator or auditor, and nobody of another organisation"

@@ -1,9 +1,9 @@
 """A policy may require M distinct approvals of the N who may decide (issue 15, item 1).
 
-With the default policy the approvers are oscar (the agent's owner), april (approver) and adam
-(admin): N = 3. Each vote is recorded once; the request leaves ``pending`` once, when the M-th
-approval lands or a rejection does (or, when one rejection is not enough, once approval became
-impossible).
+With the default policy the approvers are oscar (the agent's owner, whom an organisation admin
+made an approver: DESIGN §1.13), april (approver) and adam (admin): N = 3. Each vote is recorded
+once; the request leaves ``pending`` once, when the M-th approval lands or a rejection does (or,
+when one rejection is not enough, once approval became impossible).
 """
 
 from __future__ import annotations
@@ -17,11 +17,16 @@ from agents.models import RunStatus
 from approvals.models import ConfirmationEvent, ConfirmationStatus, ConfirmationVote
 from approvals.services import confirmation_decide
 from tests.agents.engine_kit import Harness
-from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
+from tests.approvals.kit import PAY_ARGS, make_approver, pay_tool, set_policy, suspended_run
 
 Kind = ConfirmationEvent.Kind
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def _oscar_approves(personas: Any) -> None:
+    make_approver(personas, personas.operator)
 
 
 def quorum_request(personas: Any, resumes: Any, **policy: Any) -> tuple[Any, Any, Any, Any]:

@@ -19,7 +19,14 @@ from agents.engine.runner import run_resume
 from approvals.models import ConfirmationEvent, ConfirmationStatus, ConfirmationVote
 from approvals.services import confirmation_decide
 from tests.agents.engine_kit import Harness
-from tests.approvals.kit import PAY_ARGS, pay_tool, paying_agent, set_policy, suspended_run
+from tests.approvals.kit import (
+    PAY_ARGS,
+    make_approver,
+    pay_tool,
+    paying_agent,
+    set_policy,
+    suspended_run,
+)
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
@@ -30,8 +37,9 @@ Kind = ConfirmationEvent.Kind
 def test_three_approvals_and_a_rejection_at_once_leave_one_verdict_consistent_with_the_quorum(
     personas, resumes
 ) -> None:
-    # Three may decide: oscar (the owner), april and adam; two approvals are needed and one
-    # rejection rejects.
+    # Three may decide: oscar (the owner, made an approver), april and adam; two approvals are
+    # needed and one rejection rejects.
+    make_approver(personas, personas.operator)
     set_policy(personas, approvals_required=2, any_rejection_rejects=True)
     tool = pay_tool()
     harness = Harness(tool)

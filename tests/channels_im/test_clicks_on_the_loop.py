@@ -20,6 +20,7 @@ from django.conf import settings
 from django.test import AsyncClient
 
 from agents.models import Membership, Role
+from agents.services import run_start
 from approvals.decision_sql import click_facts
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
 from approvals.services import clicks_on_the_loop
@@ -27,14 +28,22 @@ from approvals.tasks import confirmation_settled_task
 from channels_im import quick, replay
 from channels_im.identities import clicker_and_facts_async, identity_for_click
 from channels_im.models import ChannelConfig
-from fimone import adb
+from fimone import adb, throttling
 from fimone.audit_chain import chain_verify
 from fimone.models import OutboxMessage
 from tests.agents.engine_kit import Harness
-from tests.approvals.kit import Resumes
+from tests.approvals.kit import Resumes, paying_agent, set_policy
 from tests.channels_im.click_kit import APRIL, Kind, nothing_written, park, post_click, written
 from tests.channels_im.feishu_fake import click_event, keys_of, signed_body
 from tests.channels_im.slack_fake import FakeSlack
+from tests.channels_im.test_click_guards import (
+    NUL_REASON,
+    STORED_REASON,
+    api_decision_status,
+    refused_for_the_rate,
+    set_decision_rate,
+    use_up_the_rate,
+)
 from tests.channels_im.test_slack_flow import park as park_in_slack
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.django_db(transaction=True)]
@@ -103,6 +112,7 @@ async def loop_connections() -> AsyncIterator[None]:
     yield
     await adb.close()
     await replay.close_async()
+    await throttling.close_async()
 
 
 @pytest.fixture
@@ -456,3 +466,137 @@ async def test_a_slack_click_is_handed_whole_to_the_thread_path_which_decides_it
     request = await db(flow.refresh)()
     assert request.status == ConfirmationStatus.APPROVED
     assert [args[0] for _, args in await db(the_outbox)()] == [str(request.pk)]
+
+
+# --- what a click on the loop cannot get past (tests/channels_im/test_click_guards.py: the thread
+# path): a NUL in its reason, the clicker's decision rate, separation of duties (DESIGN §1.13).
+
+
+async def test_a_click_with_a_nul_in_its_reason_is_decided_on_the_loop(
+    handoffs: Handoffs,
+    production: Production,
+    loop_connections: None,
+    personas: Any,
+    resumes: Resumes,
+    harness: Harness,
+    channel: ChannelConfig,
+) -> None:
+    request = await parked_with(production, personas, harness)
+
+    response = await post_click(
+        AsyncClient(), channel, request, decision="reject", form_value={"reason": NUL_REASON}
+    )
+
+    assert response.status_code == 200
+    assert response.json()["toast"]["content"] == "The request was rejected."
+    assert handoffs.calls == [], "decided on the loop"
+    record = await db(written)(request)
+    assert record["request"][0] == ConfirmationStatus.REJECTED and record["request"][3] == STORED_REASON
+
+
+async def test_a_click_on_the_loop_counts_against_the_rate(
+    handoffs: Handoffs,
+    production: Production,
+    loop_connections: None,
+    personas: Any,
+    resumes: Resumes,
+    harness: Harness,
+    channel: ChannelConfig,
+    settings: Any,
+) -> None:
+    set_decision_rate(settings, 1)
+    request = await parked_with(production, personas, harness)
+
+    decided = await post_click(AsyncClient(), channel, request, decision="approve")
+
+    assert decided.json()["toast"]["type"] == "success" and handoffs.calls == []
+    assert await db(api_decision_status)(personas.approver) == 429, "the loop's click was counted"
+
+
+async def test_a_click_past_the_rate_on_the_loop_is_refused_and_logged_by_the_thread_path(
+    handoffs: Handoffs,
+    production: Production,
+    loop_connections: None,
+    personas: Any,
+    resumes: Resumes,
+    harness: Harness,
+    channel: ChannelConfig,
+    settings: Any,
+) -> None:
+    request = await parked_with(production, personas, harness)
+    await db(use_up_the_rate)(personas.approver, set_decision_rate(settings, 2))
+
+    response = await post_click(AsyncClient(), channel, request, decision="approve")
+
+    assert response.status_code == 200 and response.json()["toast"]["type"] == "error"
+    assert handoffs.calls == ["answer_parsed"]
+    assert await db(refused_for_the_rate)(request, personas.approver)
+
+
+# --- separation of duties on the loop ---------------------------------------------------------------
+
+
+def _configured_by_april_after_she_was_asked(personas: Any, request: ConfirmationRequest) -> None:
+    """Since the card went out, April changed the agent (recorded as the admin records it)."""
+    agent = request.agent
+    agent._history_user = personas.approver
+    agent.save()
+
+
+async def test_on_the_loop_a_configurer_without_the_approver_role_is_refused_and_it_is_logged(
+    handoffs: Handoffs,
+    production: Production,
+    loop_connections: None,
+    personas: Any,
+    resumes: Resumes,
+    harness: Harness,
+    channel: ChannelConfig,
+) -> None:
+    def named_april() -> ConfirmationRequest:
+        policy = set_policy(personas, allow_org_approvers=False, allow_agent_owner=False)
+        policy.named_users.set([personas.approver])
+        request = park(personas, harness, allow_org_approvers=False, allow_agent_owner=False)
+        Membership.objects.filter(user=personas.approver).update(role=Role.OPERATOR)
+        _configured_by_april_after_she_was_asked(personas, request)
+        return request
+
+    request = await db(named_april)()
+    production.on()
+
+    response = await post_click(AsyncClient(), channel, request, decision="approve")
+
+    assert response.status_code == 200 and response.json()["toast"]["type"] == "error"
+    assert "made them an approver" in response.json()["toast"]["content"]
+    assert handoffs.calls == ["answer_parsed"]
+    record = await db(written)(request)
+    assert record["request"][0] == ConfirmationStatus.PENDING and record["votes"] == []
+    assert record["kinds"][-1] == Kind.CLICK_REFUSED
+
+
+async def test_on_the_loop_a_requester_who_configured_the_agent_cannot_approve_their_own_call(
+    handoffs: Handoffs,
+    production: Production,
+    loop_connections: None,
+    personas: Any,
+    resumes: Resumes,
+    harness: Harness,
+    channel: ChannelConfig,
+) -> None:
+    def aprils_own_call() -> ConfirmationRequest:
+        set_policy(personas, allow_initiator=True, allow_self_approval=True)
+        run = run_start(agent=paying_agent(personas), user=personas.approver, input="pay")
+        assert harness.execute(run) == "awaiting_approval"
+        request = ConfirmationRequest.objects.get(run=run)
+        _configured_by_april_after_she_was_asked(personas, request)
+        return request
+
+    request = await db(aprils_own_call)()
+    production.on()
+
+    response = await post_click(AsyncClient(), channel, request, decision="approve")
+
+    assert response.json()["toast"]["type"] == "error"
+    assert "may not decide their own call" in response.json()["toast"]["content"]
+    assert handoffs.calls == ["answer_parsed"]
+    assert not await db(nothing_written)(request), "the refusal is logged"
+    assert (await db(written)(request))["request"][0] == ConfirmationStatus.PENDING

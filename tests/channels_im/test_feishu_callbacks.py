@@ -152,7 +152,9 @@ def test_our_endpoint_and_the_sdk_accept_and_refuse_the_same_callbacks(
         assert not pending.events.filter(kind=ConfirmationEvent.Kind.CLICK_REFUSED).exists()
 
 
-@pytest.mark.parametrize("offset", [-301, -3600, 301, 86400])
+# Well outside the 300 s window (a busy machine takes seconds between signing and checking): a
+# test never sits on the window's edge.
+@pytest.mark.parametrize("offset", [-400, -3600, 400, 86400])
 def test_a_stale_or_future_timestamp_is_refused_although_the_sdk_does_not_check_it(
     client: Client, keys: AppKeys, channel: ChannelConfig, pending: ConfirmationRequest, offset: int
 ) -> None:
@@ -173,7 +175,7 @@ def test_a_timestamp_inside_the_window_is_accepted(
     client: Client, keys: AppKeys, channel: ChannelConfig, pending: ConfirmationRequest
 ) -> None:
     body, headers = signed_body(
-        click(keys, pending.pk), encrypt_key=keys.encrypt_key, timestamp=int(time.time()) - 240
+        click(keys, pending.pk), encrypt_key=keys.encrypt_key, timestamp=int(time.time()) - 150
     )
 
     assert post(client, channel, body, headers).status_code == 200

@@ -22,9 +22,10 @@ from approvals.models import (
 )
 from approvals.services import confirmation_decide, confirmation_decide_click
 from channels_im.models import ChannelConfig
-from fimone.audit_chain import chain_verify
+from fimone.audit_chain import ChainHeadMissing, chain_verify
 from fimone.models import ChainHead
 from tests.agents.engine_kit import Harness
+from tests.approvals.audit_kit import behind_the_triggers, table
 from tests.approvals.kit import PAY_ARGS, Resumes
 from tests.channels_im.click_kit import (
     APRIL,
@@ -223,23 +224,27 @@ def test_another_organisations_request_id_is_not_found_by_the_quick_path(
     assert nothing_written(request)
 
 
-def test_an_organisation_whose_chain_has_no_head_yet_is_decided_the_long_way_with_nothing_lost(
+def test_an_organisation_whose_chain_lost_its_head_is_decided_by_neither_path_and_nothing_is_written(
     personas: Any, channel: ChannelConfig, harness: Harness
 ) -> None:
+    """A head made up again at the remaining last link would hide rows cut from the end with it
+    (DESIGN §1.15): nothing is appended until an operator restores it."""
     request = park(personas, harness)
-    ChainHead.objects.filter(partition=personas.org.pk).delete()
+    with behind_the_triggers() as cursor:
+        cursor.execute(f"DELETE FROM {table(ChainHead)} WHERE partition = %s", [personas.org.pk])  # noqa: S608
 
     assert quick(request, personas.approver, channel) is None
     assert nothing_written(request), "the verdict's update rolled back with the event it could not chain"
-    outcome = confirmation_decide(
-        request_id=request.pk,
-        user=personas.approver,
-        approve=True,
-        via_channel_id=channel.pk,
-        external_id=APRIL,
-    )
-    assert outcome.accepted
-    assert chain_verify(ConfirmationEvent, personas.org.pk).broken is None
+    with pytest.raises(ChainHeadMissing):
+        confirmation_decide(
+            request_id=request.pk,
+            user=personas.approver,
+            approve=True,
+            via_channel_id=channel.pk,
+            external_id=APRIL,
+        )
+    assert nothing_written(request)
+    assert "head row is missing" in chain_verify(ConfirmationEvent, personas.org.pk).broken.problem
 
 
 # --- contention ----------------------------------------------------------------------------------

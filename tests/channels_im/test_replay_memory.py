@@ -61,10 +61,12 @@ def test_it_refuses_a_click_signed_ahead_of_our_clock_replayed_after_the_window(
 ) -> None:
     flow = park(personas, slack)
     now = time.time()
-    body, headers = click_signed_at(flow, int(now) + 290)  # a sender's clock 290 s ahead: accepted
+    body, headers = click_signed_at(flow, int(now) + 200)  # a sender's clock 200 s ahead: accepted
     assert flow.post(body, headers).json()["replace_original"] is True
 
-    monkeypatch.setattr(time, "time", lambda: now + 302)  # still inside the window of its timestamp
+    # 450 s later: past a memory of one window from the first sight, still well inside the window
+    # of the click's own timestamp (250 s). No moment here is near an edge.
+    monkeypatch.setattr(time, "time", lambda: now + 450)
     response = flow.post(body, headers)
 
     assert_refused_as_replay(flow, response)

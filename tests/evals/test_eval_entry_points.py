@@ -127,19 +127,79 @@ def test_an_eval_on_an_agent_the_caller_cannot_see_answers_404_naming_the_agent(
     assert not EvalRun.objects.exists()
 
 
-def test_evals_started_over_the_api_count_with_the_callers_runs_started(
+def test_each_case_of_an_eval_counts_as_a_run_started_and_a_refused_eval_counts_none(
     personas, settings, monkeypatch
 ) -> None:
+    """Three runs a minute: an eval of two cases uses two; a second one (two more) is refused as a
+    whole and uses none, so one more ordinary run still starts."""
     monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "2/min"}}
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "3/min"}}
     agent = make_agent(personas.org, personas.operator)
     operator = APIClient()
     operator.force_authenticate(personas.operator)
-    assert operator.post(f"/api/agents/{agent.pk}/runs/", {"input": "hi"}, format="json").status_code == 201
     url = f"/api/eval-sets/{greeting_set(personas).pk}/runs/"
 
     answers = [operator.post(url, {"agent": agent.pk}, format="json") for _ in range(2)]
 
     assert [answer.status_code for answer in answers] == [201, 429]
-    assert answers[1].json()["detail"].startswith("Too many runs started")
+    assert 1 <= int(answers[1]["Retry-After"]) <= 60
+    assert answers[1].json()["detail"].startswith("Starting 2 runs at once is refused. Too many runs started")
     assert EvalRun.objects.count() == 1
+    assert operator.post(f"/api/agents/{agent.pk}/runs/", {"input": "hi"}, format="json").status_code == 201
+
+
+def test_the_admin_and_the_command_start_evals_under_the_same_rate(personas, settings, monkeypatch) -> None:
+    from agents.models import Membership, Role
+    from tests.personas import with_roles
+
+    monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "3/min"}}
+    Membership.objects.get_or_create(organization=personas.org, user=personas.operator, role=Role.OPERATOR)
+    with_roles(personas.operator)
+    agent = make_agent(personas.org, personas.operator)
+    eval_set = greeting_set(personas)
+    admin = Client()
+    admin.force_login(personas.operator)
+
+    added = admin.post("/admin/evals/evalrun/add/", {"eval_set": eval_set.pk, "agent": agent.pk}, follow=True)
+    assert EvalRun.objects.count() == 1, added.content.decode()[:2000]
+    again = admin.post(
+        "/admin/evals/evalrun/",
+        {"action": "run_again", "_selected_action": [EvalRun.objects.get().pk]},
+        follow=True,
+    )
+    assert "Starting 2 runs at once is refused. Too many runs started" in again.content.decode()
+    with pytest.raises(CommandError, match="Too many runs started"):
+        call_command("eval_run", str(eval_set.pk), str(agent.pk), "--user", "oscar", stdout=StringIO())
+    assert EvalRun.objects.count() == 1
+
+
+def test_an_operator_names_live_tools_one_per_line_and_a_bad_answer_map_is_a_field_error(personas) -> None:
+    from evals.models import EvalSet
+    from tests.personas import with_roles
+
+    with_roles(personas.operator)
+    admin = Client()
+    admin.force_login(personas.operator)
+    form = {
+        "organization": personas.org.pk,
+        "name": "Reads",
+        "description": "",
+        "live_tools": "oa__purchase_list\n\n  ledger__sql_query \n",
+        "tool_answers": '{"oa__purchase_pay": {"status": "paid"}}',
+        "cases-TOTAL_FORMS": "1",
+        "cases-INITIAL_FORMS": "0",
+        "cases-0-position": "0",
+        "cases-0-input": "list them",
+        "cases-0-expectation": "contains",
+        "cases-0-expected": "PO",
+    }
+
+    refused = admin.post("/admin/evals/evalset/add/", {**form, "tool_answers": '["not", "a", "map"]'})
+    assert refused.status_code == 200 and not EvalSet.objects.exists()
+    assert "recorded answers must map tool names to what the tool answers" in refused.content.decode()
+
+    assert admin.post("/admin/evals/evalset/add/", form).status_code == 302
+    saved = EvalSet.objects.get()
+    assert saved.live_tools == ["oa__purchase_list", "ledger__sql_query"]
+    assert saved.sandbox()["answers"] == {"oa__purchase_pay": '{"status": "paid"}'}

@@ -1,6 +1,7 @@
-"""The eval runner: the one path around the hooks. Its runs say they bypassed them, a tool that
-needs confirmation never runs (the connector's server receives nothing; the model reads a dry-run
-observation), and each case is graded into a pass rate."""
+"""The eval runner: the one path around the agent's hooks. Its runs say they bypassed them, a tool
+that needs confirmation never runs (the connector's server receives nothing; the model reads a
+dry-run observation), and each case is graded into a pass rate. What the sandbox promises across
+enforced hooks, delegates and DAG steps: tests/evals/test_eval_sandbox.py."""
 
 from __future__ import annotations
 
@@ -35,10 +36,10 @@ def run_cases(eval_run: EvalRun) -> EvalRun:
     return eval_run
 
 
-def one_case_set(personas: Any, *, expectation: str = "contains", expected: str = "") -> Any:
+def one_case_set(personas: Any, *, expectation: str = "contains", expected: str = "", **sandbox: Any) -> Any:
     cases = [{"input": "Pay PO-1001", "expectation": expectation, "expected": expected}]
     return eval_set_create(
-        user=personas.operator, organization_id=personas.org.pk, name="Payments", cases=cases
+        user=personas.operator, organization_id=personas.org.pk, name="Payments", cases=cases, **sandbox
     )
 
 
@@ -55,16 +56,15 @@ def test_an_eval_case_bypasses_the_hooks_and_its_run_says_so(personas, dispatche
             hooks=DENY_OA,
         ),
     )
-    eval_run = run_cases(
-        eval_run_start(
-            eval_set=one_case_set(personas, expected="PO-1001"), agent=agent, user=personas.operator
-        )
-    )
+    eval_set = one_case_set(personas, expected="PO-1001", live_tools=["oa__purchase_list"])
+    eval_run = run_cases(eval_run_start(eval_set=eval_set, agent=agent, user=personas.operator))
 
     run = eval_run.results.get().run
     assert run.hooks_bypassed is True and run.execution_path == ExecutionPath.EVAL
-    assert run.hook_chain["declared"] == [] and run.hook_chain["system"] == []
-    assert [e["hook"] for e in events_of(run, ev.HOOK_SIDE_EFFECT)] == ["eval_runner"]
+    assert run.hook_chain["declared"] == [], "the agent's own hooks are not in its chain"
+    assert "confirmation_gate" not in run.hook_chain["system"], "an eval never asks a person"
+    [note] = [e for e in events_of(run, ev.HOOK_SIDE_EFFECT) if e["hook"] == "eval_runner"]
+    assert "oa__purchase_list" in note["message"]
     assert events_of(run, ev.TOOL_BLOCKED) == [], "the agent's blocking hook did not run"
     assert [r[0] for r in service.received] == ["GET"]
     assert eval_run.results.get().outcome == Outcome.PASSED

@@ -65,6 +65,7 @@ def test_production_starts_with_its_required_variables() -> None:
         SECRET_KEY="x" * 50,
         ALLOWED_HOSTS="fimone.example.com",
         FIELD_ENCRYPTION_KEY="k" * 44,
+        AUDIT_CHAIN_KEY="a" * 32,
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "started"

@@ -65,12 +65,6 @@ async def test_a_python_hook_that_raises_fails_closed() -> None:
     [
         ("tests.hooks.nowhere.Hook", "PreToolUse", {}, "module 'tests.hooks.nowhere' cannot be imported"),
         ("tests.hooks.declared_examples.Missing", "PreToolUse", {}, "has no 'Missing'"),
-        (
-            "tests.hooks.declared_examples.not_async",
-            "PreToolUse",
-            {},
-            "neither a hook class nor an 'async def'",
-        ),
         ("tests.hooks.declared_examples.Shout", "PreToolUse", {}, "is a PostToolUse hook, not PreToolUse"),
         (
             "tests.hooks.declared_examples.LimitAmount",
@@ -86,7 +80,8 @@ async def test_a_python_hook_that_raises_fails_closed() -> None:
         ),
         ("tests.hooks.declared_examples.tag_reference", "PreToolUse", {"x": 1}, "takes no params"),
         ("approvals.gate.ConfirmationGateHook", "PreToolUse", {}, "is a system hook"),
-        ("os.system", "PreToolUse", {}, "neither a hook class nor an 'async def'"),
+        ("os.system", "PreToolUse", {}, "neither a hook class nor a function"),
+        ("tests.hooks.declared_examples.PAY_LIMIT", "PreToolUse", {}, "neither a hook class nor a function"),
         ("__import__('os')", "PreToolUse", {}, "must be a dotted path"),
     ],
 )

@@ -24,8 +24,9 @@ from tests.personas import make_agent, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ALLOWED = ["approver", "operator", "admin", "member", "auditor"]
-"""april and adam (org approvers), oscar (the agent's owner), alice (who asked), aude (auditor)."""
+ALLOWED = ["approver", "admin", "member", "auditor"]
+"""april and adam (org approvers), alice (who asked), aude (auditor); not oscar, the agent's owner,
+who is no approver (DESIGN §1.13)."""
 
 
 def signed_in(user: Any) -> Client:

@@ -330,6 +330,26 @@ def test_a_workflow_is_started_in_the_admin_and_its_node_states_shown(
     assert "oa__purchase_pay" in page and "running" in page
 
 
+def test_the_admins_start_counts_with_the_starters_runs_started(
+    personas, superuser, dispatched, settings
+) -> None:
+    from django.test import Client
+
+    from agents.models import Membership, Role
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "2/min"}}
+    Membership.objects.create(organization=personas.org, user=superuser, role=Role.OPERATOR)
+    workflow = one_step_workflow(personas, CONNECTOR)
+    client = Client()
+    client.force_login(superuser)
+    start_url = f"/admin/workflows/workflow/{workflow.pk}/start/"
+
+    answers = [client.post(start_url, {"input": f"PO-{n}"}, follow=True) for n in range(3)]
+
+    assert WorkflowRun.objects.count() == 2
+    assert "Not started: Too many runs started: the limit is 2 per minute." in answers[2].content.decode()
+
+
 def test_the_admin_refuses_a_graph_that_cannot_run_with_a_field_error(personas, superuser) -> None:
     from django.test import Client
 
