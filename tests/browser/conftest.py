@@ -7,6 +7,7 @@ would hide a hole in the run, so it fails instead.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +29,26 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
+_open_browsers: list[Any] = []
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A browser test that failed leaves a screenshot of every page it had open (see shots.py)."""
+    report = yield
+    if report.when == "call" and report.failed and _open_browsers:
+        from tests.browser.shots import test_folder
+
+        folder = test_folder()
+        for b, chromium in enumerate(_open_browsers):
+            for c, context in enumerate(chromium.contexts):
+                for p, page in enumerate(context.pages):
+                    # A page that crashed or closed has nothing to show.
+                    with contextlib.suppress(Exception):
+                        page.screenshot(path=str(folder / f"failed-{b}-{c}-{p}.png"), full_page=True)
+    return report
+
+
 @pytest.fixture
 def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
     """A headless Chromium, closed after the test (function scope: Playwright's sync API keeps an
@@ -46,16 +67,18 @@ def browser(monkeypatch: pytest.MonkeyPatch) -> Iterator[Browser]:
         chromium = playwright.chromium.launch(
             executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
         )
+        _open_browsers.append(chromium)
         try:
             yield chromium
         finally:
+            _open_browsers.remove(chromium)
             chromium.close()
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh page (own cookies) sized like a laptop screen."""
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
     try:
         yield context.new_page()
     finally:

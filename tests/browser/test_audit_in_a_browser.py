@@ -2,14 +2,13 @@
 and date, opens a request, follows it to its run, downloads the CSV (read back here), and finds
 nothing to change; the demo operator's admin index is grouped by what operators do.
 
-Screenshots go to ``SCREENS`` (``/work/screens`` when it exists, else ``/tmp``)."""
+Screenshots go where every browser test's go (tests/browser/shots.py)."""
 
 from __future__ import annotations
 
 import csv
 import datetime as dt
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,10 +19,9 @@ from playwright.sync_api import Page, expect
 from agents.demo import DEMO_AGENT_NAME, DEMO_PASSWORD, demo_setup
 from agents.models import Agent
 from tests.approvals.kit import recorded_request
+from tests.browser.shots import shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-SCREENS = Path("/work/screens") if Path("/work/screens").is_dir() else Path("/tmp")
 
 
 @pytest.fixture
@@ -82,7 +80,7 @@ def test_the_demo_auditor_filters_opens_follows_downloads_and_changes_nothing(
     expect(rows.first).to_contain_text("april")
     expect(rows.first).to_contain_text("42 s")
     expect(page.locator(".count")).to_have_text("1 request matches the filters.")
-    page.screenshot(path=str(SCREENS / "history-filtered.png"), full_page=True)
+    shoot(page, "history-filtered")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
     with page.expect_download() as download_info:
@@ -140,7 +138,7 @@ def test_the_demo_operator_sees_an_admin_grouped_by_what_operators_do(live_serve
     expect(page.locator("#site-name")).to_contain_text("FIM One hooks")
     expect(page.get_by_text("have permission to view or edit anything")).to_have_count(0)
     expect(page.locator("#content-main")).not_to_contain_text("Periodic tasks")
-    page.screenshot(path=str(SCREENS / "admin-index-operator.png"), full_page=True)
+    shoot(page, "admin-index-operator")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
@@ -151,5 +149,5 @@ def test_the_operators_agent_page_fits_a_phone_screen(live_server, demo_record, 
     page.goto(f"{live_server.url}/admin/agents/agent/{demo_record['recent'].agent_id}/change/")
 
     expect(page.locator("#effective-chain .chain-table")).to_be_visible()
-    page.screenshot(path=str(SCREENS / "admin-agent-operator-phone.png"), full_page=True)
+    shoot(page, "admin-agent-operator-phone")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")

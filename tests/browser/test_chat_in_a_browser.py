@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,18 +14,13 @@ from agents import events as ev
 from agents.demo import DEMO_PASSWORD, demo_setup
 from agents.models import Agent, Conversation, Organization, Role, Run, RunEvent, RunStatus
 from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus
+from tests.browser.shots import shoot
 from tests.personas import PASSWORD, make_agent, make_user, scripted
 
 pytestmark = [pytest.mark.browser]
 
-SCREENS = Path("/work/screens")
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
-
-
-def shoot(page: Page, name: str) -> None:
-    if SCREENS.is_dir():
-        page.screenshot(path=str(SCREENS / f"{name}.png"), full_page=True)
 
 
 def sign_in(page: Page, base: str, username: str, password: str = DEMO_PASSWORD) -> None:

@@ -2,11 +2,10 @@
 demo agent by filling the hook's parameter inputs, finds it in the effective chain before the
 approval gate, and tries the chain on a large payment: approval needed, nothing opened.
 
-Screenshots go to ``SHOTS`` (``/work/shots`` when it exists, else the test's temporary folder)."""
+Screenshots go where every browser test's go (tests/browser/shots.py)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,10 +14,9 @@ from playwright.sync_api import Page, expect
 from agents.demo import DEMO_AGENT_NAME, DEMO_PASSWORD, demo_setup
 from agents.models import Agent, ConnectorAction, HookDeclaration
 from approvals.models import ConfirmationRequest
+from tests.browser.shots import test_folder
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-SHOTS = Path("/work/shots")
 
 
 @pytest.fixture
@@ -29,13 +27,12 @@ def demo_agent() -> Agent:
     return Agent.objects.get(name=DEMO_AGENT_NAME)
 
 
-def shot(page: Page, name: str, tmp_path: Path, **options: Any) -> None:
-    folder = SHOTS if SHOTS.is_dir() else tmp_path
-    page.screenshot(path=str(folder / name), **options)
+def shot(page: Page, name: str, **options: Any) -> None:
+    page.screenshot(path=str(test_folder() / name), **options)
 
 
 def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_a_payment(
-    live_server: Any, demo_agent: Agent, page: Page, tmp_path: Path
+    live_server: Any, demo_agent: Agent, page: Page
 ) -> None:
     base = live_server.url
     page.goto(f"{base}/admin/login/?next=/admin/")
@@ -57,7 +54,7 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     params.locator('[name$="__conditions__0__op"]').select_option(">=")
     params.locator('[name$="__conditions__0__value"]').fill("50000")
     params.locator('[name$="__reason"]').fill("payments of 50,000 or more")
-    row.screenshot(path=str((SHOTS if SHOTS.is_dir() else tmp_path) / "hook-editor-row.png"))
+    row.screenshot(path=str(test_folder() / "hook-editor-row.png"))
     page.get_by_role("button", name="Save and continue editing").click()
 
     expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
@@ -69,8 +66,8 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     assert names == ["read_only_guard", "confirm_when", "confirmation_gate"], names
     expect(chain.locator('tr[data-hook="confirm_when"]')).to_contain_text("Agent")
     expect(chain.locator('tr[data-hook="confirm_when"]')).to_contain_text("oa__purchase_pay")
-    shot(page, "agent-page-with-its-chain.png", tmp_path, full_page=True)
-    chain.screenshot(path=str((SHOTS if SHOTS.is_dir() else tmp_path) / "effective-chain.png"))
+    shot(page, "agent-page-with-its-chain.png", full_page=True)
+    chain.screenshot(path=str(test_folder() / "effective-chain.png"))
 
     page.get_by_role("link", name="Try this chain").first.click()
     page.get_by_label("Tool").select_option("oa__purchase_pay")
@@ -83,7 +80,7 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     step = page.locator('tr.trial-step[data-hook="confirm_when"]')
     expect(step).to_contain_text("asked for approval")
     expect(page.locator('tr.trial-step[data-hook="confirmation_gate"]')).to_contain_text("approval needed")
-    shot(page, "try-a-chain-result.png", tmp_path, full_page=True)
+    shot(page, "try-a-chain-result.png", full_page=True)
     assert not ConfirmationRequest.objects.exists(), "a dry run opens no approval request"
 
     page.get_by_label("Arguments (JSON)").fill('{"purchase_id": "PO-1002", "amount": 80}')

@@ -11,12 +11,11 @@ from playwright.sync_api import Page, expect
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import Resumes, pay_tool, set_policy, suspended_run
+from tests.browser.shots import shoot
 from tests.personas import PASSWORD, make_agent, scripted
 
 # The live server answers from another thread: it must see committed rows, and verdicts act on commit.
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-SCREENSHOT = "/tmp/inbox.png"
 
 
 @pytest.fixture
@@ -62,14 +61,14 @@ def test_an_approver_rejects_a_call_from_the_inbox_with_a_reason(
     before = countdown.inner_text()
     expect(countdown).not_to_have_text(before, timeout=3_000)  # it ticks
     expect(page.locator(f"#request-{hostile.pk} pre.args")).to_contain_text('"<script>alert(1)</script>"')
-    page.screenshot(path=SCREENSHOT, full_page=True)
+    shoot(page, "inbox")
 
     card.get_by_label(re.compile("^Reason")).fill("budget frozen until Q3")
     card.get_by_role("button", name="Reject").click()
 
     expect(page.locator(".msg")).to_have_text("Rejected: oa__purchase_pay")
     expect(page.locator(f"#request-{request.pk}")).to_have_count(0)
-    page.screenshot(path=SCREENSHOT.replace(".png", "-after.png"), full_page=True)
+    shoot(page, "inbox-after")
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.REJECTED
     assert request.reason == "budget frozen until Q3" and request.responded_by == personas.approver

@@ -12,7 +12,8 @@ from playwright.sync_api import Browser, expect
 
 from agents.models import Run
 from approvals.models import ConfirmationRequest, ConfirmationStatus
-from tests.browser.test_chat_in_a_browser import DESKTOP, PHONE, demo, shoot, sign_in, start_paying
+from tests.browser.shots import shoot
+from tests.browser.test_chat_in_a_browser import DESKTOP, PHONE, demo, sign_in, start_paying
 
 pytestmark = [pytest.mark.browser]
 
