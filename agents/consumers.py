@@ -9,7 +9,7 @@ from urllib.parse import parse_qs
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agents.access import RECHECK_SECONDS, access_group
-from agents.events import LLM_DELTA
+from agents.events import EPHEMERAL
 
 LOST_ACCESS = 4403
 """The close code of a stream whose watcher may no longer watch it (left the organisation, lost
@@ -143,7 +143,7 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         if not await self._still_allowed():
             return
         last_sent = getattr(self, "last_sent", None)
-        is_delta = event.get("type") == LLM_DELTA
+        is_delta = event.get("type") in EPHEMERAL
         seq = event.get("seq", 0)
         if last_sent is None:
             if not is_delta:

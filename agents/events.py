@@ -27,7 +27,8 @@ LLM_MESSAGE: Final = "llm.message"
 """``{"content", "tool_calls": [{"id", "name", "arguments"}], "iteration"}``"""
 
 TOOL_PROPOSED: Final = "tool.proposed"
-"""``{"tool_call_id", "tool", "arguments"}`` — as the LLM proposed them, before any hook."""
+"""``{"tool_call_id", "tool", "title", "arguments"}`` — as the LLM proposed them, before any hook;
+``title`` is the tool as people read it."""
 
 HOOK_SIDE_EFFECT: Final = "hook.side_effect"
 """``{"tool_call_id" (null at SessionStart), "hook", "point", "message", "failure"}``"""
@@ -75,6 +76,15 @@ DAG run or a delegate's caller it also names the child run that waits (``child_r
 APPROVAL_DECIDED: Final = "approval.decided"
 """``{"request_id", "tool_call_id", "status", "by", "reason", "at", "delivery_problem"}`` — the
 verdict as the run learns it; ``delivery_problem`` says why an expired request reached nobody."""
+
+APPROVAL_VOTED: Final = "approval.voted"
+"""``{"request_id", "tool_call_id", "votes": [{"by", "approve", "at"}], "approvals",
+"approvals_required"}`` — someone voted on a request that still waits for more votes. Pushed to
+the run's stream once the vote committed, never stored (like ``llm.delta``, it carries the seq of
+the last stored event): a page that missed it reads the votes again when it reloads."""
+
+EPHEMERAL: Final = frozenset({LLM_DELTA, APPROVAL_VOTED})
+"""Events pushed to a run's stream but not stored: they never advance its seq."""
 
 ALL: Final = (
     RUN_STARTED,

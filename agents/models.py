@@ -312,6 +312,13 @@ class Connector(SecretsBoundToAddress, models.Model):
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
+def humanized_name(name: str) -> str:
+    """A tool or action name as people read it: ``purchase_pay`` → "Purchase pay"."""
+    words = name.replace("__", " ").replace("_", " ").replace("-", " ").split()
+    text = " ".join(words)
+    return text[:1].upper() + text[1:] if text else name
+
+
 class ConnectorAction(models.Model):
     class Method(models.TextChoices):
         GET = "GET"
@@ -322,6 +329,11 @@ class ConnectorAction(models.Model):
 
     connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="actions")
     name = models.CharField(max_length=40, validators=[validate_tool_slug])
+    display_name = models.CharField(
+        max_length=120,
+        blank=True,
+        help_text='What people read for this tool ("Pay a purchase"). Empty: made from the name.',
+    )
     description = models.TextField(blank=True)
     method = models.CharField(max_length=8, choices=Method.choices, default=Method.GET)
     path_template = models.CharField(
@@ -334,6 +346,22 @@ class ConnectorAction(models.Model):
         null=True, blank=True, help_text="Empty: yes for POST/PUT/PATCH/DELETE, no for GET."
     )
     is_write = models.BooleanField(null=True, blank=True, help_text="Empty: derived from the method.")
+    context_action = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="A read action of the same connector whose answer shows approvers what a call "
+        "of this one is about (the purchase a payment pays), called with the same arguments when "
+        "approval is asked.",
+    )
+    context_fields = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Which fields of that answer approvers see, in order, e.g. ["vendor", "description", '
+        '"amount"]. Empty: the call\'s own arguments.',
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["connector", "name"], name="action_unique_name")]
@@ -352,6 +380,11 @@ class ConnectorAction(models.Model):
     @property
     def tool_name(self) -> str:
         return f"{self.connector.slug}__{self.name}"
+
+    @property
+    def title(self) -> str:
+        """What people read for this tool: its display name, else one made from its name."""
+        return self.display_name.strip() or humanized_name(self.name)
 
     def clean(self) -> None:
         from agents.tools.schema import check_parameters_schema
@@ -453,6 +486,11 @@ class Conversation(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    archived_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Archived by its user: out of their list, kept with all its runs for the record.",
+    )
 
     def __str__(self) -> str:
         return self.title or f"Conversation {self.pk}"

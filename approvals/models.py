@@ -164,7 +164,16 @@ class ConfirmationRequest(models.Model):
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="confirmation_requests")
     tool_call_id = models.CharField(max_length=100)
     tool_name = models.CharField(max_length=120)
+    tool_title = models.CharField(
+        max_length=120, blank=True, help_text="The tool as people read it (its display name)."
+    )
     tool_args = models.JSONField()
+    context = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='What the call is about, for approvers: [{"label": …, "value": …}], read when the '
+        "request opened (the action's context action, else its arguments).",
+    )
     args_sha256 = models.CharField(max_length=64)
     status = models.CharField(
         max_length=12, choices=ConfirmationStatus.choices, default=ConfirmationStatus.PENDING, db_index=True

@@ -94,6 +94,7 @@ class CallAgentTool(ReentrantTool):
                 "required": ["agent", "input"],
                 "additionalProperties": False,
             },
+            title="Ask another agent",
         )
         self.caller_id = caller.pk
         self.caller_agent_id = caller.agent_id

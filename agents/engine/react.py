@@ -127,9 +127,16 @@ class ReactEngine(RunEngine):
             cp["observations"] = {}
             self._proposed_here = {call["id"] for call in cp["pending_calls"]}
             for call in cp["pending_calls"]:
+                tool = self.tools.get(call["name"])
                 journal.emit(
                     ev.TOOL_PROPOSED,
-                    {"tool_call_id": call["id"], "tool": call["name"], "arguments": call["arguments"]},
+                    {
+                        "tool_call_id": call["id"],
+                        "tool": call["name"],
+                        # What people read for it (the page shows the name only on request).
+                        "title": tool.spec.display if tool is not None else call["name"],
+                        "arguments": call["arguments"],
+                    },
                 )
             # Saved with the next write (at the latest, the one recording a tool's start).
             journal.checkpoint_changed()

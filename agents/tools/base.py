@@ -22,6 +22,18 @@ class ToolSpec:
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     requires_confirmation: bool = False
     is_write: bool = False
+    #: what people read for the tool (the model reads ``name`` and ``description``); empty: the
+    #: name made readable (:attr:`display`)
+    title: str = ""
+
+    @property
+    def display(self) -> str:
+        """The tool as people read it: its title, else its name made readable."""
+        if self.title:
+            return self.title
+        words = self.name.rpartition("__")[2].replace("_", " ").split()
+        text = " ".join(words) or self.name
+        return text[:1].upper() + text[1:]
 
     def as_openai_tool(self) -> dict[str, Any]:
         return {

@@ -15,6 +15,7 @@ class CurrentTime(Tool):
     reaches_outside = False
     spec = ToolSpec(
         name="current_time",
+        title="Current time",
         description="The current date and time, in ISO 8601, in the given IANA time zone (default UTC).",
         parameters={
             "type": "object",
@@ -64,6 +65,7 @@ class Calculator(Tool):
     reaches_outside = False
     spec = ToolSpec(
         name="calculator",
+        title="Calculator",
         description="Evaluates an arithmetic expression such as '(1200 - 200) * 1.06'.",
         parameters={
             "type": "object",

@@ -182,6 +182,7 @@ class SqlQueryTool(_DatabaseTool):
             parameters=_parameters_schema(placeholder),
             requires_confirmation=False,
             is_write=False,
+            title=f"Read the {connector.name} database",
         )
 
     def _check(self, sql: str, dialect: Dialect) -> None:
@@ -218,6 +219,7 @@ class SqlExecuteTool(_DatabaseTool):
             parameters=_parameters_schema(placeholder),
             requires_confirmation=True,
             is_write=True,
+            title=f"Change the {connector.name} database",
         )
 
     def _check(self, sql: str, dialect: Dialect) -> None:

@@ -72,6 +72,7 @@ class HttpActionTool(Tool):
             # The model's save() fills both from the method; an unsaved action may still hold None.
             requires_confirmation=bool(action.requires_confirmation),
             is_write=bool(action.is_write),
+            title=action.title,
         )
         self.method = str(action.method).upper()
         self.path_template = action.path_template or ""

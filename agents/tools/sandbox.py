@@ -79,6 +79,7 @@ class DryRunTool(Tool):
             parameters=tool.spec.parameters,
             requires_confirmation=False,
             is_write=tool.spec.is_write,
+            title=tool.spec.title,
         )
         self.needs_approval = bool(tool.spec.requires_confirmation)
         self.answer = answer
