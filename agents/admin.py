@@ -14,6 +14,7 @@ the archiving services (and those check the staff user's role in the object's or
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -38,9 +39,18 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from agents import invitations, roles, selectors, services
-from agents.chain_trial import NO_RESULT, TrialError, agent_tool_names, chain_trial
+from agents.chain_trial import NO_RESULT, TrialError, agent_tool_specs, chain_trial
 from agents.checks import API_KEY_MISPLACED, hook_chain_of, hooks_declaration
-from agents.hook_editor import OWN_PREFIX, HookParamsField, chain_rows, hook_choices
+from agents.config_editor import BuiltinToolsField, ModelConfigField
+from agents.hook_editor import (
+    OWN_PREFIX,
+    HookParamsField,
+    ToolArgsField,
+    chain_rows,
+    chooses_tools,
+    gate_reasons,
+    hook_choices,
+)
 from agents.models import (
     Agent,
     Connector,
@@ -57,6 +67,7 @@ from agents.models import (
     ToolExecution,
 )
 from agents.services import ServiceError
+from fimone.admin_errors import PlainErrorsAdminMixin
 from fimone.forms import JSONFormField, WriteOnlySecretsForm, secrets_state
 from fimone.history import ConfigHistoryAdmin
 from fimone.humanize import duration_text
@@ -104,8 +115,9 @@ def _is_scoped(model: type[Model]) -> bool:
     return model is User or model in ORGANIZATION_LOOKUPS
 
 
-class OrganizationScopedFieldsMixin:
-    """Limits foreign-key and many-to-many choices to the staff user's managed organisations."""
+class OrganizationScopedFieldsMixin(PlainErrorsAdminMixin):
+    """Limits foreign-key and many-to-many choices to the staff user's managed organisations (and
+    says what a violated constraint means, on its field: ``fimone.admin_errors``)."""
 
     unscoped_relations: tuple[str, ...] = ()
     """Relation fields whose choices are left unrestricted."""
@@ -325,6 +337,9 @@ class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
         help_texts = {
             "name": "Your own hooks: a name for the chain and the run's trace.",
             "point": "Your own hooks: when it runs.",
+            "matcher": 'The tools it runs for: empty or "*" for all, a glob ("oa__*"), or '
+            '"re:<regex>". Catalog hooks with a Tools parameter choose their tools there instead, '
+            "so they have no matcher.",
         }
 
     secrets_address = "the http hook's url"
@@ -363,9 +378,31 @@ class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
             self.add_error(
                 "name", "Give your hook a label: it names the hook in the chain and the run's trace."
             )
+        matcher = (cleaned.get("matcher") or "").strip()
+        if (
+            cleaned.get("kind") == "class"
+            and chooses_tools(cleaned.get("name") or "")
+            and matcher not in ("", "*")
+            and matcher != (self.initial.get("matcher") or "")
+        ):
+            # One hook, one place to choose tools: its Tools parameter.
+            self.add_error(
+                "matcher",
+                "This hook chooses its tools in its Tools parameter: put them there and leave the "
+                "matcher empty.",
+            )
         if cleaned.get("kind") != "http":
             cleaned["secret"] = None
         return cleaned
+
+
+HOOK_HISTORY_FIELDS = ("point", "matcher", "params", "priority", "timeout", "on_error", "enabled")
+"""What a History page lists of a hook when it is added or removed."""
+
+
+def _hook_subject(record: Any) -> str:
+    kind = "" if record.kind == "class" else f" ({record.get_kind_display()} hook)"
+    return f"hook {record.name}{kind}"
 
 
 class HookDeclarationFormSet(forms.BaseInlineFormSet):
@@ -400,7 +437,7 @@ class HookDeclarationFormSet(forms.BaseInlineFormSet):
             raise forms.ValidationError(exc.message) from None
 
 
-class HookDeclarationInlineBase(admin.StackedInline):
+class HookDeclarationInlineBase(PlainErrorsAdminMixin, admin.StackedInline):
     model = HookDeclaration
     form = HookDeclarationForm
     formset = HookDeclarationFormSet
@@ -439,7 +476,7 @@ class HookDeclarationInlineBase(admin.StackedInline):
 
 
 class AgentHookInline(HookDeclarationInlineBase):
-    """The agent's own hooks. Its organisation's enforced hooks run too, before these."""
+    """The agent's own hooks. Its organisation's enforced hooks run too, after these (the last word)."""
 
     fk_name = "agent"
     verbose_name = "hook"
@@ -451,7 +488,7 @@ class EnforcedHookInline(HookDeclarationInlineBase):
 
     fk_name = "organization"
     verbose_name = "enforced hook"
-    verbose_name_plural = "enforced hooks (run for every agent, before the agent's own)"
+    verbose_name_plural = "enforced hooks (run for every agent after its own hooks: the last word)"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[HookDeclaration]:
         return super().get_queryset(request).filter(agent__isnull=True)
@@ -474,12 +511,62 @@ class EnforcedHookInline(HookDeclarationInlineBase):
         return self._may_manage(request, obj) and super().has_delete_permission(request, obj)
 
 
+def _row_user(form: Any) -> Any:
+    """The user a membership row is about (posted, or the stored one when the field is read-only)."""
+    user = form.cleaned_data.get("user")
+    if user is None and form.instance.user_id is not None:
+        user = form.instance.user
+    return user
+
+
+class MembershipFormSet(forms.BaseInlineFormSet):
+    """Refuses a save that would leave the organisation without an active admin (the last admin
+    demoted or removed, themselves included), on the row that would do it."""
+
+    def clean(self) -> None:
+        super().clean()
+        organization = self.instance
+        if organization.pk is None or any(self.errors):
+            return
+        dropped: list[tuple[int, Any]] = []
+        for form in self.forms:
+            membership = form.instance
+            if membership.pk is None or form.initial.get("role") != Role.ADMIN:
+                continue
+            stays = form.cleaned_data.get("role") == Role.ADMIN and (
+                form.cleaned_data.get("user") in (None, membership.user)
+            )
+            if form in self.deleted_forms or not stays:
+                dropped.append((membership.pk, form))
+        added = [
+            form
+            for form in self.forms
+            if form not in self.deleted_forms
+            and form.cleaned_data.get("role") == Role.ADMIN
+            and form.initial.get("role") != Role.ADMIN
+            and getattr(_row_user(form), "is_active", False)
+        ]
+        if not dropped or added:
+            return
+        if roles.leaves_no_admin(
+            organization_id=organization.pk, dropped_memberships=[pk for pk, _ in dropped]
+        ):
+            message = roles.last_admin_message(organization)
+            demoted = [form for _pk, form in dropped if form not in self.deleted_forms]
+            for form in demoted:
+                form.add_error("role", message)
+            if len(demoted) < len(dropped):  # a row marked for deletion shows no errors of its own
+                raise forms.ValidationError(message)
+
+
 class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     """Members and their roles. Joining an organisation takes the person's consent: organisation
     admins invite (:class:`InvitationAdmin`) and change the roles of existing members; only a
-    superuser adds a user directly or changes whose membership a row is."""
+    superuser adds a user directly or changes whose membership a row is. The last active admin
+    of an organisation is neither demoted nor removed (:class:`MembershipFormSet`)."""
 
     model = Membership
+    formset = MembershipFormSet
     extra = 0
     fields = ("user", "role")
     raw_id_fields = ("user",)
@@ -532,6 +619,22 @@ class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHis
         for user in User.objects.filter(pk__in=touched):
             roles.user_roles_sync(user=user)
 
+    def response_change(self, request: HttpRequest, obj: Organization) -> Any:
+        """Someone who changed their own roles may no longer manage the organisation, or use the
+        admin at all: they are told what they are now and sent where they still belong, instead
+        of to a page that would refuse them."""
+        from django.shortcuts import redirect
+
+        me = User.objects.get(pk=request.user.pk)
+        if me.is_superuser or roles.may_administer(user=me, organization_id=obj.pk):
+            return super().response_change(request, obj)
+        held = sorted(Membership.objects.filter(user=me, organization=obj).values_list("role", flat=True))
+        now = ", ".join(Role(r).label.lower() for r in held) or "no longer a member"
+        self.message_user(
+            request, f"Saved. Your roles in {obj} changed: you are now {now}.", messages.WARNING
+        )
+        return redirect("admin:index" if me.is_staff else "/")
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Organization]:
         return (
             super()
@@ -540,6 +643,11 @@ class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHis
                 _members=Count("memberships__user", distinct=True), _agents=Count("agents", distinct=True)
             )
         )
+
+    def related_history(self, obj: Organization) -> list[Any]:
+        """The hooks the organisation enforces are historied on their own: listed here too."""
+        enforced = HookDeclaration.history.filter(organization_id=obj.pk, agent_id__isnull=True)
+        return [(_hook_subject, enforced, HOOK_HISTORY_FIELDS)]
 
     @admin.display(description="members", ordering="_members")
     def member_count(self, obj: Organization) -> int:
@@ -550,6 +658,53 @@ class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHis
         return obj._agents  # type: ignore[attr-defined]
 
 
+class LastAdminGuardMixin:
+    """For a user's form: refuses to deactivate the only active admin of an organisation."""
+
+    def clean_is_active(self) -> bool:
+        active = self.cleaned_data.get("is_active")  # type: ignore[attr-defined]
+        instance = self.instance  # type: ignore[attr-defined]
+        if instance.pk is not None and instance.is_active and not active:
+            alone = roles.organizations_only_administered_by(user=instance)
+            if alone:
+                raise forms.ValidationError(roles.last_admin_message(", ".join(str(o) for o in alone)))
+        return bool(active)
+
+
+if admin.site.is_registered(User):
+    from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
+
+    admin.site.unregister(User)
+
+    @admin.register(User)
+    class UserAdmin(DjangoUserAdmin):
+        """Django's user admin (superusers only), which keeps every organisation an admin: the
+        only active admin of one is neither deactivated nor deleted."""
+
+        def get_form(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+            form = super().get_form(request, obj, **kwargs)
+            if obj is None:
+                return form
+            return type(form.__name__, (LastAdminGuardMixin, form), {})
+
+        def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+            if obj is not None and roles.organizations_only_administered_by(user=obj):
+                return False
+            return super().has_delete_permission(request, obj)
+
+        def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+            kept = [user for user in queryset if roles.organizations_only_administered_by(user=user)]
+            if kept:
+                names = ", ".join(str(user) for user in kept)
+                self.message_user(
+                    request,
+                    f"Not deleted: {names}, the only admin of an organisation. Make someone else an "
+                    "admin first.",
+                    messages.ERROR,
+                )
+            super().delete_queryset(request, queryset.exclude(pk__in=[user.pk for user in kept]))
+
+
 class InvitationAdminForm(forms.ModelForm):
     class Meta:
         model = Invitation
@@ -557,26 +712,32 @@ class InvitationAdminForm(forms.ModelForm):
 
 
 @admin.register(Invitation)
-class InvitationAdmin(admin.ModelAdmin):
+class InvitationAdmin(PlainErrorsAdminMixin, admin.ModelAdmin):
     """Organisation admins invite existing users (or e-mail addresses) to their organisation; the
     link to pass on is shown once, when the invitation is saved. Invitations are not edited:
     delete one to revoke it."""
 
     form = InvitationAdminForm
-    list_display = (
-        "__str__",
-        "organization",
-        "role",
-        "invited_by",
-        "created_at",
-        "expires_at",
-        "accepted_at",
-    )
-    list_select_related = ("organization", "invited_user", "invited_by")
+    list_display = ("invitee", "organization", "role", "invited_by", "state", "created_at")
+    list_select_related = ("organization", "invited_user", "invited_by", "accepted_by")
     list_filter = ("role",)
     search_fields = ("email", "invited_user__username", "organization__name")
     raw_id_fields = ("invited_user",)
     readonly_fields = ("invited_by", "created_at", "expires_at", "accepted_at", "accepted_by")
+
+    @admin.display(description="invitee", ordering="email")
+    def invitee(self, obj: Invitation) -> str:
+        return str(obj.invited_user or obj.email)
+
+    @admin.display(description="state")
+    def state(self, obj: Invitation) -> str:
+        from django.utils import timezone
+
+        if obj.accepted_at is not None:
+            return f"accepted by {obj.accepted_by or 'a former user'}"
+        if obj.expires_at <= timezone.now():
+            return "expired"
+        return f"waiting (until {obj.expires_at:%Y-%m-%d %H:%M} UTC)"
 
     def _invitable(self, request: HttpRequest) -> QuerySet[Organization]:
         organizations = Organization.objects.all()
@@ -602,20 +763,23 @@ class InvitationAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request: HttpRequest, obj: Invitation, form: Any, change: bool) -> None:
-        invitation, link = invitations.invitation_create(
+        made = invitations.invitation_create(
             organization=obj.organization,
             invited_by=request.user,
             role=obj.role,
             invited_user=obj.invited_user,
             email=obj.email,
+            base_url=invitations.public_base_url(request),
         )
+        invitation = made.invitation
         for field in Invitation._meta.concrete_fields:  # the admin goes on with ``obj``
             setattr(obj, field.attname, getattr(invitation, field.attname))
         obj._state.adding = False
+        sent = f"It was sent by e-mail to {made.emailed_to}. " if made.emailed_to else ""
         self.message_user(
             request,
-            f"Send this link to the invitee; it is shown only once and works until "
-            f"{invitation.expires_at:%Y-%m-%d %H:%M} UTC: {link}",
+            f"{sent}The link is shown only once, here, to pass on yourself if need be; it works "
+            f"until {invitation.expires_at:%Y-%m-%d %H:%M} UTC: {made.link}",
             messages.SUCCESS,
         )
 
@@ -631,6 +795,18 @@ class AgentAdminForm(SecretsEntryFormMixin, WriteOnlySecretsForm):
     secrets_example = '{"api_key": "sk-…"}'
     secrets_address = "the model config's base_url, or the platform's endpoint without one"
 
+    model_config_json = ModelConfigField(
+        label="Settings",
+        required=False,
+        help_text="The model that answers, and how it is called. Saved with the agent; a "
+        "configuration with which the agent could not run is refused.",
+    )
+    builtin_tools = BuiltinToolsField(
+        label="Built-in tools",
+        required=False,
+        help_text="Tools that run inside the platform and reach nothing outside it.",
+    )
+
     class Meta:
         model = Agent
         fields = "__all__"
@@ -641,11 +817,11 @@ class AgentAdminForm(SecretsEntryFormMixin, WriteOnlySecretsForm):
         if self.is_bound:
             self.data = self.data.copy()
             field = self.add_prefix("model_config_json")
-            for name in (field, f"initial-{field}"):
+            for name in (field, f"{field}__advanced", f"initial-{field}"):
                 redacted = _without_api_key(self.data.get(name))
                 if redacted is not None:
                     self.data[name] = redacted
-                    self.key_in_config = self.key_in_config or name == field
+                    self.key_in_config = self.key_in_config or name != f"initial-{field}"
 
     def clean_model_config_json(self) -> Any:
         if self.key_in_config:
@@ -682,17 +858,13 @@ def _without_api_key(text: Any) -> str | None:
 
 
 class TryChainForm(forms.Form):
-    """A call to try: one of the agent's tools and its arguments as JSON (or a recent call of the
-    agent, whose tool and arguments are then used), and optionally a sample result."""
+    """A call to try: one of the agent's tools and its arguments, typed into inputs built from the
+    tool's JSON schema (or as a JSON object), or a recent call of the agent, whose tool and
+    arguments are then used; optionally a sample result."""
 
     recent_call = forms.ChoiceField(required=False, label="Or a recent call")
     tool_name = forms.ChoiceField(required=False, label="Tool")
-    arguments = forms.CharField(
-        required=False,
-        label="Arguments (JSON)",
-        widget=forms.Textarea(attrs={"rows": 4, "cols": 60, "spellcheck": "false"}),
-        help_text='An object, e.g. {"purchase_id": "PO-1001", "amount": 60000}.',
-    )
+    arguments = ToolArgsField(label="Arguments")
     sample_result = forms.CharField(
         required=False,
         label="Sample result (optional)",
@@ -700,10 +872,16 @@ class TryChainForm(forms.Form):
         help_text="What the tool might return, to try the PostToolUse hooks on: JSON, or plain text.",
     )
 
-    def __init__(self, *args: Any, tools: list[str], recent: list[dict[str, Any]], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, tools: dict[str, Any], recent: list[dict[str, Any]], **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.recent = {str(call["pk"]): call for call in recent}
-        self.fields["tool_name"].choices = [("", "— pick a tool —"), *((t, t) for t in tools)]
+        self.fields["tool_name"].choices = [
+            ("", "— pick a tool —"),
+            *((name, f"{spec.display} ({name})") for name, spec in tools.items()),
+        ]
+        self.fields["arguments"].widget.tools = tools
         self.fields["recent_call"].choices = [("", "— none —")] + [
             (
                 str(call["pk"]),
@@ -718,18 +896,11 @@ class TryChainForm(forms.Form):
         call = self.recent.get(cleaned.get("recent_call") or "")
         if call is not None:
             cleaned["tool_name"], cleaned["tool_args"] = call["tool_name"], call["args"]
+            self.errors.pop("arguments", None)  # the recent call's arguments are used
         else:
             if not cleaned.get("tool_name"):
                 self.add_error("tool_name", "Pick a tool, or a recent call.")
-            text = (cleaned.get("arguments") or "").strip() or "{}"
-            try:
-                args = json_loads(text)
-            except ValueError as exc:
-                self.add_error("arguments", f"Enter the arguments as a JSON object ({exc}).")
-                args = None
-            if args is not None and not isinstance(args, dict):
-                self.add_error("arguments", 'Enter the arguments as a JSON object, e.g. {"amount": 100}.')
-            cleaned["tool_args"] = args
+            cleaned["tool_args"] = cleaned.get("arguments")
         text = cleaned.get("sample_result") or ""
         if not text.strip():
             cleaned["sample_result"] = NO_RESULT
@@ -741,11 +912,16 @@ class TryChainForm(forms.Form):
         return cleaned
 
 
-DELEGATION_HELP = (
-    "The agents chosen here may be called by this one through its call_agent tool. Each runs as "
-    "a child run with its own hooks and its own confirmation settings; calls nest at most "
-    "AGENT_DELEGATION_MAX_DEPTH deep and never back up the chain of callers."
-)
+def delegation_help() -> str:
+    """The Delegation section's text, with the nesting limit this deployment sets."""
+    from django.conf import settings
+
+    depth = settings.AGENT_DELEGATION_MAX_DEPTH
+    return (
+        "The agents chosen here may be called by this one through its call_agent tool. Each runs "
+        "as a child run with its own hooks and its own confirmation settings. Calls nest at most "
+        f"{depth} deep (a limit this deployment sets) and never back up the chain of callers."
+    )
 
 
 @admin.register(Agent)
@@ -780,9 +956,9 @@ class AgentAdmin(
     inlines = (AgentHookInline,)
     fieldsets = (
         (None, {"fields": ("organization", "owner", "name", "instructions", "engine")}),
-        ("Model and hooks", {"fields": ("model_config_json", "secrets_state", "secrets", "max_iterations")}),
+        ("Language model", {"fields": ("model_config_json", "secrets_state", "secrets", "max_iterations")}),
         ("Tools", {"fields": ("actions", "builtin_tools", "require_confirmation_for_all")}),
-        ("Delegation", {"fields": ("delegates",), "description": DELEGATION_HELP}),
+        ("Delegation", {"fields": ("delegates",)}),
         ("Archive", {"fields": ArchivableAdminMixin.archive_fields}),
     )
     readonly_fields = ("secrets_state", *ArchivableAdminMixin.archive_fields)
@@ -790,7 +966,10 @@ class AgentAdmin(
     archive_service, unarchive_service = "agent_archive", "agent_unarchive"
 
     def get_fieldsets(self, request: HttpRequest, obj: Agent | None = None) -> Any:
-        fieldsets = super().get_fieldsets(request, obj)
+        fieldsets = [
+            (name, {**options, "description": delegation_help()} if name == "Delegation" else options)
+            for name, options in super().get_fieldsets(request, obj)
+        ]
         if obj is None or self.has_change_permission(request, obj):
             return fieldsets
         # A view-only page renders every field as text: leave the secrets out.
@@ -867,6 +1046,10 @@ class AgentAdmin(
     def get_queryset(self, request: HttpRequest) -> QuerySet[Agent]:
         return super().get_queryset(request).prefetch_related("hook_declarations")
 
+    def related_history(self, obj: Agent) -> list[Any]:
+        """The agent's hooks are historied on their own: their changes are listed here too."""
+        return [(_hook_subject, HookDeclaration.history.filter(agent_id=obj.pk), HOOK_HISTORY_FIELDS)]
+
     # --- the effective chain and "Try this chain" -------------------------------------------------
 
     def get_urls(self) -> list[Any]:
@@ -900,7 +1083,13 @@ class AgentAdmin(
             .filter(Q(agent=agent) | Q(agent__isnull=True))
             .values_list("name", flat=True)
         )
-        return {"chain_rows": chain_rows(chain), "chain_error": None, "chain_disabled": disabled}
+        rows = chain_rows(chain)
+        return {
+            "chain_rows": rows,
+            "chain_error": None,
+            "chain_disabled": disabled,
+            "gate_reasons": gate_reasons(agent, rows),
+        }
 
     def try_chain_view(self, request: HttpRequest, object_id: str) -> Any:
         """Try the agent's chain on one call without running the tool (``agents.chain_trial``).
@@ -916,7 +1105,7 @@ class AgentAdmin(
             .order_by("-started_at", "-pk")
             .values("pk", "tool_name", "args", "started_at")[:20]
         )
-        form = TryChainForm(request.POST or None, tools=agent_tool_names(agent), recent=recent)
+        form = TryChainForm(request.POST or None, tools=agent_tool_specs(agent), recent=recent)
         report = None
         if request.method == "POST" and form.is_valid():
             try:
@@ -986,8 +1175,9 @@ class ConnectorAdminForm(SecretsEntryFormMixin, WriteOnlySecretsForm):
         return self._note_secrets_entered(super().clean_secrets())
 
 
-class ManagedInlineMixin:
-    """An inline editable only on objects of organisations the staff user operates or administers."""
+class ManagedInlineMixin(PlainErrorsAdminMixin):
+    """An inline editable only on objects of organisations the staff user operates or administers
+    (its rows' constraint errors in words, on their field: ``fimone.admin_errors``)."""
 
     def has_add_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         allowed = super().has_add_permission(request, obj)  # type: ignore[misc]
@@ -1002,24 +1192,136 @@ class ManagedInlineMixin:
         return allowed and (obj is None or manages(request, obj))
 
 
-class ConnectorActionInline(ManagedInlineMixin, admin.TabularInline):
+CONTEXT_FIELD_RE = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$")
+"""A field of a context action's answer: a key, or a dotted path into nested objects."""
+
+
+class ConnectorActionForm(forms.ModelForm):
+    """A connector action as operators edit it: ``context_fields`` typed as a comma-separated list
+    ("vendor, description, amount") rather than JSON."""
+
+    context_fields = forms.CharField(
+        required=False,
+        label="Fields approvers see",
+        help_text="Fields of the context action's answer, in order, separated by commas, e.g. "
+        '"vendor, description, amount, currency" (a dotted path reads a nested field). Empty: '
+        "approvers see the call's arguments.",
+        widget=forms.TextInput(attrs={"size": 50}),
+    )
+
+    class Meta:
+        model = ConnectorAction
+        fields = (
+            "name",
+            "display_name",
+            "method",
+            "path_template",
+            "requires_confirmation",
+            "is_write",
+            "description",
+            "parameters_schema",
+            "context_action",
+            "context_fields",
+        )
+        widgets = {
+            "description": forms.Textarea(attrs={"rows": 3, "cols": 60}),
+            "path_template": forms.TextInput(attrs={"size": 40}),
+        }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        stored = self.instance.context_fields if self.instance.pk else []
+        if isinstance(stored, list) and "context_fields" in self.fields:
+            self.initial["context_fields"] = ", ".join(str(name) for name in stored)
+
+    def clean_context_fields(self) -> list[str]:
+        text = (self.cleaned_data.get("context_fields") or "").strip()
+        if text.startswith("["):  # pasted as JSON, the way the field is stored
+            try:
+                parsed = json_loads(text)
+            except ValueError:
+                parsed = None
+            if not isinstance(parsed, list) or not all(isinstance(name, str) for name in parsed):
+                raise forms.ValidationError('Write the fields separated by commas: "vendor, amount".')
+            text = ", ".join(parsed)
+        names = [name.strip() for name in text.split(",")]
+        names = [name for name in names if name]
+        bad = [name for name in names if not CONTEXT_FIELD_RE.match(name)]
+        if bad:
+            raise forms.ValidationError(
+                f"Not a field name: {', '.join(bad)}. Use names such as vendor or payee.iban, "
+                "separated by commas."
+            )
+        return names
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if cleaned.get("context_fields") and not cleaned.get("context_action"):
+            self.add_error("context_action", "Choose the action whose answer holds the fields approvers see.")
+        read = cleaned.get("context_action")
+        if read is not None and self.instance.pk and read.pk == self.instance.pk:
+            self.add_error("context_action", "An action cannot describe its own calls: choose a read action.")
+        return cleaned
+
+
+class ConnectorActionInline(ManagedInlineMixin, admin.StackedInline):
+    """Each action stacked, so that it fits a laptop and a phone: what identifies it and whether a
+    person must approve its calls first, then its description, then two folded sections for the
+    long fields (its parameter schema, what approvers see)."""
+
     model = ConnectorAction
+    form = ConnectorActionForm
     extra = 0
-    fields = (
-        "name",
-        "tool",
-        "method",
-        "path_template",
-        "description",
-        "parameters_schema",
-        "requires_confirmation",
-        "is_write",
+    fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    ("name", "tool"),
+                    "display_name",
+                    ("method", "path_template"),
+                    ("requires_confirmation", "is_write"),
+                    "description",
+                )
+            },
+        ),
+        ("Parameters (JSON schema)", {"classes": ("collapse",), "fields": ("parameters_schema",)}),
+        (
+            "What approvers see",
+            {
+                "classes": ("collapse",),
+                "description": "When a call of this action asks for approval, the context action (a read "
+                "action of this connector) is called with the call's arguments and the fields listed "
+                "are shown on the approvers' card: the purchase a payment pays, say.",
+                "fields": ("context_action", "context_fields"),
+            },
+        ),
     )
     readonly_fields = ("tool",)
 
+    class Media:
+        css = {"all": ("agents/connector_actions.css",)}
+
     @admin.display(description="tool name")
     def tool(self, obj: ConnectorAction) -> str:
-        return obj.tool_name if obj.pk else "—"
+        return obj.tool_name if obj.pk else "— (the connector's slug, two underscores, the name)"
+
+    def get_formset(self, request: HttpRequest, obj: Connector | None = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)
+        field = formset.form.base_fields.get("context_action")
+        if field is not None:
+            # Only a read action of this very connector describes its calls (another connector's,
+            # or another organisation's, never): the choices are the connector's GET actions.
+            reads = ConnectorAction.objects.none()
+            if obj is not None and obj.pk is not None:
+                reads = obj.actions.filter(method=ConnectorAction.Method.GET).select_related("connector")
+            field.queryset = reads.order_by("name")
+            field.label_from_instance = lambda action: f"{action.title} ({action.tool_name})"
+            field.help_text = (
+                "A read (GET) action of this connector whose answer shows approvers what a call is "
+                "about. Save a new action first to choose it here."
+            )
+        return formset
 
 
 @admin.register(Connector)

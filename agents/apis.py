@@ -18,7 +18,7 @@ from drf_spectacular.utils import (
     extend_schema_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import APIException, NotFound, Throttled, ValidationError
+from rest_framework.exceptions import APIException, NotFound, PermissionDenied, Throttled, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -50,14 +50,16 @@ class InvalidRequest(APIException):
 
 
 def api_error(exc: ServiceError) -> APIException:
-    """The API exception for a service refusal: ``invalid`` → 400, ``not_found`` → 404,
-    ``conflict`` → 409; the body is ``{field: [message]}`` when the refusal names a field, else
-    ``{"detail": message}``."""
+    """The API exception for a service refusal: ``invalid`` → 400, ``forbidden`` → 403,
+    ``not_found`` → 404, ``conflict`` → 409; the body is ``{field: [message]}`` when the refusal
+    names a field, else ``{"detail": message}``."""
     detail: Any = {exc.field: [exc.message]} if exc.field else exc.message
     if exc.code == "not_found":
         return NotFound(detail)
     if exc.code == "conflict":
         return Conflict(detail)
+    if exc.code == "forbidden":
+        return PermissionDenied(detail)
     if exc.code == "throttled":
         return Throttled(wait=exc.retry_after, detail=exc.message)
     if exc.field:

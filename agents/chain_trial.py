@@ -29,7 +29,14 @@ from asgiref.sync import async_to_sync
 
 from agents.checks import hook_chain_of
 from agents.engine.chain import ChainUnavailable, registry_for_chain
-from agents.hook_editor import ChainRow, chain_rows
+from agents.hook_editor import (
+    CONFIRMS_ALL,
+    ChainRow,
+    Why,
+    chain_rows,
+    describe_conditions,
+    tool_flag_reason,
+)
 from agents.models import Agent
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
@@ -70,6 +77,8 @@ class TrialStep:
     detail: str = ""
     args: dict[str, Any] | None = None
     result: Any = NO_RESULT
+    reasons: list[Why] = field(default_factory=list)
+    """For the gate: why it would ask (each with where to change it)."""
 
     @property
     def shows_result(self) -> bool:
@@ -93,7 +102,8 @@ def _shown(value: Any) -> str:
 @dataclass
 class TrialReport:
     """The outcome of a trial: ``outcome`` is ``allowed``, ``approval needed``, ``blocked`` or
-    ``cannot run`` (``detail`` says why); ``final_args`` are what the tool would receive."""
+    ``cannot run`` (``detail`` says why; for ``approval needed``, ``reasons`` too, each with where
+    it is changed); ``final_args`` are what the tool would receive."""
 
     tool_name: str
     tool_args: dict[str, Any]
@@ -103,6 +113,7 @@ class TrialReport:
     steps: list[TrialStep] = field(default_factory=list)
     post_steps: list[TrialStep] = field(default_factory=list)
     final_result: Any = NO_RESULT
+    reasons: list[Why] = field(default_factory=list)
 
     @property
     def shows_result(self) -> bool:
@@ -117,12 +128,13 @@ class TrialReport:
         return _shown(self.final_result)
 
 
-def agent_tool_names(agent: Agent) -> list[str]:
-    """The names of the tools the agent's runs may call (empty when its toolbox cannot be built)."""
+def agent_tool_specs(agent: Agent) -> dict[str, Any]:
+    """The specs (name, title, parameters' schema) of the tools the agent's runs may call, by
+    name (empty when its toolbox cannot be built)."""
     try:
-        return list(tools_for_agent(agent))
+        return {name: tool.spec for name, tool in tools_for_agent(agent).items()}
     except ToolboxError:
-        return []
+        return {}
 
 
 def _inner(hook: Hook) -> Hook:
@@ -158,20 +170,19 @@ def _context(ctx: HookContext, **changes: Any) -> HookContext:
     return HookContext(**fields)
 
 
-async def _try_pre(report: TrialReport, pairs: list[tuple[Hook, ChainRow]], ctx: HookContext) -> None:
+async def _try_pre(
+    report: TrialReport, pairs: list[tuple[Hook, ChainRow]], ctx: HookContext, reasons: list[Why]
+) -> None:
+    """``reasons``: why the gate asks whatever the hooks do (the tool's flag, the agent's setting)."""
     meta = ctx.metadata
     needed = bool(meta.get("requires_confirmation") or meta.get("require_confirmation_for_all"))
-    reasons = []
-    if meta.get("requires_confirmation"):
-        reasons.append(f"the tool {ctx.tool_name} requires confirmation")
-    if meta.get("require_confirmation_for_all"):
-        reasons.append("the agent confirms every call")
     args = ctx.tool_args
     for hook, row in pairs:
         here = _context(ctx, tool_args=copy.deepcopy(args), requires_confirmation=needed)
         if row.is_gate:
             if await _applies(hook, here):
-                report.steps.append(TrialStep(row, "approval needed", "; ".join(reasons)))
+                detail = "; ".join(str(r) for r in reasons)
+                report.steps.append(TrialStep(row, "approval needed", detail, reasons=list(reasons)))
             else:
                 report.steps.append(TrialStep(row, "no approval needed", "nothing asks for a human"))
             continue
@@ -209,7 +220,12 @@ async def _try_pre(report: TrialReport, pairs: list[tuple[Hook, ChainRow]], ctx:
             needed = True
             asked = [e.message for e in outcome.side_effects if e.message.startswith(ASKED)]
             why = "; ".join(m[len(ASKED) :] for m in asked) or "its conditions are met"
-            reasons.append(f"{row.name} asked: {why}")
+            conditions = describe_conditions(row.params)
+            if conditions and why.startswith(f"{ctx.tool_name} arguments meet "):
+                why = conditions  # the hook's own wording of its conditions, without the tool
+            elif conditions and conditions not in why:
+                why = f"{conditions} ({why})"
+            reasons.append(Why(f"{row.name} asked: {why}"))
             verdict, detail = "asked for approval", _effects(outcome)
         elif outcome.tool_args != args:
             verdict, detail = "rewrote arguments", _effects(outcome)
@@ -220,7 +236,8 @@ async def _try_pre(report: TrialReport, pairs: list[tuple[Hook, ChainRow]], ctx:
         args = outcome.tool_args
     report.final_args = args
     if needed:
-        report.outcome, report.detail = "approval needed", "; ".join(reasons)
+        report.outcome, report.detail = "approval needed", "; ".join(str(r) for r in reasons)
+        report.reasons = list(reasons)
     else:
         report.outcome, report.detail = "allowed", "the tool would run without asking anyone"
 
@@ -317,8 +334,14 @@ def chain_trial(
         },
     )
 
+    reasons: list[Why] = []
+    if tool.spec.requires_confirmation:
+        reasons.append(tool_flag_reason(agent, tool_name))
+    if chain.get("require_confirmation_for_all"):
+        reasons.append(CONFIRMS_ALL)
+
     async def trial() -> None:
-        await _try_pre(report, pre, ctx)
+        await _try_pre(report, pre, ctx, reasons)
         if sample_result is not NO_RESULT and report.outcome != "blocked":
             await _try_post(report, post, ctx, sample_result)
 

@@ -69,16 +69,19 @@ DAG_STEP_FINISHED: Final = "dag.step_finished"
 """``{"step", "run_id", "status": "done"|"waiting"|"failed", "output", "error"}``"""
 
 APPROVAL_PENDING: Final = "approval.pending"
-"""``{"request_id", "tool_call_id", "tool", "arguments", "approvers": [{"id", "name"}],
-"expires_at", "channel"}`` — a human must decide before the call runs (approvals.gate). On a
-DAG run or a delegate's caller it also names the child run that waits (``child_run_id``)."""
+"""``{"request_id", "tool_call_id", "tool", "tool_title", "arguments", "context": [{"label",
+"value"}], "approvers": [{"id", "name"}], "expires_at", "channel", "approvals_required"}`` — a
+human must decide before the call runs (approvals.gate); ``tool_title`` and ``context`` (text for
+people, approvals.presentation) say what the call is about. On a DAG run or a delegate's caller
+it also names the child run that waits (``child_run_id``)."""
 
 APPROVAL_DECIDED: Final = "approval.decided"
-"""``{"request_id", "tool_call_id", "status", "by", "reason", "at", "delivery_problem"}`` — the
-verdict as the run learns it; ``delivery_problem`` says why an expired request reached nobody."""
+"""``{"request_id", "tool_call_id", "status", "by", "reason", "at", "delivery_problem", "votes":
+[{"by", "approve", "at", "reason"}], "approvals"}`` — the verdict as the run learns it, with every
+vote (``by`` names the last); ``delivery_problem`` says why an expired request reached nobody."""
 
 APPROVAL_VOTED: Final = "approval.voted"
-"""``{"request_id", "tool_call_id", "votes": [{"by", "approve", "at"}], "approvals",
+"""``{"request_id", "tool_call_id", "votes": [{"by", "approve", "at", "reason"}], "approvals",
 "approvals_required"}`` — someone voted on a request that still waits for more votes. Pushed to
 the run's stream once the vote committed, never stored (like ``llm.delta``, it carries the seq of
 the last stored event): a page that missed it reads the votes again when it reloads."""

@@ -396,13 +396,16 @@ def _render_hook_block(
                 raw,
             )
         )
+    if "tools" in properties:
+        defaults += "; it runs only for the tools in its Tools parameter (it has no matcher)"
     return format_html(
-        '<div class="hook-params" data-hook="{}"{}><input type="hidden" name="{}_shown" value="1">'
+        '<div class="hook-params" data-hook="{}"{}{}><input type="hidden" name="{}_shown" value="1">'
         '<p class="hook-description"><strong>{}</strong> ({}) — {} '
         '<span class="help">Defaults: {}.</span></p>'
         "{}</div>",
         hook,
         "" if mine else mark_safe(" hidden"),
+        mark_safe(' data-chooses-tools="1"') if "tools" in properties else "",
         base,
         hook,
         entry["point"],
@@ -525,6 +528,145 @@ SYSTEM_NOTES = {
 
 
 @dataclass(frozen=True)
+class Why:
+    """One reason the approval gate asks a human, in an operator's words, with where to change it
+    (``url`` and ``link_text``; empty when it is changed on the page that shows it)."""
+
+    text: str
+    url: str = ""
+    link_text: str = ""
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def describe_condition(condition: Any) -> str:
+    """A ``confirm_when`` condition as people read it: ``amount >= 50000``."""
+    if not isinstance(condition, dict):
+        return _json_text(condition)
+    value = condition.get("value")
+    shown = value if isinstance(value, str) and _loose(value) == value else _json_text(value)
+    return f"{condition.get('field', '?')} {condition.get('op', '?')} {shown}"
+
+
+def describe_conditions(params: dict[str, Any]) -> str:
+    """The conditions of a ``confirm_when``-like declaration joined by its mode (``all``: and)."""
+    conditions = params.get("conditions")
+    if not isinstance(conditions, list):
+        return ""
+    joiner = " or " if params.get("mode") == "any" else " and "
+    return joiner.join(describe_condition(c) for c in conditions)
+
+
+def readable_value(value: Any) -> str:
+    """A parameter's value as a line of text: lists joined, objects as ``key: value`` pairs,
+    conditions as ``field op value``; JSON only for what has no simpler reading."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str | int | float):
+        return str(value)
+    if isinstance(value, list):
+        if value and all(isinstance(v, dict) and {"field", "op"} <= set(v) for v in value):
+            return "; ".join(describe_condition(v) for v in value)
+        if all(isinstance(v, str | int | float) and not isinstance(v, bool) for v in value):
+            return ", ".join(str(v) for v in value)
+    if isinstance(value, dict) and all(isinstance(v, str | int | float | bool) for v in value.values()):
+        return ", ".join(f"{k}: {readable_value(v)}" for k, v in value.items())
+    return _json_text(value)
+
+
+def readable_params(params: dict[str, Any]) -> list[str]:
+    """A declaration's parameters as ``Label: value`` lines (the editor's labels)."""
+    return [f"{_label(key)}: {readable_value(value)}" for key, value in params.items()]
+
+
+def chooses_tools(name: str) -> bool:
+    """Whether the catalog hook ``name`` picks its tools with a ``tools`` parameter (then the
+    declaration's matcher is not offered: one hook, one place to choose tools)."""
+    entry = _entry(name)
+    return entry is not None and "tools" in _properties(entry)
+
+
+def connector_action_url(action: Any) -> str:
+    """Where an operator changes a connector action: its own admin page if it has one, else its
+    connector's page (the actions are listed there)."""
+    from django.contrib import admin
+    from django.urls import reverse
+
+    if admin.site.is_registered(type(action)):
+        return reverse("admin:agents_connectoraction_change", args=[action.pk])
+    return reverse("admin:agents_connector_change", args=[action.connector_id])
+
+
+def tool_flag_reason(agent: Any, tool_name: str) -> Why:
+    """Why the tool ``tool_name`` of ``agent`` requires confirmation by itself, and where that is
+    changed (the connector action's "requires confirmation" box)."""
+    from agents.models import ConnectorAction
+
+    slug, _, action_name = tool_name.partition("__")
+    action = (
+        ConnectorAction.objects.filter(
+            agents=agent, connector__organization_id=agent.organization_id, connector__slug=slug
+        )
+        .select_related("connector")
+        .filter(name=action_name)
+        .first()
+    )
+    if action is not None:
+        return Why(
+            f"the tool “{action.title}” ({tool_name}) is flagged “requires confirmation” in connector "
+            f"{action.connector.name} — change it there",
+            url=connector_action_url(action),
+            link_text=f"{action.connector.name}: {action.title}",
+        )
+    if action_name == "sql_execute":
+        return Why(f"the tool {tool_name} writes to a database, so it always asks")
+    return Why(f"the tool {tool_name} requires confirmation")
+
+
+CONFIRMS_ALL = Why("the agent confirms every call (“Require confirmation for all” on this agent's page)")
+
+
+def hook_ask_reason(name: str, params: dict[str, Any]) -> Why:
+    """What a hook that asks for approval asks on, from its parameters."""
+    conditions = describe_conditions(params)
+    tools = params.get("tools")
+    on = f" on {readable_value(tools)}" if tools not in (None, "", "*") else ""
+    reason = f" ({params['reason']})" if params.get("reason") else ""
+    if conditions:
+        return Why(f"{name} asks when: {conditions}{on}{reason}")
+    return Why(f"{name} may ask{on}{reason}")
+
+
+def gate_reasons(agent: Any, rows: list[ChainRow]) -> list[Why]:
+    """Everything that makes the approval gate of ``agent`` ask a human: the agent confirming every
+    call, each of its tools flagged "requires confirmation" (with where to change that), and each
+    hook of the chain that can ask (``confirm_when`` with its conditions)."""
+    from agents.tools.toolbox import ToolboxError, tools_for_agent
+
+    reasons: list[Why] = []
+    if agent.require_confirmation_for_all:
+        reasons.append(CONFIRMS_ALL)
+    try:
+        tools = tools_for_agent(agent)
+    except ToolboxError:
+        tools = {}
+    reasons += [
+        tool_flag_reason(agent, name) for name, tool in tools.items() if tool.spec.requires_confirmation
+    ]
+    reasons += [
+        hook_ask_reason(row.name, row.params)
+        for row in rows
+        if row.point == "PreToolUse" and row.name in ASKING_HOOKS
+    ]
+    return reasons
+
+
+ASKING_HOOKS = frozenset({"confirm_when"})
+"""Catalog hooks whose answer can be "ask a human" (the others allow, rewrite or block)."""
+
+
+@dataclass(frozen=True)
 class ChainRow:
     """One hook of an agent's effective chain, as the chain panel and the trial show it."""
 
@@ -558,6 +700,13 @@ class ChainRow:
     @property
     def params_text(self) -> str:
         return _json_text(self.params) if self.params else ""
+
+    @property
+    def params_lines(self) -> list[str]:
+        """The parameters as ``Label: value`` lines people read (a catalog hook's tools are in
+        :attr:`applies_to`, not repeated here)."""
+        shown = {k: v for k, v in self.params.items() if not (k == "tools" and self.kind == "class")}
+        return readable_params(shown)
 
 
 def chain_rows(chain: dict[str, Any]) -> list[ChainRow]:
@@ -613,3 +762,168 @@ def chain_rows(chain: dict[str, Any]) -> list[ChainRow]:
     points = ("SessionStart", "PreToolUse", "PostToolUse")
     ordered.sort(key=lambda row: points.index(row.point) if row.point in points else 9)
     return [ChainRow(**{**row.__dict__, "position": index}) for index, row in enumerate(ordered, start=1)]
+
+
+# --- "Try this chain": a tool's arguments as inputs built from its JSON schema -------------------------
+
+
+@dataclass
+class ArgsInput:
+    """What the arguments part of the trial form posted: the tool picked, the JSON box and the
+    raw inputs of the picked tool's arguments (``structured``: the page posted them)."""
+
+    tool: str
+    raw: str
+    values: dict[str, Any] = field(default_factory=dict)
+    structured: bool = False
+
+
+def _schema_properties(schema: Any) -> dict[str, Any]:
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    return props if isinstance(props, dict) else {}
+
+
+def _schema_required(schema: Any) -> set[str]:
+    required = schema.get("required") if isinstance(schema, dict) else None
+    return {str(name) for name in required} if isinstance(required, list) else set()
+
+
+class ToolArgsWidget(forms.Widget):
+    """One block of inputs per tool (one input per property of its parameters' JSON schema, as the
+    hook editor does for hook parameters), and a JSON box for anything the inputs cannot say.
+    Inputs are named ``<name>__<tool>__<property>``; the page's script shows the picked tool's
+    block only (without it every block shows, each under its tool's title)."""
+
+    tools: dict[str, Any]
+    """``name`` → the tool's :class:`agents.tools.base.ToolSpec` (set by the form)."""
+
+    def __init__(self, attrs: Any = None) -> None:
+        super().__init__(attrs)
+        self.tools = {}
+        self.picked = ""
+
+    def value_from_datadict(self, data: Any, files: Any, name: str) -> ArgsInput:
+        tool = data.get("tool_name") or ""
+        result = ArgsInput(tool=tool, raw=data.get(name) or "")
+        spec = self.tools.get(tool)
+        base = f"{name}__{tool}__"
+        if spec is None or f"{base}_shown" not in data:
+            return result
+        result.structured = True
+        for prop, schema in _schema_properties(spec.parameters).items():
+            kind = param_kind(schema)
+            if kind == "rows":
+                result.values[prop] = _read_rows(data, f"{base}{prop}", schema)
+            elif kind == "boolean":
+                result.values[prop] = data.get(f"{base}{prop}")
+            else:
+                result.values[prop] = data.get(f"{base}{prop}", "")
+        return result
+
+    def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> SafeString:
+        posted = value if isinstance(value, ArgsInput) else None
+        picked = posted.tool if posted is not None else self.picked
+        blocks = [_render_tool_block(name, tool, spec, picked, posted) for tool, spec in self.tools.items()]
+        raw = posted.raw if posted is not None else ""
+        advanced = format_html(
+            '<details class="tool-args-json"{}><summary>Arguments as JSON (advanced)</summary>'
+            '<p class="help">Typed here, this object is used instead of the inputs above, e.g. '
+            '<code>{{"purchase_id": "PO-1001", "amount": 60000}}</code>.</p>'
+            '<textarea name="{}" rows="3" cols="60" spellcheck="false" aria-label="Arguments as JSON">'
+            "{}</textarea></details>",
+            mark_safe(" open") if raw.strip() else "",  # a constant
+            name,
+            raw,
+        )
+        return mark_safe(  # noqa: S308  # every piece is built by format_html
+            f'<div class="tool-args-editor">{"".join(blocks)}{advanced}</div>'
+        )
+
+
+def _render_tool_block(name: str, tool: str, spec: Any, picked: str, posted: ArgsInput | None) -> SafeString:
+    base = f"{name}__{tool}__"
+    mine = picked == tool
+    use_posted = posted is not None and posted.structured and mine
+    properties = _schema_properties(spec.parameters)
+    required = _schema_required(spec.parameters)
+    lines = []
+    for prop, schema in properties.items():
+        kind = param_kind(schema)
+        shown = posted.values.get(prop) if use_posted else ("" if kind != "rows" else [])  # type: ignore[union-attr]
+        label = str(schema.get("title") or _label(prop)) if isinstance(schema, dict) else _label(prop)
+        if kind == "rows":
+            widget = _render_rows(f"{base}{prop}", schema, shown or [], label=label, typed=use_posted)
+        else:
+            widget = _input(kind, f"{base}{prop}", schema, shown, label=label)
+        help_text = schema.get("description") or "" if isinstance(schema, dict) else ""
+        if kind == "patterns":
+            help_text = f"{help_text} One per line.".strip()
+        lines.append(
+            format_html(
+                '<div class="hook-param"><label>{}{}</label> {}<div class="help">{}</div></div>',
+                label,
+                mark_safe(' <span class="required" title="required">*</span>') if prop in required else "",
+                widget,
+                help_text,
+            )
+        )
+    if not properties:
+        lines.append(format_html('<p class="help">{}</p>', "This tool takes no arguments."))
+    return format_html(
+        '<div class="tool-args" data-tool="{}"{}><input type="hidden" name="{}_shown" value="1">'
+        '<p class="tool-args-title"><strong>{}</strong> <span class="help">({})</span></p>{}</div>',
+        tool,
+        "" if mine or not picked else mark_safe(" hidden"),
+        base,
+        spec.display,
+        tool,
+        mark_safe("".join(lines)),  # noqa: S308
+    )
+
+
+class ToolArgsField(forms.Field):
+    """Reads :class:`ArgsInput` into the call's arguments: the JSON box when something is typed
+    in it, else the picked tool's inputs; a mistake is told per argument, in an operator's
+    words."""
+
+    widget = ToolArgsWidget
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> dict[str, Any] | None:
+        if not isinstance(value, ArgsInput):
+            return {}
+        text = value.raw.strip()
+        if text:
+            try:
+                args = json_loads(text)
+            except ValueError as exc:  # InvalidJSON, nested too deep included
+                raise forms.ValidationError(f"Enter the arguments as a JSON object ({exc}).") from None
+            if not isinstance(args, dict):
+                raise forms.ValidationError('Enter the arguments as a JSON object, e.g. {"amount": 100}.')
+            return args
+        spec = self.widget.tools.get(value.tool)
+        if spec is None or not value.structured:
+            return {}
+        args: dict[str, Any] = {}
+        problems: list[str] = []
+        for prop, schema in _schema_properties(spec.parameters).items():
+            kind = param_kind(schema)
+            label = str(schema.get("title") or _label(prop)) if isinstance(schema, dict) else _label(prop)
+            try:
+                if kind == "rows":
+                    read = _rows_value(schema, value.values.get(prop) or [])
+                else:
+                    read = read_value(
+                        kind, schema if isinstance(schema, dict) else {}, value.values.get(prop)
+                    )
+            except ValueError as exc:
+                problems.append(f"{label}: {exc}")
+                continue
+            if read is not _MISSING:
+                args[prop] = read
+        if problems:
+            raise forms.ValidationError(problems)
+        return args

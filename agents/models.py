@@ -661,8 +661,9 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
     a run would (``hooks.catalog.build_item``). ``priority``, ``timeout`` and ``on_error`` left
     empty take the kind's (or the catalog class's) defaults.
 
-    Enforced hooks run for every agent of the organisation, before the agent's own hooks of the
-    same point (``hooks.catalog`` states the ordering rule); only the organisation's row can
+    Enforced hooks run for every agent of the organisation, after the agent's own hooks of the
+    same point, so they have the last word (``hooks.catalog`` states the ordering rule); only the
+    organisation's row can
     disable one. Creating or changing a command, python or http declaration needs the
     ``agents.manage_code_hooks`` permission (checked by the services, the admin and the import).
     """
@@ -674,9 +675,9 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
         HTTP = "http", "HTTP"
 
     class Point(models.TextChoices):
-        PRE_TOOL_USE = "PreToolUse"
-        POST_TOOL_USE = "PostToolUse"
-        SESSION_START = "SessionStart"
+        PRE_TOOL_USE = "PreToolUse", "Before a tool call (PreToolUse)"
+        POST_TOOL_USE = "PostToolUse", "After a tool call (PostToolUse)"
+        SESSION_START = "SessionStart", "When a run starts (SessionStart)"
 
     class OnError(models.TextChoices):
         DEFAULT = "", "Kind default"

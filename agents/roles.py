@@ -23,7 +23,8 @@ from typing import Any
 from django.contrib.auth.models import Group, Permission
 from django.db import transaction
 
-from agents.models import Membership, Role
+from agents.models import Membership, Organization, Role
+from agents.services import ServiceError
 
 GROUP_NAMES: dict[str, str] = {
     Role.OPERATOR: "Operators",
@@ -172,6 +173,59 @@ def user_roles_sync(*, user: Any) -> None:
         user.save(update_fields=["is_staff"])
 
 
+# --- the last admin of an organisation -------------------------------------------------------------
+
+
+def last_admin_message(organization: Any) -> str:
+    return (
+        f"{organization} would be left without an admin: it needs at least one active admin. Make "
+        "someone else an admin first."
+    )
+
+
+def active_admin_memberships(*, organization_id: int) -> Any:
+    """The admin memberships of the organisation whose users are active."""
+    return Membership.objects.filter(organization_id=organization_id, role=Role.ADMIN, user__is_active=True)
+
+
+def leaves_no_admin(
+    *, organization_id: int, dropped_memberships: Any = (), deactivated_users: Any = ()
+) -> bool:
+    """Whether the organisation, which has an active admin now, would have none once
+    ``dropped_memberships`` (ids) are gone or demoted and ``deactivated_users`` (ids) inactive."""
+    admins = active_admin_memberships(organization_id=organization_id)
+    if not admins.exists():
+        return False  # nothing to keep (a new or an abandoned organisation)
+    left = admins.exclude(pk__in=list(dropped_memberships)).exclude(user_id__in=list(deactivated_users))
+    return not left.exists()
+
+
+def organizations_only_administered_by(*, user: Any) -> list[Any]:
+    """The organisations of which ``user`` is the only active admin."""
+    mine = Membership.objects.filter(user=user, role=Role.ADMIN).values_list("organization_id", flat=True)
+    return [
+        organization
+        for organization in Organization.objects.filter(pk__in=list(mine)).order_by("name")
+        if leaves_no_admin(organization_id=organization.pk, deactivated_users=[user.pk])
+    ]
+
+
+def may_administer(*, user: Any, organization_id: int) -> bool:
+    """Whether ``user`` is an admin of the organisation (superusers administer all)."""
+    if getattr(user, "is_superuser", False):
+        return True
+    return Membership.objects.filter(user=user, organization_id=organization_id, role=Role.ADMIN).exists()
+
+
+def _check_keeps_an_admin(*, membership: Membership) -> None:
+    # Locked, so that two admins demoting each other at once cannot both succeed.
+    list(active_admin_memberships(organization_id=membership.organization_id).select_for_update())
+    if membership.role == Role.ADMIN and leaves_no_admin(
+        organization_id=membership.organization_id, dropped_memberships=[membership.pk]
+    ):
+        raise ServiceError(last_admin_message(membership.organization), code="conflict", field="role")
+
+
 @transaction.atomic
 def membership_set(*, organization: Any, user: Any, role: str) -> Membership:
     """Give ``user`` ``role`` in ``organization`` (idempotent), groups and staff flag included."""
@@ -182,7 +236,24 @@ def membership_set(*, organization: Any, user: Any, role: str) -> Membership:
 
 @transaction.atomic
 def membership_remove(*, membership: Membership) -> None:
-    """Take a role away; the user's groups and staff flag follow."""
+    """Take a role away; the user's groups and staff flag follow. Refused (``conflict``) for the
+    last active admin of the organisation: an organisation always keeps one."""
+    _check_keeps_an_admin(membership=membership)
     user = membership.user
     membership.delete()
     user_roles_sync(user=user)
+
+
+@transaction.atomic
+def membership_role_change(*, membership: Membership, role: str) -> Membership:
+    """Give the membership another role; the user's groups and staff flag follow. Refused
+    (``conflict``) when it would demote the last active admin of the organisation."""
+    if role not in Role.values:
+        raise ServiceError(f"unknown role {role!r}", field="role")
+    if role != membership.role:
+        if role != Role.ADMIN:
+            _check_keeps_an_admin(membership=membership)
+        membership.role = role
+        membership.save(update_fields=["role"])
+        user_roles_sync(user=membership.user)
+    return membership

@@ -73,6 +73,28 @@ def check_member(*, user: Any, organization_id: int) -> None:
         raise ServiceError("not found", code="not_found")
 
 
+CHAT_PATHS = frozenset({ExecutionPath.PORTAL, ExecutionPath.API})
+"""The doors through which a person talks to an agent themselves (workflows and evals start runs
+on behalf of whoever configured them, under their own rules)."""
+
+
+def chat_refusal(*, user: Any, organization_id: int) -> str | None:
+    """Why ``user`` may not chat with the agents of organisation ``organization_id``, else ``None``.
+
+    Auditors read the record; they do not act in it. A member whose only role in the organisation
+    is auditor may read what they are shown (history, transcripts) but starts no run: a
+    conversation could call the organisation's write tools. Any other role alongside (member,
+    approver, …) and superusers chat as usual."""
+    if getattr(user, "is_superuser", False):
+        return None
+    roles = set(
+        Membership.objects.filter(user=user, organization_id=organization_id).values_list("role", flat=True)
+    )
+    if roles == {Role.AUDITOR}:
+        return "auditors read the record but do not chat with agents"
+    return None
+
+
 @transaction.atomic
 def run_start(
     *,
@@ -84,12 +106,18 @@ def run_start(
 ) -> Run:
     """Create a run on ``agent`` for ``user`` and hand it to the executor once committed.
 
-    Preconditions checked here: the user belongs to the agent's organisation; neither the agent nor
-    its organisation is archived (``conflict``); a given conversation is the user's and the agent's.
+    Preconditions checked here: the user belongs to the agent's organisation and, through the
+    portal or the API, may chat there (:func:`chat_refusal`, ``forbidden``); neither the agent nor
+    its organisation is archived (``conflict``); a given conversation is the user's and the agent's,
+    and not archived (``conflict``).
     The agent's row is locked while the run is created, so an archiving that commits meanwhile
     either sees this run (and stops it) or is seen by this check.
     """
     check_member(user=user, organization_id=agent.organization_id)
+    if execution_path in CHAT_PATHS:
+        refusal = chat_refusal(user=user, organization_id=agent.organization_id)
+        if refusal is not None:
+            raise ServiceError(refusal, code="forbidden")
     agent = Agent.objects.select_for_update(of=("self",)).select_related("organization").get(pk=agent.pk)
     archived = agent.archived_reason()
     if archived is not None:
@@ -103,6 +131,8 @@ def run_start(
         )
     elif conversation.user_id != user.pk or conversation.agent_id != agent.pk:
         raise ServiceError("no such conversation with this agent", code="not_found", field="conversation")
+    elif conversation.archived_at is not None:
+        raise ServiceError("this conversation is archived; start a new one", code="conflict")
     elif Run.objects.filter(
         conversation=conversation,
         status__in=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],
@@ -118,6 +148,77 @@ def run_start(
     )
     transaction.on_commit(lambda: dispatch_execute(run.pk))
     return run
+
+
+def _conversation_of(*, conversation: Conversation, user: Any) -> Conversation:
+    """``conversation`` locked, if it is ``user``'s own; else ``not_found`` (a colleague's or
+    another organisation's conversation is not theirs to change)."""
+    locked = Conversation.objects.select_for_update().filter(pk=conversation.pk, user=user).first()
+    if (
+        locked is None
+        or not Membership.objects.filter(user=user, organization_id=locked.organization_id).exists()
+    ):
+        raise ServiceError("not found", code="not_found")
+    return locked
+
+
+@transaction.atomic
+def conversation_rename(*, conversation: Conversation, user: Any, title: str) -> Conversation:
+    """Give ``user``'s conversation a new title (spaces trimmed; empty: ``invalid``)."""
+    locked = _conversation_of(conversation=conversation, user=user)
+    text = " ".join((title or "").split())
+    if not text:
+        raise ServiceError("the title is empty", field="title")
+    max_length = Conversation._meta.get_field("title").max_length
+    if len(text) > max_length:
+        raise ServiceError(f"the title is longer than {max_length} characters", field="title")
+    locked.title = text
+    locked.save(update_fields=["title"])
+    return locked
+
+
+@transaction.atomic
+def conversation_archive(*, conversation: Conversation, user: Any) -> Conversation:
+    """Archive ``user``'s conversation: it leaves their lists and takes no new message; it and its
+    runs stay whole for the record (nothing with history is deleted). Refused (``conflict``) while
+    a run of it is in progress (stop it first) or if it is already archived."""
+    locked = _conversation_of(conversation=conversation, user=user)
+    if locked.archived_at is not None:
+        raise ServiceError("this conversation is already archived", code="conflict")
+    in_flight = Run.objects.filter(conversation=locked).exclude(
+        status__in=[RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED]
+    )
+    if in_flight.exists():
+        raise ServiceError("this conversation has a run in progress; stop it first", code="conflict")
+    locked.archived_at = timezone.now()
+    locked.save(update_fields=["archived_at"])
+    return locked
+
+
+@transaction.atomic
+def conversation_unarchive(*, conversation: Conversation, user: Any) -> Conversation:
+    """Bring ``user``'s archived conversation back to their lists. Refused (``conflict``) if it is
+    not archived."""
+    locked = _conversation_of(conversation=conversation, user=user)
+    if locked.archived_at is None:
+        raise ServiceError("this conversation is not archived", code="conflict")
+    locked.archived_at = None
+    locked.save(update_fields=["archived_at"])
+    return locked
+
+
+@transaction.atomic
+def run_retry(*, conversation: Conversation, user: Any, execution_path: str = ExecutionPath.PORTAL) -> Run:
+    """Send the last message of ``user``'s conversation again: a new run with the same input, in
+    the same conversation, with :func:`run_start`'s checks (no run in progress, not archived, …).
+    The caller counts it against ``RUN_START_RATE`` like any message."""
+    locked = _conversation_of(conversation=conversation, user=user)
+    last = Run.objects.filter(conversation=locked, parent_run__isnull=True).order_by("-pk").first()
+    if last is None:
+        raise ServiceError("this conversation has no message to send again", code="conflict")
+    return run_start(
+        agent=locked.agent, user=user, input=last.input, conversation=locked, execution_path=execution_path
+    )
 
 
 def _append_event(*, run: Run, type_: str, payload: dict[str, Any]) -> RunEvent:
@@ -184,6 +285,9 @@ def _run_stop(*, run: Run, error: str) -> None:
             run_resume_soon(run_id=run.parent_run_id, reason=f"its child run {run.pk} was cancelled")
     else:
         Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+        from agents.signals import run_cancel_requested
+
+        run_cancel_requested.send(sender=Run, run_id=run.pk, reason=error)
     # Its DAG steps and delegates in flight stop with it (parked ones withdraw their requests).
     _runs_stop(runs=Run.objects.filter(parent_run=run), error=error)
 

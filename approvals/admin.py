@@ -22,7 +22,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from agents import events as ev
 from agents import selectors as agent_selectors
@@ -387,10 +387,18 @@ class ConfirmationEventInline(ReadOnlyAdminMixin, admin.TabularInline):
 
     @admin.display(description="details")
     def details_text(self, obj: ConfirmationEvent) -> str:
-        return (
-            format_html('<pre class="fim-pre">{}</pre>', pretty_arguments(obj.details))
-            if obj.details
-            else "—"
+        """The details as the inbox's event log reads them (names, not user ids), the exact
+        JSON one click away."""
+        if not obj.details:
+            return "—"
+        from approvals.views import EventLine  # the one reading of an event for people
+
+        [line] = EventLine.lines_of(obj.request, [obj])
+        rows = format_html_join("", "<div><strong>{}</strong>: {}</div>", line.rows)
+        return format_html(
+            '{}<details><summary>Show JSON</summary><pre class="fim-pre">{}</pre></details>',
+            rows,
+            line.details,
         )
 
 

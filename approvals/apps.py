@@ -6,12 +6,18 @@ class ApprovalsConfig(AppConfig):
     verbose_name = "Approvals"
 
     def ready(self) -> None:
+        from agents.demo import demo_seeded
         from agents.engine.pipeline import register_approval_lookup
         from agents.history import register_connector_history
-        from agents.signals import run_cancelled
+        from agents.signals import run_cancel_requested, run_cancelled
+        from approvals.demo import demo_policy_seed
         from approvals.receivers import approval_was_asked, cancel_requests_of_run, requests_for_tools_of
 
         run_cancelled.connect(cancel_requests_of_run, dispatch_uid="approvals.cancel_requests_of_run")
+        run_cancel_requested.connect(
+            cancel_requests_of_run, dispatch_uid="approvals.cancel_requests_of_a_stopping_run"
+        )
+        demo_seeded.connect(demo_policy_seed, dispatch_uid="approvals.demo_policy_seed")
         register_connector_history("approvals.requests", requests_for_tools_of)
         register_approval_lookup(approval_was_asked)
         import approvals.gate  # noqa: F401 - registers the gate hooks in the catalog

@@ -1,10 +1,10 @@
 """The approval record as CSV, streamed row by row.
 
 The rows come from the database in chunks (``QuerySet.iterator(chunk_size=…)`` over plain
-tuples, with the approver snapshots read once per chunk), so exporting 100,000 requests holds one
-chunk in memory, never the list. Cells are made safe for spreadsheets: a value that a spreadsheet
-would read as a formula (``=``, ``+``, ``-``, ``@``, tab, carriage return first) is prefixed with
-an apostrophe — the arguments were written by an LLM and may be hostile.
+tuples, with the approver snapshots and the votes read once per chunk), so exporting 100,000
+requests holds one chunk in memory, never the list. Cells are made safe for spreadsheets: a
+value that a spreadsheet would read as a formula (``=``, ``+``, ``-``, ``@``, tab, carriage return
+first) is prefixed with an apostrophe — the arguments were written by an LLM and may be hostile.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
-from approvals.models import ConfirmationApprover, ConfirmationRequest
+from approvals.models import ConfirmationApprover, ConfirmationRequest, ConfirmationVote
 
 CHUNK_SIZE = 2000
 HEADER = (
@@ -37,7 +37,11 @@ HEADER = (
     "run",
     "hooks_bypassed",
     "args_sha256",
+    "votes",
 )
+"""``decided_by``: everyone who voted on the request, in the order they voted (a quorum's every
+approver, not only the last), else whoever settled it; ``votes``: each vote with its moment and
+reason ("april approved 2026-11-30T10:02:00+00:00; …")."""
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -95,6 +99,35 @@ def _approvers_of(request_ids: list[Any]) -> dict[Any, str]:
     return {request_id: "; ".join(sorted(people)) for request_id, people in names.items()}
 
 
+def _votes_of(request_ids: list[Any]) -> dict[Any, tuple[str, str]]:
+    """``{request_id: (voters, votes)}``: the voters' names, and each vote in words."""
+    voters: dict[Any, list[str]] = {}
+    votes: dict[Any, list[str]] = {}
+    rows = (
+        ConfirmationVote.objects.filter(request_id__in=request_ids)
+        .order_by("created_at", "pk")
+        .values_list(
+            "request_id",
+            "user__username",
+            "user__first_name",
+            "user__last_name",
+            "approve",
+            "created_at",
+            "reason",
+        )
+    )
+    for request_id, username, first, last, approve, at, reason in rows:
+        name = _name(username, first, last)
+        voters.setdefault(request_id, []).append(name)
+        said = f"{name} {'approved' if approve else 'rejected'} {at.isoformat()}" + (
+            f": {reason}" if reason else ""
+        )
+        votes.setdefault(request_id, []).append(said)
+    return {
+        request_id: ("; ".join(voters[request_id]), "; ".join(votes[request_id])) for request_id in voters
+    }
+
+
 def _chunks(rows: Iterator[tuple[Any, ...]], size: int) -> Iterator[list[tuple[Any, ...]]]:
     chunk: list[tuple[Any, ...]] = []
     for row in rows:
@@ -116,11 +149,13 @@ def history_csv_lines(requests: QuerySet[ConfirmationRequest]) -> Iterator[str]:
     rows = requests.values_list(*columns).iterator(chunk_size=CHUNK_SIZE)
     for chunk in _chunks(rows, CHUNK_SIZE):
         approvers = _approvers_of([row[0] for row in chunk])
+        votes = _votes_of([row[0] for row in chunk])
         for (
             pk, created, organization, agent, tool, args, status, r_user, r_first, r_last,
             d_user, d_first, d_last, d_external, decided, reason, channel, run_id, bypassed, sha,
         ) in chunk:  # fmt: skip
-            decider = _name(d_user, d_first, d_last) if d_user else d_external
+            voters, said = votes.get(pk, ("", ""))
+            decider = voters or (_name(d_user, d_first, d_last) if d_user else d_external)
             cells = (
                 pk,
                 created.isoformat(),
@@ -139,6 +174,7 @@ def history_csv_lines(requests: QuerySet[ConfirmationRequest]) -> Iterator[str]:
                 run_id,
                 "yes" if bypassed else "no",
                 sha,
+                said,
             )
             yield writer.writerow([safe_cell(cell) for cell in cells])
 

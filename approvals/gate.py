@@ -24,9 +24,9 @@ from agents import events as ev
 from agents.engine import jsonsafe
 from agents.engine.db import db
 from agents.engine.store import args_sha256, run_load
-from approvals import services
+from approvals import presentation, services
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from approvals.selectors import display_name, request_status
+from approvals.selectors import display_name, request_for_call, request_status, vote_summary
 from approvals.waking import wait_for_verdict
 from hooks.catalog import register_hook
 from hooks.contract import (
@@ -44,11 +44,16 @@ APPROVAL_DECIDED = ev.APPROVAL_DECIDED
 
 
 def _approval_payload(request: ConfirmationRequest, approvers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``approval.pending`` event: the call as approvers read it (``tool_title``, ``context``:
+    ``[{"label", "value"}]`` in text for people, :mod:`approvals.presentation`) beside the exact
+    ``arguments``."""
     return {
         "request_id": str(request.pk),
         "tool_call_id": request.tool_call_id,
         "tool": request.tool_name,
+        "tool_title": request.tool_title or presentation.title_of(request.tool_name),
         "arguments": request.tool_args,
+        "context": request.context or [],
         "approvers": approvers,
         "expires_at": request.expires_at.isoformat(),
         "channel": request.channel,
@@ -57,6 +62,10 @@ def _approval_payload(request: ConfirmationRequest, approvers: list[dict[str, An
 
 
 def _decided_payload(request: ConfirmationRequest, *, delivery_problem: str | None) -> dict[str, Any]:
+    """The ``approval.decided`` event, with every vote of the request (``votes``: ``[{"by",
+    "approve", "at", "reason"}]``, oldest first; ``approvals``: how many approved). Reads the
+    votes: call it off the event loop."""
+    summary = vote_summary(request=request)
     return {
         "request_id": str(request.pk),
         "tool_call_id": request.tool_call_id,
@@ -67,16 +76,36 @@ def _decided_payload(request: ConfirmationRequest, *, delivery_problem: str | No
         "delivery_problem": delivery_problem,
         "edited_by": display_name(request.edited_by) if request.edited_by_id else None,
         "arguments": request.tool_args,
+        "votes": summary["votes"],
+        "approvals": summary["approvals"],
     }
 
 
-def _open(*, run_id: int, ctx: HookContext, digest: str) -> tuple[services.Opened, list[dict[str, Any]]]:
+def _facts(*, run_id: int, ctx: HookContext) -> presentation.CallFacts | None:
+    """How to describe the call to approvers, when its request is still to open (``None`` when
+    it exists: a resumed run re-enters the same call)."""
+    run = run_load(run_id=run_id)
+    if request_for_call(run_id=run.pk, tool_call_id=ctx.metadata["tool_call_id"]) is not None:
+        return None
+    return presentation.call_facts(agent=run.agent, tool_name=ctx.tool_name)
+
+
+def _open(
+    *,
+    run_id: int,
+    ctx: HookContext,
+    digest: str,
+    facts: presentation.CallFacts | None = None,
+    context: list[dict[str, str]] | None = None,
+) -> tuple[services.Opened, list[dict[str, Any]]]:
     opened = services.confirmation_request_open(
         run=run_load(run_id=run_id),
         tool_call_id=ctx.metadata["tool_call_id"],
         tool_name=ctx.tool_name,
         tool_args=ctx.tool_args,
         args_sha256=digest,
+        facts=facts,
+        context=context,
     )
     approvers = [{"id": u.pk, "name": display_name(u)} for u in opened.request.approvers.order_by("pk")]
     return opened, approvers
@@ -169,8 +198,15 @@ class ConfirmationGateHook(PreToolUseHook):
         run_id = ctx.metadata["run_id"]
         sink = ctx.events  # given by the registry to system hooks only
         digest = args_sha256(ctx.tool_args)
+        # The call's context action is an HTTP call: made here, on the loop, between two short
+        # reads, never inside the transaction that opens the request (the service it asks may be
+        # this very server, answering from the thread the database work runs in).
+        facts = await db(_facts, run_id=run_id, ctx=ctx)
+        context = await presentation.context_read(facts, ctx.tool_args) if facts is not None else None
         try:
-            opened, approvers = await db(_open, run_id=run_id, ctx=ctx, digest=digest)
+            opened, approvers = await db(
+                _open, run_id=run_id, ctx=ctx, digest=digest, facts=facts, context=context
+            )
         except services.NoApprovers as exc:
             return HookResult(allow=False, error=f"The call needs approval, but {exc}. It was not executed.")
         request = opened.request
@@ -203,9 +239,8 @@ class ConfirmationGateHook(PreToolUseHook):
             problem = await db(_delivery_problem, request_id=request.pk)
         if sink is not None:
             # Stored with the write that follows at once (the tool's start, or the blocked call).
-            await sink.publish(
-                APPROVAL_DECIDED, _decided_payload(request, delivery_problem=problem), at_once=False
-            )
+            payload = await db(_decided_payload, request=request, delivery_problem=problem)
+            await sink.publish(APPROVAL_DECIDED, payload, at_once=False)
         # The call is recognised by the arguments it was proposed with; an approver's edit then
         # replaces them (below) and the engine binds to the hash of the edited ones.
         if request.status == ConfirmationStatus.APPROVED and request.requested_args_sha256 != digest:

@@ -13,7 +13,9 @@ from approvals.services import confirmation_cancel
 
 
 def cancel_requests_of_run(sender: Any, *, run_id: int, reason: str | None = None, **kwargs: Any) -> None:
-    """A cancelled run's pending requests are withdrawn, so nobody approves a dead call. ``reason``
+    """A cancelled run's pending requests are withdrawn, so nobody approves a dead call (a run that
+    is still running and asked to stop too: one waiting inline would otherwise keep its request
+    open until its window ends). ``reason``
     (why the run was cancelled, e.g. its agent was archived) is recorded with each withdrawal."""
     why = f"the run was cancelled: {reason}" if reason else "the run was cancelled"
     for request_id in ConfirmationRequest.objects.filter(

@@ -23,7 +23,8 @@ from approvals.models import (
     ConfirmationStatus,
     ConfirmationVote,
 )
-from approvals.policy import describe_refusal
+from approvals.policy import APPROVER_ROLES, describe_refusal
+from approvals.presentation import moment_text
 
 _NUMBER_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
 
@@ -64,16 +65,32 @@ class Tally:
         return self.required > 1
 
     @property
-    def text(self) -> str:
-        """E.g. "1 of 2 approvals — waiting for one more"."""
+    def count_text(self) -> str:
+        """E.g. "1 of 2 approvals", "1 of 3 approvals, 1 rejection"."""
         noun = "approval" if self.required == 1 else "approvals"
         line = f"{self.approvals} of {self.required} {noun}"
         if self.rejections:
             line += f", {self.rejections} rejection" + ("s" if self.rejections > 1 else "")
-        missing = self.required - self.approvals
-        if self.outcome is None and missing > 0:
-            line += f" — waiting for {_count_words(missing)} more"
         return line
+
+    @property
+    def waiting_text(self) -> str:
+        """E.g. "waiting for one more"; empty once the votes settle the request."""
+        missing = self.required - self.approvals
+        return f"waiting for {_count_words(missing)} more" if self.outcome is None and missing > 0 else ""
+
+    @property
+    def text(self) -> str:
+        """E.g. "1 of 2 approvals — waiting for one more"."""
+        return self.count_text + (f" — {self.waiting_text}" if self.waiting_text else "")
+
+    def text_with(self, votes: list[VoteLine]) -> str:
+        """The tally with who voted, e.g. "1 of 2 approvals: april approved 10:02 UTC — waiting for
+        one more" (a vote's reason in quotes after it)."""
+        if not votes:
+            return self.text
+        said = ", ".join(vote.text + (f" (“{vote.reason}”)" if vote.reason else "") for vote in votes)
+        return f"{self.count_text}: {said}" + (f" — {self.waiting_text}" if self.waiting_text else "")
 
 
 def tally_of(*, request: ConfirmationRequest) -> Tally:
@@ -91,6 +108,60 @@ def tally_of(*, request: ConfirmationRequest) -> Tally:
         eligible=ConfirmationApprover.objects.filter(request_id=request.pk).count(),
         any_rejection_rejects=request.any_rejection_rejects,
     )
+
+
+@dataclass(frozen=True)
+class VoteLine:
+    """One vote as pages, cards and run events show it: who, which way, when, why."""
+
+    by: str
+    approve: bool
+    at: dt.datetime
+    reason: str = ""
+
+    @property
+    def verb(self) -> str:
+        return "approved" if self.approve else "rejected"
+
+    @property
+    def text(self) -> str:
+        """E.g. "april approved 10:02 UTC"."""
+        return f"{self.by} {self.verb} {moment_text(self.at)}"
+
+    def as_payload(self) -> dict[str, Any]:
+        """``{"by", "approve", "at", "reason"}`` for run events (``approval.voted``, ``approval.decided``)."""
+        return {"by": self.by, "approve": self.approve, "at": self.at.isoformat(), "reason": self.reason}
+
+
+def votes_by_request(*, request_ids: list[Any]) -> dict[Any, list[VoteLine]]:
+    """The votes on each of ``request_ids``, oldest first, with their voters' names (one query)."""
+    votes: dict[Any, list[VoteLine]] = {}
+    rows = (
+        ConfirmationVote.objects.filter(request_id__in=request_ids)
+        .select_related("user")
+        .order_by("created_at", "pk")
+    )
+    for vote in rows:
+        votes.setdefault(vote.request_id, []).append(
+            VoteLine(by=display_name(vote.user), approve=vote.approve, at=vote.created_at, reason=vote.reason)
+        )
+    return votes
+
+
+def votes_of(*, request: ConfirmationRequest) -> list[VoteLine]:
+    """The votes on ``request``, oldest first."""
+    return votes_by_request(request_ids=[request.pk]).get(request.pk, [])
+
+
+def vote_summary(*, request: ConfirmationRequest) -> dict[str, Any]:
+    """The votes of ``request`` as a run event carries them: ``{"votes": [{"by", "approve", "at",
+    "reason"}], "approvals": <approving votes>, "approvals_required"}``."""
+    votes = votes_of(request=request)
+    return {
+        "votes": [vote.as_payload() for vote in votes],
+        "approvals": sum(1 for vote in votes if vote.approve),
+        "approvals_required": request.approvals_required,
+    }
 
 
 def may_edit_arguments(*, request: ConfirmationRequest) -> bool:
@@ -156,8 +227,9 @@ def display_name(user: Any) -> str:
 
 # --- who may see what (web inbox, history, decision API) -----------------------------------------
 
-AUDIT_ROLES = (Role.AUDITOR, Role.ADMIN)
-"""Roles that may read every confirmation request of their organisation."""
+AUDIT_ROLES = (Role.AUDITOR, Role.OPERATOR, Role.ADMIN)
+"""Roles that may read every confirmation request of their organisation (operators read the
+approval record as they read runs in the admin: ``agents.roles``; they still decide nothing)."""
 
 
 def _audited_organization_ids(*, user: Any) -> QuerySet[Membership]:
@@ -213,18 +285,31 @@ def may_decide(*, request: ConfirmationRequest, user: Any) -> bool:
 
 
 def may_view_history(*, user: Any) -> bool:
-    """Whether ``user`` may read the approval history: superusers, org auditors and admins."""
+    """Whether ``user`` may read the approval history: superusers, and the auditors, operators
+    and admins of an organisation."""
     if not getattr(user, "is_authenticated", False):
         return False
     return bool(user.is_superuser) or _audited_organization_ids(user=user).exists()
 
 
+def may_use_inbox(*, user: Any) -> bool:
+    """Whether the inbox is of use to ``user``: a superuser, an approver or admin of an
+    organisation, or anyone something waits for."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return bool(
+        user.is_superuser
+        or Membership.objects.filter(user=user, role__in=APPROVER_ROLES).exists()
+        or inbox_for(user=user).exists()
+    )
+
+
 @dataclass(frozen=True)
 class HistoryFilters:
     """What the auditor narrows the record to; every field optional. ``approver`` matches a
-    request whose approver snapshot held that person or that they decided, ``decider`` one they
-    decided; ``query`` searches the
-    tool, the arguments, the ids and the names."""
+    request whose approver snapshot held that person, that they voted on or decided; ``decider``
+    one they voted on or decided (every voter of a quorum, not only the last); ``query`` searches
+    the tool, the arguments, the ids and the names."""
 
     status: str | None = None
     organization_id: int | None = None
@@ -283,14 +368,17 @@ def history_for(*, user: Any, filters: HistoryFilters | None = None) -> QuerySet
         "organization_id": f.organization_id,
         "agent_id": f.agent_id,
         "requested_by_id": f.requester_id,
-        "responded_by_id": f.decider_id,
         "channel": f.channel,
         "run__hooks_bypassed": f.hooks_bypassed,
     }
     requests = requests.filter(**{field: value for field, value in exact.items() if value not in (None, "")})
+    if f.decider_id is not None:  # whoever voted on it, not only the vote that settled it
+        voted = ConfirmationVote.objects.filter(user_id=f.decider_id).values("request_id")
+        requests = requests.filter(Q(pk__in=voted) | Q(responded_by_id=f.decider_id))
     if f.approver_id is not None:
         snapshot = ConfirmationApprover.objects.filter(user_id=f.approver_id).values("request_id")
-        requests = requests.filter(Q(pk__in=snapshot) | Q(responded_by_id=f.approver_id))
+        voted = ConfirmationVote.objects.filter(user_id=f.approver_id).values("request_id")
+        requests = requests.filter(Q(pk__in=snapshot) | Q(pk__in=voted) | Q(responded_by_id=f.approver_id))
     if f.since is not None:
         requests = requests.filter(created_at__gte=_day_start(f.since))
     if f.until is not None:

@@ -15,15 +15,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
 from django.db import IntegrityError, transaction
+from django.db.models import Max
 from django.utils import timezone
 
+from agents.consumers import run_group
 from agents.engine import jsonsafe
 from agents.engine.store import args_sha256
-from agents.models import Run, RunStatus
+from agents.events import APPROVAL_VOTED
+from agents.models import Run, RunEvent, RunStatus
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
-from approvals import decision_sql
+from approvals import decision_sql, presentation
 from approvals.channels import channel_config_for
 from approvals.live import OPENED, SETTLED, VOTED, inbox_changed
 from approvals.models import (
@@ -41,7 +46,7 @@ from approvals.policy import (
     policy_for,
     tier_approver_ids,
 )
-from approvals.selectors import Tally, has_voted, request_for_decision, tally_of
+from approvals.selectors import Tally, has_voted, request_for_decision, tally_of, vote_summary
 from approvals.signals import confirmation_opened, confirmation_settled, confirmation_voted
 from fimone.audit_chain import chain_append
 
@@ -166,10 +171,57 @@ def _after_verdict(request: ConfirmationRequest) -> None:
 
 
 def _after_vote(*, request_id: uuid.UUID, channel: str) -> None:
-    """A vote that did not settle the request: the approvers' inboxes and the channel app (which
-    shows the new tally on the cards already sent) are told. Call on commit."""
+    """A vote that did not settle the request: the approvers' inboxes, the channel app (which
+    shows the new tally on the cards already sent) and the run's stream are told. Call on commit.
+
+    Only :func:`confirmation_decide` records such a vote: the two-statement click
+    (:func:`confirmation_decide_click`) takes only clicks whose vote settles the request."""
     inbox_changed(request_id=request_id, change=VOTED)
     confirmation_voted.send(sender=ConfirmationRequest, request_id=request_id, channel=channel)
+    push_voted(request_id=request_id)
+
+
+#: How many runs up a delegation or DAG chain a vote is shown (the parents show the child's request).
+VOTE_PUSH_DEPTH = 8
+
+
+def push_voted(*, request_id: uuid.UUID | str) -> None:
+    """Push ``approval.voted`` (:data:`agents.events.APPROVAL_VOTED`: the votes so far, the
+    approvals and the approvals required) to the stream of the request's run, and of the runs
+    above it, which show their children's requests (with ``child_run_id``). Not stored: like a
+    streamed delta it carries the seq of the run's last stored event, so a page that missed it
+    reads the votes when it reloads. Call after the vote committed. Fire and forget: a lost push
+    costs a stale tally on a page, never a wrong decision."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        request = ConfirmationRequest.objects.filter(pk=request_id).first()
+        if request is None:
+            return
+        payload: dict[str, Any] = {
+            "request_id": str(request.pk),
+            "tool_call_id": request.tool_call_id,
+            **vote_summary(request=request),
+        }
+        stamp = timezone.now().isoformat()
+        run_id: int | None = request.run_id
+        for _ in range(VOTE_PUSH_DEPTH):
+            if run_id is None:
+                break
+            seq = RunEvent.objects.filter(run_id=run_id).aggregate(last=Max("seq"))["last"] or 0
+            shown = payload if run_id == request.run_id else {**payload, "child_run_id": request.run_id}
+            event = {
+                "run_id": run_id,
+                "seq": seq,
+                "type": APPROVAL_VOTED,
+                "payload": shown,
+                "created_at": stamp,
+            }
+            async_to_sync(layer.group_send)(run_group(run_id), {"type": "run.event", "event": event})
+            run_id = Run.objects.filter(pk=run_id).values_list("parent_run_id", flat=True).first()
+    except Exception:  # never fail a vote over a page refresh
+        log.warning("could not push the votes of request %s to its run", request_id, exc_info=True)
 
 
 def announce_settled(*, request_id: uuid.UUID | str, channel: str, status: str) -> None:
@@ -181,11 +233,24 @@ def announce_settled(*, request_id: uuid.UUID | str, channel: str, status: str) 
 
 @transaction.atomic
 def confirmation_request_open(
-    *, run: Run, tool_call_id: str, tool_name: str, tool_args: dict[str, Any], args_sha256: str
+    *,
+    run: Run,
+    tool_call_id: str,
+    tool_name: str,
+    tool_args: dict[str, Any],
+    args_sha256: str,
+    facts: presentation.CallFacts | None = None,
+    context: list[dict[str, str]] | None = None,
 ) -> Opened:
     """Open the request for ``(run, tool_call_id)``, or return the one already open (a resumed
     run re-enters the same call). A new request is snapshotted with its approvers and handed to
-    its channel for delivery after commit. Raises :class:`NoApprovers` if nobody could decide."""
+    its channel for delivery after commit. Raises :class:`NoApprovers` if nobody could decide.
+
+    The request keeps what approvers read about the call (:mod:`approvals.presentation`): the
+    tool's title and the call's ``context``. ``facts``: the tool's description as
+    :func:`~approvals.presentation.call_facts` read it (read here when not given); ``context``:
+    what its context action answered (:func:`~approvals.presentation.context_read`, which the gate
+    calls on its event loop, outside this transaction); without it, the arguments."""
     existing = ConfirmationRequest.objects.filter(run=run, tool_call_id=tool_call_id).first()
     agent = run.agent
     policy = policy_for(agent=agent)
@@ -202,6 +267,7 @@ def confirmation_request_open(
             f"{len(approvers | tier_approvers)} people may approve this call"
         )
     channel_config = channel_config_for(agent=agent, policy_channel_id=policy.channel_config_id)
+    facts = facts or presentation.call_facts(agent=agent, tool_name=tool_name)
     now = timezone.now()
     # Only tiers due before the deadline can happen ("up to the expiry").
     plan = [
@@ -223,7 +289,9 @@ def confirmation_request_open(
                 run=run,
                 tool_call_id=tool_call_id,
                 tool_name=tool_name,
+                tool_title=facts.title[:120],
                 tool_args=tool_args,
+                context=presentation.context_of(facts, tool_args, context),
                 args_sha256=args_sha256,
                 mode=ConfirmationRequest.Mode.INLINE
                 if channel_config is None

@@ -14,7 +14,7 @@ approvers are usually not staff.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from django import forms
@@ -28,10 +28,11 @@ from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
 from agents.models import Agent, Organization
-from approvals import selectors
+from approvals import presentation, selectors
 from approvals.apis import DecisionThrottle
 from approvals.exports import history_csv_lines, tool_calls_csv_lines
 from approvals.gate import pretty_arguments
@@ -52,46 +53,200 @@ signed_in = login_required(login_url=LOGIN_URL)
 
 @dataclass(frozen=True)
 class RequestCard:
-    """A request as the pages show it: the model plus what templates cannot compute."""
+    """A request as the pages show it: the model plus what templates cannot compute.
+
+    What people read comes first (the tool's title, the call's business fields, the arguments as
+    label / value rows with numbers written for people, the votes); the exact JSON and the tool's
+    internal name stay one click away ("Show JSON")."""
 
     request: ConfirmationRequest
+    title: str
     arguments: str
+    #: the call's arguments as they are now: ``[{"label", "value", "argument"}]``
+    argument_rows: list[dict[str, str]]
+    #: what the tool's context action said about the call (empty when the arguments describe it)
+    about: list[dict[str, str]]
     requester: str
     decider: str | None
     requested_ago: str
+    votes: list[selectors.VoteLine] = field(default_factory=list)
     #: The votes against the quorum, for requests needing more than one approval.
     tally: selectors.Tally | None = None
     #: Whether an approver may still change the arguments (the policy allows it, nobody voted).
     editable: bool = False
     proposed: str = ""
+    proposed_rows: list[dict[str, str]] = field(default_factory=list)
     editor: str | None = None
 
     @classmethod
-    def of(cls, request: ConfirmationRequest) -> RequestCard:
+    def of(
+        cls, request: ConfirmationRequest, *, votes: list[selectors.VoteLine] | None = None
+    ) -> RequestCard:
+        context = [item for item in request.context or [] if isinstance(item, dict)]
+        # Labels the request was opened with (from the tool's parameter schema) name the rows of
+        # the arguments as they are now: an approver may have changed them since.
+        labels = {
+            str(item["argument"]): str(item.get("label", "")) for item in context if item.get("argument")
+        }
+        order = list(labels) or None  # the schema's order, as the request was opened with it
         return cls(
             request=request,
+            title=request.tool_title or presentation.title_of(request.tool_name),
             arguments=pretty_arguments(request.tool_args),
+            argument_rows=_labelled(presentation.argument_rows(request.tool_args, order=order), labels),
+            about=[item for item in context if not item.get("argument")],
             requester=display_name(request.requested_by),
             decider=display_name(request.responded_by) if request.responded_by_id else None,
             requested_ago=ago(request.created_at),
+            votes=selectors.votes_of(request=request) if votes is None else votes,
             tally=selectors.tally_of(request=request) if request.approvals_required > 1 else None,
             editable=request.allow_edit_on_approve and selectors.may_edit_arguments(request=request),
             proposed=pretty_arguments(request.proposed_args) if request.was_edited else "",
+            proposed_rows=_labelled(presentation.argument_rows(request.proposed_args, order=order), labels)
+            if request.was_edited
+            else [],
             editor=display_name(request.edited_by) if request.was_edited else None,
         )
+
+    @property
+    def tally_line(self) -> str:
+        """The quorum's progress with who voted and when ("1 of 2 approvals: april approved
+        10:02 UTC — waiting for one more"); empty when one approval is enough."""
+        return self.tally.text_with(self.votes) if self.tally is not None else ""
+
+    @property
+    def voters(self) -> str:
+        """Everyone who voted, with their vote ("april (approved), adam (approved)"); else whoever
+        settled the request."""
+        if self.votes:
+            return ", ".join(f"{vote.by} ({vote.verb})" for vote in self.votes)
+        return self.decider or ""
+
+
+def _labelled(rows: list[dict[str, str]], labels: dict[str, str]) -> list[dict[str, str]]:
+    return [{**row, "label": labels.get(row.get("argument", "")) or row["label"]} for row in rows]
+
+
+#: Event details shown under their own label, and how their values read.
+_EVENT_LABELS = {
+    "tool": "Tool",
+    "approvers": "Could decide",
+    "added_approvers": "Added approvers",
+    "expires_at": "Deadline",
+    "channel": "Channel",
+    "via": "Through",
+    "vote": "Vote",
+    "wanted": "Wanted",
+    "status": "Verdict",
+    "tool_status": "Tool outcome",
+    "approvals_required": "Approvals required",
+    "any_rejection_rejects": "One rejection rejects",
+    "escalation_after_seconds": "Escalation after",
+    "timeout_seconds": "Timeout",
+    "after_seconds": "After",
+}
+#: Details kept for the record but not worth a line (hashes, ids, the verdict's copy): in the JSON.
+_EVENT_HIDDEN = frozenset(
+    {
+        "args_sha256",
+        "proposed_args_sha256",
+        "approved_args_sha256",
+        "verdict",
+        "channel_config_id",
+        "from_channel_config_id",
+        "approvals",
+        "rejections",
+        "required",
+    }
+)
+_USER_LISTS = ("approvers", "added_approvers")
 
 
 @dataclass(frozen=True)
 class EventLine:
+    """An event of a request's log as people read it: names, not user ids; moments with their
+    zone; the tally in words. The exact details stay behind "Show JSON"."""
+
     event: ConfirmationEvent
     actor: str
+    rows: list[tuple[str, str]]
     details: str
 
     @classmethod
-    def of(cls, event: ConfirmationEvent) -> EventLine:
+    def lines_of(cls, request: ConfirmationRequest, events: list[ConfirmationEvent]) -> list[EventLine]:
+        """The lines of ``events`` (one query for the names of every person they mention)."""
+        ids = {
+            user_id
+            for event in events
+            for key in _USER_LISTS
+            for user_id in (event.details or {}).get(key) or []
+            if isinstance(user_id, int)
+        }
+        names = {user.pk: display_name(user) for user in User.objects.filter(pk__in=ids)}
+        return [cls.of(event, request=request, names=names) for event in events]
+
+    @classmethod
+    def of(
+        cls, event: ConfirmationEvent, *, request: ConfirmationRequest, names: dict[int, str]
+    ) -> EventLine:
         # A click from a chat platform may carry only the platform's user id; sweeps carry none.
         actor = display_name(event.actor) if event.actor_id else event.actor_external_id or "system"
-        return cls(event=event, actor=actor, details=pretty_arguments(event.details) if event.details else "")
+        details = event.details if isinstance(event.details, dict) else {}
+        return cls(
+            event=event,
+            actor=actor,
+            rows=_event_rows(details, request=request, names=names),
+            details=pretty_arguments(event.details) if event.details else "",
+        )
+
+
+def _event_rows(
+    details: dict[str, Any], *, request: ConfirmationRequest, names: dict[int, str]
+) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    if {"approvals", "required"} <= details.keys():
+        tally = selectors.Tally(
+            approvals=int(details.get("approvals") or 0),
+            rejections=int(details.get("rejections") or 0),
+            required=int(details.get("required") or 1),
+            eligible=0,
+        )
+        rows.append(("Tally", tally.count_text))
+    for key, value in details.items():
+        if key in _EVENT_HIDDEN or value in (None, "", []):
+            continue
+        label = _EVENT_LABELS.get(key) or presentation.humanized_key(key)
+        rows.append((label, _event_value(key, value, request=request, names=names)))
+    return rows
+
+
+def _event_value(key: str, value: Any, *, request: ConfirmationRequest, names: dict[int, str]) -> str:
+    if key in _USER_LISTS and isinstance(value, list):
+        return ", ".join(names.get(v, f"user {v}") if isinstance(v, int) else str(v) for v in value)
+    if key == "tool" and value == request.tool_name:
+        return request.tool_title or presentation.title_of(request.tool_name)
+    if key in {"channel", "via"}:
+        return _channel_text(value, request=request)
+    if key in {"vote", "wanted", "status", "tool_status"} and isinstance(value, str):
+        return value.capitalize()
+    if key == "expires_at" and isinstance(value, str):
+        moment = parse_datetime(value)
+        return presentation.moment_text(moment, full=True) if moment else value
+    if key in {"timeout_seconds", "after_seconds"} and isinstance(value, int | float):
+        return duration_text(value)
+    if key == "escalation_after_seconds" and isinstance(value, list):
+        return ", ".join(duration_text(v) for v in value if isinstance(v, int | float))
+    return presentation.value_text(value, key=key)
+
+
+def _channel_text(value: Any, *, request: ConfirmationRequest) -> str:
+    """``"web"`` → "Web inbox"; a channel configuration's id → its name when it is the request's."""
+    if value == "web":
+        return "Web inbox"
+    if isinstance(value, int):
+        config = request.channel_config if request.channel_config_id == value else None
+        return str(getattr(config, "name", "") or f"channel #{value}")
+    return str(value).capitalize()
 
 
 def _page(request: HttpRequest, template: str, context: dict[str, Any], *, status: int = 200) -> HttpResponse:
@@ -102,6 +257,8 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any], *, statu
         "show_history": selectors.may_view_history(user=user),
         "user_label": display_name(user) if user.is_authenticated else "",
         "server_now": timezone.now(),
+        # Pages that list moments say in which zone (the server's: every time shown is in it).
+        "time_zone": timezone.get_current_timezone_name(),
     }
     return render(request, template, {**layout, **context}, status=status)
 
@@ -131,6 +288,18 @@ class DecisionForm(forms.Form):
         return value
 
 
+ISO_DATE = forms.DateInput(
+    format="%Y-%m-%d",
+    attrs={
+        "placeholder": "yyyy-mm-dd",
+        "pattern": r"\d{4}-\d{2}-\d{2}",
+        "inputmode": "numeric",
+        "autocomplete": "off",
+        "title": "A date as yyyy-mm-dd, e.g. 2026-03-31",
+    },
+)
+
+
 class HistoryFilterForm(forms.Form):
     """The history's filters. Organisations, agents and people offered (and accepted) are only
     those of the organisations the user audits: another organisation's id is a form error."""
@@ -152,8 +321,10 @@ class HistoryFilterForm(forms.Form):
         queryset=User.objects.none(), required=False, empty_label="Anyone", label="Decided by"
     )
     channel = forms.ChoiceField(choices=[("", "Any channel")], required=False)
-    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+    # ISO dates, typed as such: a browser's date picker shows the format of its locale
+    # (mm/dd/yyyy in many), which is not what the pages and the CSV say.
+    since = forms.DateField(required=False, label="From", input_formats=["%Y-%m-%d"], widget=ISO_DATE)
+    until = forms.DateField(required=False, label="To", input_formats=["%Y-%m-%d"], widget=ISO_DATE)
     hooks_bypassed = forms.ChoiceField(
         choices=[("", "Hooks: any"), ("yes", "Hooks bypassed"), ("no", "Hooks ran")], required=False
     )
@@ -227,7 +398,7 @@ def request_detail(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     confirmation = selectors.request_get(request_id=request_id, user=request.user)
     if confirmation is None:
         raise Http404("No such approval request.")
-    events = [EventLine.of(e) for e in selectors.request_events(request=confirmation)]
+    events = EventLine.lines_of(confirmation, list(selectors.request_events(request=confirmation)))
     can_decide = selectors.may_decide(request=confirmation, user=request.user)
     # Back to where the reader came from: the history for auditors, the inbox for deciders.
     from_history = request.GET.get("from") == "history" or (
@@ -295,7 +466,8 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
         raise Http404(outcome.message)
     if outcome.accepted:
         verb = "Approved" if approve else "Rejected"
-        tool = outcome.request.tool_name if outcome.request is not None else "the call"
+        decided = outcome.request
+        tool = (decided.tool_title or presentation.title_of(decided.tool_name)) if decided else "the call"
         edited = outcome.request is not None and outcome.request.edited_by_id == request.user.pk
         messages.success(request, f"{verb}: {tool}" + (" with your changed arguments" if edited else ""))
     elif outcome.counted:  # a vote towards a quorum: the request still waits for others
@@ -307,13 +479,33 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     return redirect("approvals:inbox")
 
 
-def _history_form(request: HttpRequest) -> HttpResponse | HistoryFilterForm:
-    """The validated filters, or the page to answer instead (403 for non-auditors, 400 for bad
-    filters)."""
+def _forbidden(request: HttpRequest) -> HttpResponse:
+    """403 for someone who may not read the record, with a way back to what they may use."""
+    if selectors.may_use_inbox(user=request.user):
+        back = ("Back to the inbox", reverse("approvals:inbox"))
+    else:
+        back = ("Back to your agents", reverse("portal:home"))
+    return _page(request, "approvals/forbidden.html", {"back": back}, status=403)
+
+
+def _history_form(request: HttpRequest, *, page: str = "") -> HttpResponse | HistoryFilterForm:
+    """The validated filters, or the page to answer instead (403 for who may not read the record;
+    400 for bad filters: ``page``, the record's page shown again with the problems on their fields,
+    else the plain bad-request page)."""
     if not selectors.may_view_history(user=request.user):
-        return _page(request, "approvals/forbidden.html", {}, status=403)
+        return _forbidden(request)
     form = HistoryFilterForm(request.GET, user=request.user)
     if not form.is_valid():
+        if page:
+            context = {
+                "form": form,
+                "filtered": True,
+                "query": "",
+                "page": None,
+                "rows": [],
+                "nav": "history",
+            }
+            return _page(request, page, context, status=400)
         return _bad_request(request, form.errors)
     return form
 
@@ -327,23 +519,25 @@ class HistoryRow:
     time_to_decision: str
 
     @classmethod
-    def of(cls, request: ConfirmationRequest) -> HistoryRow:
+    def of(cls, request: ConfirmationRequest, *, votes: list[selectors.VoteLine]) -> HistoryRow:
         names = sorted(display_name(user) for user in request.approvers.all())
         waited = ""
         if request.responded_at is not None:
             waited = duration_text((request.responded_at - request.created_at).total_seconds())
-        return cls(card=RequestCard.of(request), approvers=", ".join(names), time_to_decision=waited)
+        card = RequestCard.of(request, votes=votes)
+        return cls(card=card, approvers=", ".join(names), time_to_decision=waited)
 
 
 @signed_in
 @require_GET
 def history(request: HttpRequest) -> HttpResponse:
     """Every request of the organisations the user audits or administers, filtered, newest first."""
-    form = _history_form(request)
+    form = _history_form(request, page="approvals/history.html")
     if isinstance(form, HttpResponse):
         return form
     requests = selectors.history_for(user=request.user, filters=form.filters()).prefetch_related("approvers")
     page = Paginator(requests, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    votes = selectors.votes_by_request(request_ids=[r.pk for r in page.object_list])
     query = request.GET.copy()
     query.pop("page", None)
     return _page(
@@ -354,7 +548,7 @@ def history(request: HttpRequest) -> HttpResponse:
             "filtered": any(form.cleaned_data.get(name) for name in form.fields),
             "query": query.urlencode(),
             "page": page,
-            "rows": [HistoryRow.of(r) for r in page.object_list],
+            "rows": [HistoryRow.of(r, votes=votes.get(r.pk, [])) for r in page.object_list],
             "nav": "history",
         },
     )
@@ -393,7 +587,7 @@ class ToolCallFilterForm(HistoryFilterForm):
 
 def _tool_call_form(request: HttpRequest) -> HttpResponse | ToolCallFilterForm:
     if not selectors.may_view_history(user=request.user):
-        return _page(request, "approvals/forbidden.html", {}, status=403)
+        return _forbidden(request)
     form = ToolCallFilterForm(request.GET, user=request.user)
     if not form.is_valid():
         return _bad_request(request, form.errors)

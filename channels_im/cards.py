@@ -8,7 +8,8 @@ from typing import Any
 
 from django.conf import settings
 
-from approvals.selectors import display_name, tally_of
+from approvals.presentation import title_of
+from approvals.selectors import display_name, tally_of, votes_of
 
 #: Arguments longer than this (pretty-printed) are cut on cards, with a link to the full request in
 #: the portal. Feishu cards must stay under 30 KB and Slack text blocks under 3,000 characters.
@@ -29,16 +30,27 @@ class CardFacts:
     decided_by: str | None
     decided_at: str | None
     reason: str
-    #: The quorum's progress ("1 of 2 approvals — waiting for one more"); empty when one approval
-    #: is enough.
+    #: The quorum's progress with who voted ("1 of 2 approvals: april approved 10:02 UTC — waiting
+    #: for one more"); empty when one approval is enough.
     tally: str = ""
     #: More lines for a pending card (an escalation, where to edit the arguments).
     notes: tuple[str, ...] = ()
+    #: The tool's internal name (``tool`` is its title, as people read it).
+    tool_name: str = ""
+    #: What the call is about, as "Label: value" lines (the request's context: the business
+    #: fields its context action read, else its arguments with numbers written for people).
+    about: tuple[str, ...] = ()
 
     @property
     def waiting_lines(self) -> list[str]:
-        """What a pending card says under its arguments: the deadline, the tally, the notes."""
-        return [f"Expires at {self.expires_at}", *([self.tally] if self.tally else []), *self.notes]
+        """What a pending card says under its arguments: what the call is about, the deadline,
+        the tally, the notes."""
+        return [
+            *self.about,
+            f"Expires at {self.expires_at}",
+            *([self.tally] if self.tally else []),
+            *self.notes,
+        ]
 
     @property
     def pending(self) -> bool:
@@ -62,6 +74,7 @@ def _when(value: Any) -> str | None:
 def card_facts(request: Any) -> CardFacts:
     """Facts of ``request`` (with ``agent``, ``requested_by`` and ``responded_by`` loadable)."""
     tally = tally_of(request=request) if getattr(request, "approvals_required", 1) > 1 else None
+    tally_text = tally.text_with(votes_of(request=request)) if tally is not None else ""
     text = json.dumps(request.tool_args, indent=2, ensure_ascii=False, sort_keys=True)
     truncated = len(text) > ARGS_CARD_LIMIT
     if truncated:
@@ -71,7 +84,9 @@ def card_facts(request: Any) -> CardFacts:
         request_id=str(request.pk),
         agent=request.agent.name,
         requester=display_name(request.requested_by),
-        tool=request.tool_name,
+        tool=getattr(request, "tool_title", "") or title_of(request.tool_name),
+        tool_name=request.tool_name,
+        about=tuple(_about(request)),
         args_text=text,
         args_truncated=truncated,
         link=link,
@@ -80,9 +95,23 @@ def card_facts(request: Any) -> CardFacts:
         decided_by=display_name(request.responded_by) if request.responded_by_id else None,
         decided_at=_when(request.responded_at),
         reason=request.reason,
-        tally=tally.text if tally is not None else "",
+        tally=tally_text,
         notes=tuple(_notes(request, link)),
     )
+
+
+#: Context lines on a card at most, and characters per line: a card is a glance, the inbox has it all.
+ABOUT_LINES = 8
+ABOUT_LINE_CHARS = 160
+
+
+def _about(request: Any) -> list[str]:
+    lines = []
+    for item in (getattr(request, "context", None) or [])[:ABOUT_LINES]:
+        if isinstance(item, dict) and item.get("label"):
+            line = f"{item['label']}: {item.get('value', '')}"
+            lines.append(line if len(line) <= ABOUT_LINE_CHARS else line[: ABOUT_LINE_CHARS - 1] + "…")
+    return lines
 
 
 def _notes(request: Any, link: str) -> list[str]:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import secrets
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from demo_payments.models import Purchase
@@ -62,6 +63,62 @@ def purchase_pay(*, purchase_id: str, amount: Decimal, note: str = "") -> Purcha
     return purchase
 
 
+class InvalidPurchase(PaymentError):
+    code = "bad_request"
+
+
+MAX_AMOUNT = Decimal("9999999999.99")
+"""The largest amount a purchase holds (twelve digits, two of them decimals)."""
+_NUMBERED_RE = re.compile(r"^PO-(\d+)$")
+
+
+@transaction.atomic
+def purchase_create(
+    *, vendor: str, amount: Decimal, description: str = "", currency: str = "USD"
+) -> Purchase:
+    """A new pending purchase, numbered after the highest ``PO-<n>`` ("PO-1004" after the seed).
+
+    Raises :class:`InvalidPurchase` when the vendor is empty, the amount not positive, above
+    :data:`MAX_AMOUNT` or finer than a cent, or the currency not three letters. Two purchases
+    created at once cannot take the same number: the second tries the next one.
+    """
+    vendor, description, currency = vendor.strip(), description.strip(), currency.strip().upper()
+    if not vendor or len(vendor) > 200:
+        raise InvalidPurchase("vendor must be a name of 1 to 200 characters")
+    if (
+        not amount.is_finite()
+        or amount <= 0
+        or amount > MAX_AMOUNT
+        or amount != amount.quantize(Decimal("0.01"))
+    ):
+        raise InvalidPurchase(
+            f"amount must be a positive number of at most {MAX_AMOUNT:,} with cents at most"
+        )
+    if not re.fullmatch(r"[A-Z]{3}", currency):
+        raise InvalidPurchase('currency must be a three-letter code such as "USD"')
+    if len(description) > 1000:
+        raise InvalidPurchase("description must be at most 1,000 characters")
+    numbers = [
+        int(m.group(1))
+        for pk in Purchase.objects.values_list("id", flat=True)
+        if (m := _NUMBERED_RE.match(pk))
+    ]
+    number = max(numbers, default=1000) + 1
+    for attempt in range(5):
+        try:
+            with transaction.atomic():  # a savepoint: a number taken meanwhile leaves the rest intact
+                return Purchase.objects.create(
+                    id=f"PO-{number + attempt}",
+                    vendor=vendor,
+                    description=description,
+                    amount=amount,
+                    currency=currency,
+                )
+        except IntegrityError:
+            continue
+    raise InvalidPurchase("too many purchases are being created at once; try again")
+
+
 DEMO_PURCHASES: list[dict[str, Any]] = [
     {
         "id": "PO-1001",
@@ -89,8 +146,10 @@ DEMO_PURCHASES: list[dict[str, Any]] = [
 
 @transaction.atomic
 def purchase_seed_demo() -> list[Purchase]:
-    """Create the demo purchases, or put them back in their seeded state. Idempotent: re-running
-    it (every ``make run``) gives a fresh demo with the same two purchases pending."""
+    """Create the demo purchases, or put them back in their seeded state, and remove purchases
+    created since. Idempotent: re-running it (every ``make run``) gives a fresh demo with the same
+    two purchases pending."""
+    Purchase.objects.exclude(id__in=[entry["id"] for entry in DEMO_PURCHASES]).delete()
     seeded = []
     for entry in DEMO_PURCHASES:
         fields = {

@@ -4,6 +4,8 @@ API (under ``/demo/api/``, every call needs the header ``X-Demo-Token: <DEMO_PAY
 else 401):
 
 * ``GET purchases[?status=pending|paid]`` → a JSON list of purchases (see :func:`purchase_json`);
+* ``POST purchases`` with ``{"vendor": "<name>", "amount": <number>, "description": "<optional>",
+  "currency": "<optional, USD>"}`` → 201 and the new pending purchase; 400 when malformed;
 * ``GET purchases/<id>`` → one purchase, 404 when unknown;
 * ``POST purchases/<id>/pay`` with ``{"amount": <number>, "note": "<optional>"}`` → the paid
   purchase; 400 when the body is malformed or the amount differs, 404 unknown, 409 already paid.
@@ -23,7 +25,7 @@ from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import csrf_exempt
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from demo_payments import selectors, services
 from demo_payments.models import Purchase
@@ -61,15 +63,41 @@ def _unauthorised(request: HttpRequest) -> JsonResponse | None:
     return _error(401, "unauthorised", f"send the demo token in the {TOKEN_HEADER} header")
 
 
-@require_GET
+@csrf_exempt  # a machine API authenticated by its token header, not a browser form
+@require_http_methods(["GET", "POST"])
 def purchase_list_api(request: HttpRequest) -> JsonResponse:
+    """``GET`` lists the purchases, ``POST`` creates one."""
     if (refused := _unauthorised(request)) is not None:
         return refused
+    if request.method == "POST":
+        return _create(request)
     status = request.GET.get("status") or None
     if status is not None and status not in Purchase.Status.values:
         return _error(400, "bad_status", f"status must be one of {', '.join(Purchase.Status.values)}")
     purchases = selectors.purchase_list(status=status)
     return JsonResponse([purchase_json(purchase) for purchase in purchases], safe=False)
+
+
+def _create(request: HttpRequest) -> JsonResponse:
+    try:
+        body = json_loads(request.body or b"null", parse_float=Decimal)
+    except InvalidJSON as exc:
+        return _error(400, "bad_request", f"the body must be JSON: {exc}")
+    if not isinstance(body, dict):
+        return _error(
+            400, "bad_request", 'the body must be a JSON object like {"vendor": "Contoso", "amount": 12.5}'
+        )
+    amount, vendor = body.get("amount"), body.get("vendor")
+    if isinstance(amount, bool) or not isinstance(amount, int | Decimal):
+        return _error(400, "bad_request", "amount must be a number")
+    texts = {key: body.get(key, default) for key, default in (("description", ""), ("currency", "USD"))}
+    if not isinstance(vendor, str) or not all(isinstance(value, str) for value in texts.values()):
+        return _error(400, "bad_request", "vendor, description and currency must be text")
+    try:
+        purchase = services.purchase_create(vendor=vendor, amount=Decimal(amount), **texts)
+    except services.InvalidPurchase as exc:
+        return _error(400, exc.code, str(exc))
+    return JsonResponse(purchase_json(purchase), status=201)
 
 
 @require_GET

@@ -85,6 +85,31 @@ class FimOneAdminSite(admin.AdminSite):
             if grouped.get(slug)
         ]
 
+    def each_context(self, request: HttpRequest) -> dict[str, Any]:
+        """Every admin page's context, with the header's links to the approvals inbox (and the
+        count waiting) and to the approval history, for those who may use them."""
+        context = super().each_context(request)
+        context["approval_links"] = self._approval_links(request)
+        return context
+
+    def _approval_links(self, request: HttpRequest) -> dict[str, Any]:
+        from agents.models import Membership, Role
+        from approvals.selectors import inbox_for, may_use_inbox, may_view_history
+
+        user = request.user
+        if not getattr(user, "is_authenticated", False) or not user.is_staff:
+            return {}
+        pending = inbox_for(user=user).count()
+        # Operators configure approvals and see them arrive, even with nothing to decide yet.
+        configures = Membership.objects.filter(user=user, role__in=(Role.OPERATOR, Role.ADMIN)).exists()
+        return {
+            "inbox_url": reverse("approvals:inbox")
+            if pending or configures or may_use_inbox(user=user)
+            else "",
+            "pending": pending,
+            "history_url": reverse("approvals:history") if may_view_history(user=user) else "",
+        }
+
     def _history_link(self, request: HttpRequest) -> dict[str, Any] | None:
         from approvals.selectors import may_view_history
 

@@ -55,7 +55,13 @@ ALLOWED_HOSTS = (
 if PRODUCTION and not ALLOWED_HOSTS:
     env_required("ALLOWED_HOSTS", "when FIMONE_ENV=production (comma-separated host names)")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
-SITE_URL = env_str("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
+# The public address links point to (invitations, approval cards, IM callbacks). Production names
+# it. Development may leave it out: links then follow the address each request came in on, and
+# links made outside a request use the one `make run` serves.
+if PRODUCTION:
+    env_required("SITE_URL", "when FIMONE_ENV=production (the public address, https://…)")
+SITE_URL_FROM_REQUEST = env_http_url("SITE_URL") is None
+SITE_URL = (env_http_url("SITE_URL") or "http://127.0.0.1:8000").rstrip("/")
 # The demo payments service (``/demo/``) is mounted in development only; it has no default token
 # in production, where nothing should pay with a well-known one.
 DEMO_PAYMENTS_TOKEN = env_str("DEMO_PAYMENTS_TOKEN", None if PRODUCTION else "demo-token")
@@ -103,6 +109,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # The portal's 404 and 500 pages for people's paths while DEBUG is on (async-capable).
+    "portal.middleware.PortalErrorPages",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Who made a configuration change, for its history (async-capable).
     "simple_history.middleware.HistoryRequestMiddleware",
@@ -349,6 +357,21 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 LOGIN_URL = "approvals:login"
+
+# --- e-mail (invitation links) ---------------------------------------------------------------------
+# Development prints each mail on the server's console; production sends none unless EMAIL_BACKEND
+# names a backend (django.core.mail.backends.smtp.EmailBackend with the EMAIL_* below). Whatever
+# it sends, the admin also shows an invitation's link once to whoever made it.
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND", "" if PRODUCTION else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "FIM One hooks <noreply@localhost>")
 
 # --- API ------------------------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -3,7 +3,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from agents.views import invitation
+from agents.views import InvitationPasswordView, invitation
 from fimone.health import healthz, readyz
 
 urlpatterns = [
@@ -18,6 +18,11 @@ urlpatterns = [
     path("api/", include("evals.urls")),
     path("im/", include("channels_im.urls")),
     path("invitations/<str:token>/", invitation, name="invitation"),
+    path(
+        "invitations/<str:invitation>/password/<uidb64>/<token>/",
+        InvitationPasswordView.as_view(),
+        name="invitation-password",
+    ),
 ]
 if settings.FIMONE_ENV == "development":
     # The demo target service pays with a token anyone can read in the README: never in production.

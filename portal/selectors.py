@@ -5,17 +5,23 @@ into a 404 page."""
 from __future__ import annotations
 
 import datetime as dt
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Max, QuerySet
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from agents import selectors as agent_selectors
-from agents.models import Agent, Conversation, Membership, Role, Run
+from agents.models import TERMINAL_RUN_STATUSES, Agent, Conversation, Membership, Role, Run
+from agents.services import chat_refusal
+from agents.tools.toolbox import ToolboxError, tools_for_agent
 from approvals import selectors as approval_selectors
+from approvals.models import ApproverPolicy, ConfirmationApprover, ConfirmationRequest, EscalationTier
 
 RECENT_CONVERSATIONS = 20
+SEARCH_RESULTS = 50
+MAX_QUERY_LENGTH = 200
 INBOX_ROLES = (Role.APPROVER, Role.ADMIN)
 """Roles whose members get the Inbox in their navigation even while nothing waits for them."""
 
@@ -30,22 +36,89 @@ class Navigation:
     show_admin: bool
 
 
+def may_be_asked_to_decide(*, user: Any) -> bool:
+    """Whether ``user`` is someone approval requests may go to: an approver or admin of one of
+    their organisations, a person a policy or an escalation tier names, or anyone asked before.
+    (Whether they may decide a given request is checked on it.)"""
+    if getattr(user, "is_superuser", False):
+        return True
+    return (
+        Membership.objects.filter(user=user, role__in=INBOX_ROLES).exists()
+        or ApproverPolicy.objects.filter(named_users=user).exists()
+        or EscalationTier.objects.filter(named_users=user).exists()
+        or ConfirmationApprover.objects.filter(user=user).exists()
+    )
+
+
 def navigation_for(*, user: Any) -> Navigation:
     if not getattr(user, "is_authenticated", False):
         return Navigation(show_inbox=False, pending=0, show_history=False, show_admin=False)
     pending = approval_selectors.inbox_for(user=user).count()
-    approver = Membership.objects.filter(user=user, role__in=INBOX_ROLES).exists()
     return Navigation(
-        show_inbox=bool(user.is_superuser or approver or pending),
+        show_inbox=bool(pending or may_be_asked_to_decide(user=user)),
         pending=pending,
         show_history=approval_selectors.may_view_history(user=user),
         show_admin=bool(user.is_staff),
     )
 
 
+def lands_in_inbox(*, user: Any) -> bool:
+    """Whether the portal's home sends ``user`` to the approvals inbox: a person whose only role, in
+    every organisation they belong to, is approver (deciding is what they come for; the agents
+    stay one click away)."""
+    if getattr(user, "is_superuser", False):
+        return False
+    roles = set(Membership.objects.filter(user=user).values_list("role", flat=True))
+    return roles == {Role.APPROVER}
+
+
 def agents_for(*, user: Any) -> QuerySet[Agent]:
     """The agents ``user`` may chat with: those of their organisations."""
     return agent_selectors.agent_list(user=user)
+
+
+@dataclass(frozen=True)
+class AgentCard:
+    """An agent as the home page presents it to people: what it can do, in its tools' titles."""
+
+    agent: Agent
+    tools: list[str]
+    asks_first: list[str]
+    """The tools whose calls wait for a person's approval."""
+
+
+def agent_cards(*, agents: Any) -> list[AgentCard]:
+    """A card per agent of ``agents``. The agent's own instructions are written for the model, not
+    for people, so a card describes it by what it can do. An agent whose tools cannot be built
+    (a configuration problem its operator sees in the admin) shows none."""
+    cards = []
+    for agent in agents:
+        try:
+            # In the order people read them, not by their internal names.
+            tools = sorted(tools_for_agent(agent).values(), key=lambda tool: tool.spec.display.lower())
+        except ToolboxError:
+            tools = []
+        cards.append(
+            AgentCard(
+                agent=agent,
+                tools=[tool.spec.display for tool in tools],
+                asks_first=[tool.spec.display for tool in tools if tool.spec.requires_confirmation],
+            )
+        )
+    return cards
+
+
+def may_chat(*, user: Any, agent: Agent) -> str | None:
+    """Why ``user`` may not chat with ``agent`` (the page says it instead of offering Send), else
+    ``None``. The run start service refuses the same (:func:`agents.services.chat_refusal`)."""
+    return chat_refusal(user=user, organization_id=agent.organization_id)
+
+
+def reads_only(*, user: Any) -> bool:
+    """Whether ``user`` may chat in none of their organisations (an auditor everywhere)."""
+    organization_ids = Membership.objects.filter(user=user).values_list("organization_id", flat=True)
+    ids = set(organization_ids)
+    return bool(ids) and all(chat_refusal(user=user, organization_id=i) for i in ids)
 
 
 def agent_for_chat(*, agent_id: int, user: Any) -> Agent | None:
@@ -56,15 +129,49 @@ def conversation_list(
     *, user: Any, agent: Agent | None = None, limit: int = RECENT_CONVERSATIONS
 ) -> list[Any]:
     """``user``'s conversations, most recently active first; each carries ``last_activity``."""
+    return list(_listed(user=user, agent=agent)[:limit])
+
+
+def archived_conversations(*, user: Any, limit: int = SEARCH_RESULTS) -> list[Any]:
+    """``user``'s archived conversations, most recently archived first (where they find one to
+    restore)."""
+    return list(
+        Conversation.objects.filter(
+            user=user,
+            organization_id__in=agent_selectors.organization_ids_of(user=user),
+            archived_at__isnull=False,
+        )
+        .select_related("agent")
+        .annotate(last_activity=Coalesce(Max("runs__created_at"), "created_at"))
+        .order_by("-archived_at", "-pk")[:limit]
+    )
+
+
+def _listed(*, user: Any, agent: Agent | None = None) -> QuerySet[Conversation]:
+    """``user``'s conversations that are not archived, most recently active first."""
     conversations = Conversation.objects.filter(
-        user=user, organization_id__in=agent_selectors.organization_ids_of(user=user)
+        user=user,
+        organization_id__in=agent_selectors.organization_ids_of(user=user),
+        archived_at__isnull=True,
     ).select_related("agent")
     if agent is not None:
         conversations = conversations.filter(agent=agent)
-    conversations = conversations.annotate(
-        last_activity=Coalesce(Max("runs__created_at"), "created_at")
-    ).order_by("-last_activity", "-pk")
-    return list(conversations[:limit])
+    return conversations.annotate(last_activity=Coalesce(Max("runs__created_at"), "created_at")).order_by(
+        "-last_activity", "-pk"
+    )
+
+
+def conversation_search(*, user: Any, query: str, limit: int = SEARCH_RESULTS) -> list[Any]:
+    """``user``'s own conversations (not archived) whose title or messages contain ``query``
+    (case-insensitive): what they wrote and what the agent answered. Other people's
+    conversations are never searched, colleagues' included."""
+    text = " ".join(query.split())[:MAX_QUERY_LENGTH]
+    if not text:
+        return []
+    said = Run.objects.filter(conversation=OuterRef("pk")).filter(
+        Q(input__icontains=text) | Q(output__icontains=text)
+    )
+    return list(_listed(user=user).filter(Q(title__icontains=text) | Exists(said))[:limit])
 
 
 def conversation_for_chat(*, conversation_id: int, user: Any) -> Conversation | None:
@@ -82,6 +189,54 @@ def conversation_runs(*, conversation: Conversation) -> list[Run]:
         .prefetch_related("events")
         .order_by("pk")
     )
+
+
+def run_in_flight(*, conversation: Conversation) -> Run | None:
+    """The run of ``conversation`` that has not ended yet, if any (there is at most one)."""
+    return (
+        Run.objects.filter(conversation=conversation, parent_run__isnull=True)
+        .exclude(status__in=TERMINAL_RUN_STATUSES)
+        .order_by("-pk")
+        .first()
+    )
+
+
+def request_states(*, request_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Where each of the approval requests ``request_ids`` stands now, as the chat page shows it:
+    its status, the votes so far (who, how, when, why) and the tally, the tool as people read it
+    and what the call is about. For the requests a transcript already names (its readers see its
+    ``approval.pending`` events): the votes pushed live are not stored in the run's events, and a
+    run stopped while it waited records no verdict of its own."""
+    ids = []
+    for request_id in request_ids:
+        try:
+            ids.append(uuid.UUID(request_id))
+        except ValueError:  # a malformed id in a payload names no request
+            continue
+    states: dict[str, dict[str, Any]] = {}
+    requests = ConfirmationRequest.objects.filter(pk__in=ids).select_related("responded_by")
+    for request in requests.prefetch_related("votes__user"):
+        votes = [
+            {
+                "by": approval_selectors.display_name(vote.user),
+                "approve": vote.approve,
+                "at": vote.created_at.isoformat(),
+                "reason": vote.reason,
+            }
+            for vote in request.votes.all()
+        ]
+        states[str(request.pk)] = {
+            "status": str(request.status),
+            "votes": votes,
+            "approvals": sum(1 for vote in votes if vote["approve"]),
+            "approvals_required": request.approvals_required,
+            "tool_title": request.tool_title,
+            "context": request.context if isinstance(request.context, list) else [],
+            "by": approval_selectors.display_name(request.responded_by) if request.responded_by_id else None,
+            "at": request.responded_at.isoformat() if request.responded_at else None,
+            "reason": request.reason,
+        }
+    return states
 
 
 def run_for_reader(*, run_id: int, user: Any) -> Run | None:

@@ -14,6 +14,7 @@ from agents import events as ev
 from agents.models import Run, RunEvent
 from approvals import selectors as approval_selectors
 from portal.markdown import render_markdown
+from portal.selectors import request_states
 
 MARKDOWN_EVENTS = {ev.LLM_MESSAGE: "content", ev.RUN_COMPLETED: "output"}
 """Events whose model text the page shows formatted, and the payload key holding it."""
@@ -32,8 +33,9 @@ def markdown_of(event: RunEvent) -> str | None:
 
 def run_transcript(*, run: Run, user: Any) -> dict[str, Any]:
     """One turn of a conversation for the page: the user's message, the run's status, its stored
-    events, the formatted text of its messages and which of its pending approvals ``user`` may
-    decide right there."""
+    events, the formatted text of its messages, where each of its approval requests stands now
+    (``requests``: votes so far, a withdrawal the events do not record) and which of its pending
+    approvals ``user`` may decide right there."""
     events = sorted(run.events.all(), key=lambda e: e.seq)
     html: dict[str, str] = {}
     request_ids: list[str] = []
@@ -50,6 +52,7 @@ def run_transcript(*, run: Run, user: Any) -> dict[str, Any]:
         "terminal": run.is_terminal,
         "events": [event.as_message() for event in events],
         "html": html,
+        "requests": request_states(request_ids=request_ids),
         "decidable": [rid for rid in request_ids if _may_decide(request_id=rid, user=user)],
     }
 

@@ -27,8 +27,16 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents.apis import RunStartThrottle
-from agents.models import ExecutionPath
-from agents.services import ServiceError, run_start
+from agents.models import Conversation, ExecutionPath
+from agents.services import (
+    ServiceError,
+    conversation_archive,
+    conversation_rename,
+    conversation_unarchive,
+    run_cancel,
+    run_retry,
+    run_start,
+)
 from approvals import selectors as approval_selectors
 from approvals.apis import DecisionThrottle
 from approvals.services import confirmation_decide
@@ -51,6 +59,14 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any], *, statu
 class MessageForm(forms.Form):
     message = forms.CharField(max_length=MAX_MESSAGE_LENGTH, strip=True)
 
+    def clean_message(self) -> str:
+        # Browsers send a textarea's line breaks as CRLF; the agent reads them as typed.
+        return self.cleaned_data["message"].replace("\r\n", "\n").replace("\r", "\n")
+
+
+class RenameForm(forms.Form):
+    title = forms.CharField(max_length=Conversation._meta.get_field("title").max_length, strip=True)
+
 
 class DecisionForm(forms.Form):
     decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
@@ -68,8 +84,14 @@ def _wait_text(refused: Refusal) -> str:
 
 def _form_problem(form: forms.Form) -> str:
     field, errors = next(iter(form.errors.items()))
-    label = "your message" if field == "message" else field
+    label = {"message": "your message", "title": "the title"}.get(field, field)
     return f"Check {label}: {errors[0]}"
+
+
+def _sentence(text: str) -> str:
+    """A service's refusal ("this conversation is archived; …") as a sentence for a flash message."""
+    text = text.strip()
+    return (text[:1].upper() + text[1:]).rstrip(".") + "." if text else text
 
 
 # --- home and conversations -------------------------------------------------------------------------
@@ -77,17 +99,56 @@ def _form_problem(form: forms.Form) -> str:
 
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    """Signed out: the sign-in page. Signed in: the agents this user may use, their conversations."""
+    """Signed out: what this is and a way to sign in. Signed in: an approver and nothing else goes
+    to the inbox; everyone else sees the agents they may use and their conversations."""
     if not request.user.is_authenticated:
-        return redirect(f"{reverse('portal:login')}?next=/")
+        return render(request, "portal/landing.html", {"login_url": reverse("portal:login")})
+    if selectors.lands_in_inbox(user=request.user):
+        return redirect("approvals:inbox")
+    return _home(request)
+
+
+@signed_in
+@require_GET
+def agents_page(request: HttpRequest) -> HttpResponse:
+    """The agents this user may use and their recent conversations (the nav's Chat, for everyone:
+    an approver whose home is the inbox finds their agents here)."""
+    return _home(request)
+
+
+def _home(request: HttpRequest) -> HttpResponse:
+    agents = selectors.agents_for(user=request.user)
     return _page(
         request,
         "portal/home.html",
         {
-            "agents": selectors.agents_for(user=request.user),
+            "cards": selectors.agent_cards(agents=agents),
             "conversations": selectors.conversation_list(user=request.user),
+            "reads_only": selectors.reads_only(user=request.user),
             "nav": "chat",
         },
+    )
+
+
+@signed_in
+@require_GET
+def conversation_list(request: HttpRequest) -> HttpResponse:
+    """Search over the user's own conversations (title and messages); without a query, the most
+    recent ones. Archived conversations are not listed, except on their own list (``?archived=1``),
+    where one is found again to restore it."""
+    if request.GET.get("archived") == "1":
+        found = selectors.archived_conversations(user=request.user)
+        return _page(
+            request, "portal/conversations.html", {"archived": True, "conversations": found, "nav": "chat"}
+        )
+    query = " ".join(str(request.GET.get("q", "")).split())[: selectors.MAX_QUERY_LENGTH]
+    found = (
+        selectors.conversation_search(user=request.user, query=query)
+        if query
+        else selectors.conversation_list(user=request.user, limit=selectors.SEARCH_RESULTS)
+    )
+    return _page(
+        request, "portal/conversations.html", {"query": query, "conversations": found, "nav": "chat"}
     )
 
 
@@ -100,8 +161,11 @@ def agent_chat(request: HttpRequest, agent_id: int) -> HttpResponse:
     if agent is None:
         raise Http404("No such agent.")
     form = MessageForm(request.POST or None)
-    refused = RunStartThrottle().refusal(request) if request.method == "POST" else None
-    if refused is not None:
+    refusal = selectors.may_chat(user=request.user, agent=agent)
+    refused = RunStartThrottle().refusal(request) if request.method == "POST" and refusal is None else None
+    if request.method == "POST" and refusal is not None:
+        messages.error(request, f"Not sent: {refusal}.")
+    elif refused is not None:
         messages.error(request, f"Not sent: {refused.message} Nothing was started; {_wait_text(refused)}.")
     elif request.method == "POST":
         if form.is_valid():
@@ -115,21 +179,26 @@ def agent_chat(request: HttpRequest, agent_id: int) -> HttpResponse:
             except ServiceError as error:
                 if error.code == "not_found":
                     raise Http404("No such agent.") from None
-                messages.error(request, error.message)
+                messages.error(request, _sentence(error.message))
             else:
                 return redirect("portal:conversation", conversation_id=run.conversation_id)
         else:
             messages.error(request, _form_problem(form))
+    status = 200
+    if request.method == "POST":
+        status = 403 if refusal is not None else 429 if refused is not None else 400
     page = _page(
         request,
         "portal/new_chat.html",
         {
             "agent": agent,
+            "card": selectors.agent_cards(agents=[agent])[0],
             "form": form,
+            "refusal": refusal,
             "conversations": selectors.conversation_list(user=request.user, agent=agent, limit=10),
             "nav": "chat",
         },
-        status=429 if refused is not None else 400 if request.method == "POST" else 200,
+        status=status,
     )
     return _retry_after(page, refused) if refused is not None else page
 
@@ -176,6 +245,7 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
         run_transcript(run=run, user=request.user) for run in selectors.conversation_runs(conversation=chat)
     ]
     busy = bool(turns) and not turns[-1]["terminal"]
+    refusal = selectors.may_chat(user=request.user, agent=chat.agent)
     return _page(
         request,
         "portal/chat.html",
@@ -184,10 +254,121 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
             "turns": turns,
             "busy": busy,
             "form": MessageForm(),
+            "rename_form": RenameForm(initial={"title": chat.title}),
+            "refusal": refusal,
+            "composer": chat.archived_at is None and refusal is None,
             "nav": "chat",
             "live": True,
         },
     )
+
+
+# --- the chat page's controls: stop, retry, rename, archive --------------------------------------
+
+
+def _own_conversation(request: HttpRequest, conversation_id: int) -> Conversation:
+    chat = selectors.conversation_for_chat(conversation_id=conversation_id, user=request.user)
+    if chat is None:
+        raise Http404("No such conversation.")
+    return chat
+
+
+def _done(
+    request: HttpRequest, chat: Conversation, *, ok: bool, message: str, status: int = 200
+) -> HttpResponse:
+    """Answer JSON to the page's script, else go back to the conversation with a flash message."""
+    if _wants_json(request):
+        return JsonResponse({"ok": ok, "message": message}, status=200 if ok else status)
+    (messages.success if ok else messages.error)(request, message)
+    return redirect("portal:conversation", conversation_id=chat.pk)
+
+
+@signed_in
+@require_POST
+def conversation_stop(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Stop the conversation's run in progress — also while it waits for an approval, whose
+    request is then withdrawn (the approvers' cards say so)."""
+    chat = _own_conversation(request, conversation_id)
+    run = selectors.run_in_flight(conversation=chat)
+    if run is None:
+        return _done(request, chat, ok=False, message="Nothing is running in this conversation.", status=409)
+    try:
+        run_cancel(run=run, user=request.user)
+    except ServiceError as error:
+        if error.code == "not_found":
+            raise Http404("No such conversation.") from None
+        return _done(request, chat, ok=False, message=_sentence(error.message), status=409)
+    return _done(request, chat, ok=True, message="Stopped: the agent does nothing more for this message.")
+
+
+@signed_in
+@require_POST
+def conversation_retry(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Send the conversation's last message again, as a new run (counted like any message)."""
+    chat = _own_conversation(request, conversation_id)
+    refused = RunStartThrottle().refusal(request)
+    if refused is not None:
+        message = f"{refused.message} Nothing was started; {_wait_text(refused)}."
+        return _retry_after(_error(request, 429, "Too many runs started", message), refused)
+    try:
+        run_retry(conversation=chat, user=request.user)
+    except ServiceError as error:
+        if error.code == "not_found":
+            raise Http404("No such conversation.") from None
+        messages.error(request, f"Not sent again: {error.message}.")
+    return redirect("portal:conversation", conversation_id=chat.pk)
+
+
+@signed_in
+@require_POST
+def conversation_rename_view(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    chat = _own_conversation(request, conversation_id)
+    form = RenameForm(request.POST)
+    if not form.is_valid():
+        return _done(request, chat, ok=False, message=_form_problem(form), status=400)
+    try:
+        renamed = conversation_rename(conversation=chat, user=request.user, title=form.cleaned_data["title"])
+    except ServiceError as error:
+        if error.code == "not_found":
+            raise Http404("No such conversation.") from None
+        return _done(request, chat, ok=False, message=f"Check the title: {error.message}.", status=400)
+    if _wants_json(request):
+        return JsonResponse({"ok": True, "message": "Renamed.", "title": renamed.title})
+    messages.success(request, "Renamed.")
+    return redirect("portal:conversation", conversation_id=chat.pk)
+
+
+@signed_in
+@require_POST
+def conversation_archive_view(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Archive: out of the user's lists, kept whole for the record; back to the agents."""
+    chat = _own_conversation(request, conversation_id)
+    try:
+        conversation_archive(conversation=chat, user=request.user)
+    except ServiceError as error:
+        if error.code == "not_found":
+            raise Http404("No such conversation.") from None
+        messages.error(request, f"Not archived: {error.message}.")
+        return redirect("portal:conversation", conversation_id=chat.pk)
+    messages.success(
+        request, f"Archived “{chat}”: it left your list and stays in the record (Archived conversations)."
+    )
+    return redirect("portal:agents")
+
+
+@signed_in
+@require_POST
+def conversation_restore(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    chat = _own_conversation(request, conversation_id)
+    try:
+        conversation_unarchive(conversation=chat, user=request.user)
+    except ServiceError as error:
+        if error.code == "not_found":
+            raise Http404("No such conversation.") from None
+        messages.error(request, _sentence(error.message))
+    else:
+        messages.success(request, "Restored: the conversation is back in your list.")
+    return redirect("portal:conversation", conversation_id=chat.pk)
 
 
 @signed_in
@@ -238,7 +419,9 @@ def event_html(request: HttpRequest, run_id: int, seq: int) -> JsonResponse:
 
 
 def _request_state(confirmation: Any, user: Any) -> dict[str, Any]:
+    state = selectors.request_states(request_ids=[str(confirmation.pk)]).get(str(confirmation.pk), {})
     return {
+        **state,
         "request_id": str(confirmation.pk),
         "status": str(confirmation.status),
         "may_decide": approval_selectors.may_decide(request=confirmation, user=user),
@@ -248,7 +431,8 @@ def _request_state(confirmation: Any, user: Any) -> dict[str, Any]:
 @signed_in
 @require_GET
 def request_state(request: HttpRequest, request_id: uuid.UUID) -> JsonResponse:
-    """Whether the signed-in user may decide the request now (the page then offers the buttons)."""
+    """Where the request stands (status, votes) and whether the signed-in user may decide it now
+    (the page then offers the buttons)."""
     confirmation = approval_selectors.request_get(request_id=request_id, user=request.user)
     if confirmation is None:
         return _json_not_found("No such approval request.")

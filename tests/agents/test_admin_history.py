@@ -89,7 +89,7 @@ def test_changing_an_agent_in_the_admin_records_who_changed_what_with_old_and_ne
 
     page = page_text(logged_in(governed.auditor).get(url(Agent, "history", agent.pk)))
     assert "oscar" in page and "Payments agent" in page and "Procurement assistant" in page
-    assert "secrets:" in page and "changed (not shown)" in page
+    assert "Secrets:" in page and "changed (not shown)" in page
     assert OLD_KEY not in page and NEW_KEY not in page
 
 
@@ -180,3 +180,28 @@ def test_other_organisations_history_is_not_reachable(governed, agent) -> None:
     assert client.post(version_url, agent_form(agent, name="Globex took it")).status_code == 404
     agent.refresh_from_db()
     assert agent.name == "Procurement assistant"
+
+
+def test_the_agents_history_lists_its_hook_changes_with_what_changed(governed, agent) -> None:
+    from agents.models import HookDeclaration
+    from tests.agents.test_admin import agent_form as full_form
+    from tests.agents.test_admin import hook_rows
+    from tests.agents.test_hook_editor import editor_row, post_rows
+
+    condition = {"conditions__0__field": "amount", "conditions__0__op": ">=", "conditions__0__value": "50000"}
+    row = editor_row("confirm_when", tools="oa__purchase_pay", mode="", reason="", **condition)
+    assert post_rows(governed.operator, governed, agent, row).status_code == 302
+    hook = HookDeclaration.objects.get(agent=agent)
+    changed = {**row, "id": str(hook.pk), "params__confirm_when__conditions__0__value": "10000"}
+    form = full_form(governed, agent.model_config_json, name=agent.name, owner=agent.owner_id)
+    form.update(hook_rows(changed, initial=1))
+    assert logged_in(governed.operator).post(url(Agent, "change", agent.pk), form).status_code == 302
+
+    page = page_text(logged_in(governed.auditor).get(url(Agent, "history", agent.pk)))
+
+    assert "Created: hook confirm_when" in page and "Changed: hook confirm_when" in page
+    assert "<strong>Parameters — tools:</strong> oa__purchase_pay" in page
+    assert "<strong>Parameters — conditions:</strong> amount >= 50000 → amount >= 10000" in page
+    assert '<td class="history-who">oscar</td>' in page
+    entries = page.count('class="history-entry"')
+    assert entries == 3, "created agent, added hook, changed hook: the agent's empty saves are left out"

@@ -433,3 +433,125 @@ def test_a_broken_hook_module_does_not_take_the_agent_page_down(governed, paymen
 
     assert response.status_code == 200
     assert "hook module 'no.such.module' failed to import" in page_text(response)
+
+
+# --- issue 23: one error per mistake, one place for tools, readable parameters, why the gate asks --
+
+
+def test_a_missing_required_parameter_is_said_once_on_the_parameters(governed, payments) -> None:
+    row = editor_row("confirm_when", tools="oa__purchase_pay", mode="", reason="",
+                     conditions__0__field="", conditions__0__op="", conditions__0__value="")  # fmt: skip
+
+    response = post_rows(governed.operator, governed, payments, row)
+
+    text = page_text(response)
+    assert response.status_code == 200
+    assert text.count("Conditions: this parameter is required") == 1
+    assert "bad params" not in text and "is a required property" not in text
+
+
+def test_a_catalog_hook_with_a_tools_parameter_takes_no_matcher(governed, payments) -> None:
+    row = editor_row("deny_tools", tools="oa__purchase_list", message="", matcher="oa__*")
+
+    response = post_rows(governed.operator, governed, payments, row)
+    page = page_text(logged_in(governed.operator).get(url(Agent, "change", payments.pk)))
+
+    assert response.status_code == 200
+    assert "This hook chooses its tools in its Tools parameter" in page_text(response)
+    assert not HookDeclaration.objects.exists()
+    assert 'data-hook="deny_tools" hidden data-chooses-tools="1"' in page
+    assert "it runs only for the tools in its Tools parameter (it has no matcher)" in page
+
+
+def test_the_chain_shows_parameters_as_readable_lines_not_json(governed, payments) -> None:
+    make_hook(payments, "confirm_when", params={**CONFIRM_BIG_PAYMENTS, "reason": "big payments"})
+
+    text = page_text(logged_in(governed.operator).get(url(Agent, "change", payments.pk)))
+
+    chain = text[text.index('id="effective-chain"') :]
+    assert "<li>Tools: oa__purchase_pay</li>" not in chain, "its tools are in Runs for"
+    assert '<code class="nowrap">oa__purchase_pay</code>' in chain
+    assert (
+        "<li>Conditions: amount &gt;= 50000</li>" in chain or "<li>Conditions: amount >= 50000</li>" in chain
+    )
+    assert '{"tools"' not in chain and '"conditions"' not in chain
+
+
+def test_the_gate_row_says_why_it_asks_with_a_link_to_the_connector_action(governed, payments) -> None:
+    pay = payments.actions.get(name="purchase_pay")
+    pay.requires_confirmation = True
+    pay.save()
+    make_hook(payments, "confirm_when", params=CONFIRM_BIG_PAYMENTS)
+
+    text = page_text(logged_in(governed.operator).get(url(Agent, "change", payments.pk)))
+
+    gate = text[text.index('data-hook="confirmation_gate"') :]
+    assert "is flagged “requires confirmation” in connector OA — change it there" in gate
+    connector_page = reverse("admin:agents_connector_change", args=[pay.connector_id])
+    assert (
+        f'href="{connector_page}"' in gate
+        or reverse("admin:agents_connectoraction_change", args=[pay.pk]) in gate
+    )
+    assert (
+        "confirm_when asks when: amount &gt;= 50000" in gate
+        or "confirm_when asks when: amount >= 50000" in gate
+    )
+
+
+def test_an_agent_that_confirms_every_call_is_named_as_the_reason(governed, payments) -> None:
+    payments.require_confirmation_for_all = True
+    payments.save()
+
+    text = page_text(try_call(governed.operator, payments, tool_name="oa__purchase_pay",
+                              arguments='{"purchase_id": "PO-1", "amount": 1}'))  # fmt: skip
+
+    assert "Approval needed" in text and "the agent confirms every call" in text
+
+
+def test_the_trial_reports_the_flag_with_where_to_change_it(governed, payments) -> None:
+    pay = payments.actions.get(name="purchase_pay")
+    pay.requires_confirmation = True
+    pay.save()
+
+    text = page_text(try_call(governed.operator, payments, tool_name="oa__purchase_pay",
+                              arguments='{"purchase_id": "PO-1", "amount": 1}'))  # fmt: skip
+
+    outcome = text[text.index('id="trial-outcome"') :]
+    assert "a person is asked because:" in outcome
+    assert "is flagged “requires confirmation” in connector OA — change it there" in outcome
+    assert f'href="{reverse("admin:agents_connector_change", args=[pay.connector_id])}"' in outcome or (
+        reverse("admin:agents_connectoraction_change", args=[pay.pk]) in outcome
+    )
+
+
+def test_the_trial_offers_inputs_built_from_each_tools_schema(governed, payments) -> None:
+    text = page_text(logged_in(governed.operator).get(try_url(payments)))
+
+    assert '<div class="tool-args" data-tool="oa__purchase_pay"' in text
+    assert 'name="arguments__oa__purchase_pay__purchase_id"' in text
+    assert 'type="number" name="arguments__oa__purchase_pay__amount"' in text
+    assert "Purchase pay (oa__purchase_pay)" in text
+
+
+def test_the_trial_reads_the_arguments_from_the_inputs(governed, payments) -> None:
+    make_hook(payments, "confirm_when", params=CONFIRM_BIG_PAYMENTS)
+
+    text = page_text(try_call(governed.operator, payments, tool_name="oa__purchase_pay", arguments="",
+                              **{"arguments__oa__purchase_pay___shown": "1",
+                                 "arguments__oa__purchase_pay__purchase_id": "PO-7",
+                                 "arguments__oa__purchase_pay__amount": "60000"}))  # fmt: skip
+
+    assert "Approval needed" in text and "confirm_when asked: amount &gt;= 50000" in text.replace(
+        ">=", "&gt;="
+    )
+    assert '"purchase_id": "PO-7"' in text
+
+
+def test_a_wrongly_typed_argument_is_told_on_its_input(governed, payments) -> None:
+    response = try_call(governed.operator, payments, tool_name="oa__purchase_pay", arguments="",
+                        **{"arguments__oa__purchase_pay___shown": "1",
+                           "arguments__oa__purchase_pay__purchase_id": "PO-7",
+                           "arguments__oa__purchase_pay__amount": "a lot"})  # fmt: skip
+
+    assert "Amount: enter a number" in page_text(response)
+    assert response.context["form"].errors["arguments"] == ["Amount: enter a number"]

@@ -70,7 +70,7 @@ def test_the_tool_receives_exactly_the_arguments_the_approver_edited(personas, r
 
     page = inbox_post(personas.approver, request, arguments=json.dumps(EDITED))
 
-    assert "Approved: oa__purchase_pay with your changed arguments" in page.content.decode()
+    assert "Approved: Purchase pay with your changed arguments" in page.content.decode()
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.APPROVED
     assert request.tool_args == EDITED and request.args_sha256 == args_sha256(EDITED)
@@ -210,7 +210,7 @@ def test_with_a_quorum_the_first_approver_edits_and_the_others_approve_the_edite
     assert late_edit.status == "invalid_edit" and "already voted" in late_edit.message
     assert unseen.status == "args_changed", "a caller that does not say what it saw cannot approve edits"
     assert "changed by another approver since you saw them" in page_text(stale)
-    assert "Approved: oa__purchase_pay" in page_text(second)
+    assert "Approved: Purchase pay" in page_text(second)
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.APPROVED
     harness.resume(run)

@@ -143,5 +143,5 @@ def test_the_tier_card_goes_to_the_tiers_own_channel(personas, resumes, slack) -
     request.refresh_from_db()
     assert request.channel == "slack" and request.channel_config_id == config.pk
     [posted] = slack.calls("chat.postMessage")
-    assert "oa__purchase_pay" in str(posted.body)
+    assert "Purchase pay" in str(posted.body)
     assert "Escalated" in str(posted.body)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import datetime as dt
 import io
+import re
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ def csv_rows(response: Any) -> list[dict[str, str]]:
 
 
 def tools_listed(page: str) -> list[str]:
-    return [line.split("</code>")[0] for line in page.split("<td><code>")[1:]]
+    return re.findall(r'<code class="(?:agent )?tool-name">([^<]*)</code>', page)
 
 
 @pytest.fixture
@@ -180,10 +181,14 @@ def test_the_csv_export_never_lets_a_spreadsheet_evaluate_hostile_arguments(gove
     assert exports.safe_cell("PO-1") == "PO-1"
 
 
-def test_the_csv_export_is_refused_to_members_and_operators_who_do_not_audit(governed, record) -> None:
+def test_the_csv_export_is_refused_to_members_and_given_to_operators_who_read_the_record(
+    governed, record
+) -> None:
     assert signed_in(governed.member).get(EXPORT).status_code == 403
-    assert signed_in(governed.operator).get(EXPORT).status_code == 403
+    assert signed_in(governed.approver).get(EXPORT).status_code == 403
     assert Client().get(EXPORT).status_code == 302
+    exported = csv_rows(signed_in(governed.operator).get(EXPORT))
+    assert {row["tool"] for row in exported} == {"tool_old", "tool_dora", "tool_eval"}
 
 
 def test_the_csv_export_reads_in_chunks_rather_than_loading_the_list(governed, record, monkeypatch) -> None:
@@ -273,3 +278,30 @@ def test_the_tool_call_export_streams_the_filtered_calls(governed, calls) -> Non
     assert [(r["tool"], r["status"]) for r in rows] == [("oa__purchase_delete", "blocked")]
     assert rows[0]["blocked_by_and_message"] == "deny_tools: deleting purchases is not allowed"
     assert signed_in(governed.member).get(TOOLS_EXPORT).status_code == 403
+
+
+@pytest.mark.django_db
+def test_an_empty_history_says_there_is_nothing_yet_not_that_the_filters_are_wrong(governed) -> None:
+    for page in (HISTORY, "/approvals/history/tools/"):
+        response = signed_in(governed.auditor).get(page)
+        text = response.content.decode()
+        assert response.status_code == 200
+        assert "Nothing was searched" not in text
+        assert re.search(r"\b0 (requests|tool calls|calls)", text), text[:3000]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_admin_shows_a_requests_events_with_names_not_user_ids(governed, resumes) -> None:
+    from approvals.models import ConfirmationRequest
+    from tests.admin_kit import logged_in, page_text, url
+    from tests.agents.engine_kit import Harness
+    from tests.approvals.kit import pay_tool, set_policy, suspended_run
+
+    set_policy(governed)
+    _run, request = suspended_run(governed, Harness(pay_tool()))
+
+    text = page_text(logged_in(governed.auditor).get(url(ConfirmationRequest, "change", request.pk)))
+
+    assert "Could decide</strong>: " in text and "april" in text
+    shown = re.sub(r"<details>.*?</details>", "", text, flags=re.S)
+    assert '"approvers": [' not in shown, "the ids stay behind Show JSON"

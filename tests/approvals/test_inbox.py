@@ -162,7 +162,7 @@ def test_approving_from_the_inbox_approves_resumes_the_run_and_says_so(personas,
     )
 
     assert response.redirect_chain == [(INBOX, 302)]
-    assert "Approved: oa__purchase_pay" in response.content.decode()
+    assert "Approved: Purchase pay" in response.content.decode()
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.APPROVED and request.responded_by == personas.approver
     assert resumes.run_ids == [request.run_id]
@@ -176,7 +176,7 @@ def test_rejecting_with_a_reason_stores_the_reason(personas, resumes) -> None:
         decide_url(request), {"decision": "reject", "reason": "  budget frozen  "}, follow=True
     )
 
-    assert "Rejected: oa__purchase_pay" in response.content.decode()
+    assert "Rejected: Purchase pay" in response.content.decode()
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.REJECTED and request.reason == "budget frozen"
     assert resumes.run_ids == [request.run_id]
@@ -269,7 +269,7 @@ def test_the_detail_page_shows_the_request_its_event_log_and_its_run(personas, r
     assert "oa__purchase_pay" in page and "Rejected" in page and "&lt;i&gt;no&lt;/i&gt;" in page
     assert "awaiting approval" in page.lower(), "the run's status"
     for kind in ("Created", "Delivered", "Decided"):
-        assert f"<td>{kind}</td>" in page
+        assert f'<td class="kind">{kind}</td>' in page
     assert 'name="decision"' not in page, "a decided request offers no buttons"
 
 
@@ -341,7 +341,7 @@ def test_the_history_is_forbidden_to_a_plain_member_and_hidden_from_their_menu(p
     client = signed_in(personas.member)
 
     response = client.get(HISTORY)
-    assert response.status_code == 403 and "Only auditors and admins" in response.content.decode()
+    assert response.status_code == 403 and "Only auditors, operators and admins" in response.content.decode()
     assert 'href="/approvals/history/"' not in client.get(INBOX).content.decode()
 
 

@@ -4,6 +4,7 @@ with the same authorised read as the inbox page."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -112,7 +113,10 @@ def test_a_vote_towards_a_quorum_reaches_the_approvers_inboxes_with_the_new_tall
     assert heard[:2] == [[message], [message]], "adam may still vote; april's inbox drops the card"
     assert heard[2:] == [[], []], "the requester and another organisation hear nothing"
     [card] = live(personas.admin).json()["cards"]
-    assert '<p class="tally">1 of 2 approvals — waiting for one more</p>' in card["html"]
+    assert re.search(
+        r'<p class="tally">1 of 2 approvals: april approved [0-9: -]+ UTC — waiting for one more</p>',
+        card["html"],
+    )
     assert live(personas.approver).json() == {"pending": 0, "cards": []}, "april has voted"
 
 

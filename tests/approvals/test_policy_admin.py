@@ -60,6 +60,9 @@ def test_a_quorum_of_zero_is_refused_with_a_message(governed) -> None:
     )
 
     assert answer.status_code == 200
+    assert answer.context["adminform"].form.errors == {
+        "approvals_required": ["Approvals required: at least 1."]
+    }
     policy.refresh_from_db()
     assert policy.approvals_required == 1
 

@@ -37,9 +37,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """A browser test that failed leaves a screenshot of every page it had open (see shots.py)."""
     report = yield
     if report.when == "call" and report.failed and _open_browsers:
-        from tests.browser.shots import test_folder
+        from tests.browser.shots import screens_folder
 
-        folder = test_folder()
+        folder = screens_folder()
         for b, chromium in enumerate(_open_browsers):
             for c, context in enumerate(chromium.contexts):
                 for p, page in enumerate(context.pages):

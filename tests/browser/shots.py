@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCREENS = Path(os.environ.get("BROWSER_SCREENSHOTS") or ROOT / "artifacts" / "browser")
 
 
-def test_folder() -> Path:
+def screens_folder() -> Path:
     """The current test's folder of screenshots (made on first use)."""
     current = os.environ.get("PYTEST_CURRENT_TEST", "outside-a-test").split(" (")[0]
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", current.split("::", 1)[-1])[:150]
@@ -26,6 +26,6 @@ def test_folder() -> Path:
 def shoot(page: Any, name: str) -> Path:
     """A full-page screenshot of ``page`` named ``name`` and the viewport's width."""
     width = (page.viewport_size or {}).get("width", 0)
-    path = test_folder() / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}-{width}.png"
+    path = screens_folder() / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', name)}-{width}.png"
     page.screenshot(path=str(path), full_page=True)
     return path

@@ -100,7 +100,7 @@ def test_the_demo_auditor_filters_opens_follows_downloads_and_changes_nothing(
     expect(page.get_by_role("button", name="Approve")).to_have_count(0)
     page.locator("#run-transcript").click()
     expect(page).to_have_url(re.compile(rf"/runs/{demo_record['recent'].run_id}/$"))
-    expect(page.locator("body")).to_contain_text("oa__purchase_pay")
+    expect(page.locator("body")).to_contain_text(DEMO_AGENT_NAME)
     expect(page.get_by_role("button", name="Send")).to_have_count(0)
     page.goto(f"{base}/admin/agents/run/{demo_record['recent'].run_id}/change/")
     expect(page.locator("h1")).to_contain_text("View run")

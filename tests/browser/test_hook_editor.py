@@ -6,6 +6,7 @@ Screenshots go where every browser test's go (tests/browser/shots.py)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -14,31 +15,35 @@ from playwright.sync_api import Page, expect
 from agents.demo import DEMO_AGENT_NAME, DEMO_PASSWORD, demo_setup
 from agents.models import Agent, ConnectorAction, HookDeclaration
 from approvals.models import ConfirmationRequest
-from tests.browser.shots import test_folder
+from tests.browser.shots import screens_folder, shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture
 def demo_agent() -> Agent:
-    """The demo agent, with paying left to its hooks: the pay action alone asks nobody."""
+    """The demo agent, with paying left to its hooks: the pay action alone asks nobody, and the
+    demo's own rule (large purchase orders) is not there."""
     demo_setup(base_url="http://127.0.0.1:8000")
     ConnectorAction.objects.filter(name="purchase_pay").update(requires_confirmation=False)
+    HookDeclaration.objects.filter(agent__name=DEMO_AGENT_NAME).delete()
     return Agent.objects.get(name=DEMO_AGENT_NAME)
 
 
-def shot(page: Page, name: str, **options: Any) -> None:
-    page.screenshot(path=str(test_folder() / name), **options)
-
-
-def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_a_payment(
-    live_server: Any, demo_agent: Agent, page: Page
-) -> None:
-    base = live_server.url
+def sign_in_to_admin(page: Page, base: str, username: str) -> None:
     page.goto(f"{base}/admin/login/?next=/admin/")
-    page.get_by_label("Username").fill("oscar")
+    page.get_by_label("Username").fill(username)
     page.get_by_label("Password").fill(DEMO_PASSWORD)
     page.get_by_role("button", name="Log in").click()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_a_payment(
+    live_server: Any, demo_agent: Agent, browser: Any, width: int
+) -> None:
+    page = browser.new_context(viewport={"width": width, "height": 900}).new_page()
+    base = live_server.url
+    sign_in_to_admin(page, base, "oscar")
     page.goto(f"{base}/admin/agents/agent/{demo_agent.pk}/change/")
 
     page.get_by_role("button", name="Add another hook").click()
@@ -49,12 +54,13 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     expect(params).to_contain_text("Requires human approval when the call's arguments meet conditions")
     expect(row.locator('.hook-params[data-hook="deny_tools"]')).to_be_hidden()
     expect(row.locator(".fieldBox.field-name")).to_be_hidden()  # a catalog hook needs no label of its own
+    expect(row.locator(".fieldBox.field-matcher")).to_be_hidden()  # its tools are chosen in Tools
     params.locator('[name$="__tools"]').fill("oa__purchase_pay")
     params.locator('[name$="__conditions__0__field"]').fill("amount")
     params.locator('[name$="__conditions__0__op"]').select_option(">=")
     params.locator('[name$="__conditions__0__value"]').fill("50000")
     params.locator('[name$="__reason"]').fill("payments of 50,000 or more")
-    row.screenshot(path=str(test_folder() / "hook-editor-row.png"))
+    row.screenshot(path=str(screens_folder() / f"hook-editor-row-{width}.png"))
     page.get_by_role("button", name="Save and continue editing").click()
 
     expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
@@ -64,25 +70,67 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     pre_hooks = chain.locator("tr.chain-row", has_text="PreToolUse")
     names = [pre_hooks.nth(i).get_attribute("data-hook") for i in range(pre_hooks.count())]
     assert names == ["read_only_guard", "confirm_when", "confirmation_gate"], names
-    expect(chain.locator('tr[data-hook="confirm_when"]')).to_contain_text("Agent")
-    expect(chain.locator('tr[data-hook="confirm_when"]')).to_contain_text("oa__purchase_pay")
-    shot(page, "agent-page-with-its-chain.png", full_page=True)
-    chain.screenshot(path=str(test_folder() / "effective-chain.png"))
+    hook_row = chain.locator('tr[data-hook="confirm_when"]')
+    expect(hook_row).to_contain_text("Agent")
+    expect(hook_row).to_contain_text("oa__purchase_pay")
+    expect(hook_row).to_contain_text("Conditions: amount >= 50000")
+    expect(chain.locator('tr[data-hook="confirmation_gate"]')).to_contain_text(
+        "confirm_when asks when: amount >= 50000"
+    )
+    shoot(page, "agent-page-with-its-chain")
+    chain.screenshot(path=str(screens_folder() / f"effective-chain-{width}.png"))
 
     page.get_by_role("link", name="Try this chain").first.click()
     page.get_by_label("Tool").select_option("oa__purchase_pay")
-    page.get_by_label("Arguments (JSON)").fill('{"purchase_id": "PO-1001", "amount": 60000}')
+    inputs = page.locator('.tool-args[data-tool="oa__purchase_pay"]')
+    expect(inputs).to_be_visible()
+    expect(page.locator('.tool-args[data-tool="oa__purchase_list"]')).to_be_hidden()
+    inputs.get_by_label("Purchase", exact=True).fill("PO-1001")
+    inputs.get_by_label("Amount", exact=True).fill("60000")
+    shoot(page, "try-a-chain-form")
     page.get_by_role("button", name="Try the chain").click()
 
     outcome = page.locator("#trial-outcome")
     expect(outcome).to_contain_text("Approval needed")
-    expect(outcome).to_contain_text("payments of 50,000 or more")
+    expect(outcome).to_contain_text("confirm_when asked: amount >= 50000 (payments of 50,000 or more)")
     step = page.locator('tr.trial-step[data-hook="confirm_when"]')
     expect(step).to_contain_text("asked for approval")
     expect(page.locator('tr.trial-step[data-hook="confirmation_gate"]')).to_contain_text("approval needed")
-    shot(page, "try-a-chain-result.png", full_page=True)
+    shoot(page, "try-a-chain-result")
     assert not ConfirmationRequest.objects.exists(), "a dry run opens no approval request"
 
-    page.get_by_label("Arguments (JSON)").fill('{"purchase_id": "PO-1002", "amount": 80}')
+    page.get_by_label("Tool").select_option("oa__purchase_pay")
+    inputs.get_by_label("Purchase", exact=True).fill("PO-1002")
+    inputs.get_by_label("Amount", exact=True).fill("80")
     page.get_by_role("button", name="Try the chain").click()
     expect(page.locator("#trial-outcome")).to_contain_text("Allowed")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_trial_says_the_tool_is_flagged_in_its_connector_and_links_there(
+    live_server: Any, demo_agent: Agent, browser: Any, width: int
+) -> None:
+    ConnectorAction.objects.filter(name="purchase_pay").update(requires_confirmation=True)
+    pay = ConnectorAction.objects.select_related("connector").get(name="purchase_pay")
+    page = browser.new_context(viewport={"width": width, "height": 900}).new_page()
+    base = live_server.url
+    sign_in_to_admin(page, base, "oscar")
+    page.goto(f"{base}/admin/agents/agent/{demo_agent.pk}/try-chain/")
+
+    page.get_by_label("Tool").select_option("oa__purchase_pay")
+    inputs = page.locator('.tool-args[data-tool="oa__purchase_pay"]')
+    inputs.get_by_label("Purchase", exact=True).fill("PO-1001")
+    inputs.get_by_label("Amount", exact=True).fill("120")
+    page.get_by_role("button", name="Try the chain").click()
+
+    outcome = page.locator("#trial-outcome")
+    expect(outcome).to_contain_text("Approval needed — a person is asked because:")
+    expect(outcome).to_contain_text(
+        f"is flagged “requires confirmation” in connector {pay.connector.name} — change it there"
+    )
+    shoot(page, "trial-says-why")
+    outcome.get_by_role("link").first.click()
+    expect(page).to_have_url(
+        re.compile(rf"/admin/agents/(connector/{pay.connector_id}|connectoraction/{pay.pk})/")
+    )
+    shoot(page, "where-the-flag-is-changed")

@@ -66,7 +66,7 @@ def test_an_approver_rejects_a_call_from_the_inbox_with_a_reason(
     card.get_by_label(re.compile("^Reason")).fill("budget frozen until Q3")
     card.get_by_role("button", name="Reject").click()
 
-    expect(page.locator(".msg")).to_have_text("Rejected: oa__purchase_pay")
+    expect(page.locator(".msg")).to_have_text("Rejected: Purchase pay")
     expect(page.locator(f"#request-{request.pk}")).to_have_count(0)
     shoot(page, "inbox-after")
     request.refresh_from_db()

@@ -71,9 +71,9 @@ def test_a_request_appears_in_an_open_inbox_and_leaves_when_decided_elsewhere(
     expect(april.locator("#nav-inbox .count")).to_have_count(0)
     expect(april.locator("#inbox-empty")).to_be_visible()
     assert april.evaluate("window.__sameDocument") is True
-    expect(alice.locator(".bubble.assistant.final")).to_contain_text("Payment result", timeout=15_000)
+    expect(alice.locator(".bubble.assistant.final")).to_contain_text("Paid PO-1001", timeout=15_000)
     # The auditor's transcript followed the run live to its end.
-    expect(aude.locator(".bubble.assistant.final")).to_contain_text("Payment result", timeout=15_000)
+    expect(aude.locator(".bubble.assistant.final")).to_contain_text("Paid PO-1001", timeout=15_000)
     expect(aude.locator(f'[data-run-status="{request.run_id}"]')).to_have_text("Completed")
     expect(aude.locator(f'[data-request-status="{request.pk}"]')).to_have_text("Approved")
     aude.set_viewport_size(DESKTOP)
@@ -129,7 +129,12 @@ def test_a_vote_towards_a_quorum_updates_the_tally_of_a_card_already_shown(
     adam.get_by_role("button", name="Approve").click()
     expect(adam.locator("body")).to_contain_text("1 of 2 approvals — waiting for one more")
 
-    expect(card.locator(".tally")).to_have_text("1 of 2 approvals — waiting for one more", timeout=15_000)
+    expect(card.locator(".tally")).to_have_text(
+        re.compile(
+            r"^1 of 2 approvals: adam approved (\d{4}-\d\d-\d\d )?\d\d:\d\d UTC — waiting for one more$"
+        ),
+        timeout=15_000,
+    )
     expect(april.get_by_label("Reason")).to_have_value("checking the PO first")
     assert april.evaluate("window.__sameDocument") is True
     shoot(april, "inbox-tally-updated-desktop")

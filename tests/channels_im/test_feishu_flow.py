@@ -458,7 +458,7 @@ def test_a_first_vote_of_two_shows_the_tally_on_the_card_and_the_verdict_then_se
     assert response.status_code == 200 and still_pending(request)
     [tally] = fake.patches
     assert tally.path == f"/open-apis/im/v1/messages/{request.external_message_id}"
-    assert "1 of 2 approvals — waiting for one more" in "\n".join(card_texts(tally.card))
+    assert "1 of 2 approvals: April Chen approved" in "\n".join(card_texts(tally.card))
     assert [b["name"] for b in card_buttons(tally.card)] == ["approve", "reject"], "others may still vote"
 
     outcome = confirmation_decide(request_id=request.pk, user=personas.admin, approve=True)

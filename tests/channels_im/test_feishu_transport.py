@@ -123,14 +123,14 @@ def test_a_card_goes_to_the_chat_as_an_interactive_card_json_2_0(
     card = create.card
     assert card["schema"] == "2.0" and card["config"] == {"update_multi": True}
     assert card["header"] == {
-        "title": {"tag": "plain_text", "content": "Approval needed: oa__purchase_pay"},
+        "title": {"tag": "plain_text", "content": "Approval needed: Purchase pay"},
         "template": "orange",
     }
     [facts] = card_texts(card)[:1]
-    assert facts == "Agent: Procurement assistant\nRequested by: alice\nTool: oa__purchase_pay"
+    assert facts == "Agent: Procurement assistant\nRequested by: alice\nTool: Purchase pay"
     assert json.loads(code_block(card)) == PAY_ARGS
     assert code_block(card) == json.dumps(PAY_ARGS, indent=2, sort_keys=True)
-    assert f"Expires at {pending.expires_at:%Y-%m-%d %H:%M} UTC" in card_texts(card)
+    assert f"Expires at {pending.expires_at:%Y-%m-%d %H:%M} UTC" in "\n".join(card_texts(card)).split("\n")
 
 
 def test_the_card_has_approve_and_reject_buttons_calling_back_with_the_request_and_decision(
@@ -295,7 +295,7 @@ def test_the_settled_card_shows_who_decided_and_when_instead_of_buttons(
     card = patch.card
     assert card_buttons(card) == [] and card["config"] == {"update_multi": True}
     assert card["header"]["template"] == "green"
-    assert card["header"]["title"]["content"] == "Approved: oa__purchase_pay"
+    assert card["header"]["title"]["content"] == "Approved: Purchase pay"
     assert f"Approved by April Chen at {pending.responded_at:%Y-%m-%d %H:%M} UTC" in card_texts(card)
     assert APRIL not in patch.json["content"], "an open_id is never shown"
     assert json.loads(code_block(card)) == PAY_ARGS

@@ -398,7 +398,7 @@ def test_a_first_vote_of_two_shows_the_tally_on_the_card_and_the_verdict_then_se
     assert answer == "Your approval was recorded: 1 of 2 approvals — waiting for one more."
     [tally] = slack.calls("chat.update")
     assert f"{tally.body['channel']}:{tally.body['ts']}" == flow.refresh().external_message_id
-    assert "1 of 2 approvals — waiting for one more" in str(tally.body["blocks"])
+    assert "1 of 2 approvals: April Chen approved" in str(tally.body["blocks"])
     assert tally.body["blocks"][-1]["type"] == "actions", "the others may still vote"
 
     assert confirmation_decide(request_id=flow.request.pk, user=personas.admin, approve=True).accepted

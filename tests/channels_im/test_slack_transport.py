@@ -80,13 +80,13 @@ def test_the_card_is_posted_with_the_facts_and_buttons_carrying_the_request_id(
     [call] = slack.calls("chat.postMessage")
     assert call.headers["Authorization"] == f"Bearer {BOT_TOKEN}"
     assert call.body["channel"] == CHANNEL
-    assert "Procurement assistant wants to run oa__purchase_pay" in call.body["text"]
+    assert "Procurement assistant wants to run Purchase pay" in call.body["text"]
     header, facts, arguments, context, actions = call.body["blocks"]
-    assert header["text"]["text"] == "Approval needed: oa__purchase_pay"
+    assert header["text"]["text"] == "Approval needed: Purchase pay"
     assert [f["text"] for f in facts["fields"]] == [
         "*Agent*\nProcurement assistant",
         "*Requested by*\nalice",
-        "*Tool*\noa__purchase_pay",
+        "*Tool*\nPurchase pay",
     ]
     assert (
         arguments["text"]["text"]

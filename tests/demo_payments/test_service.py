@@ -197,6 +197,75 @@ def test_the_html_page_lists_the_purchases_and_says_it_is_a_demo_target(
     assert "3 purchases, 2 pending." in page
 
 
+def test_creating_a_purchase_numbers_it_after_the_highest_and_leaves_it_pending(
+    client: Client, purchases: list[Purchase]
+) -> None:
+    body = {"vendor": "Contoso", "amount": 60000, "description": "40 laptops"}
+
+    first, second = api(client, "POST", API, body), api(client, "POST", API, {**body, "currency": "eur"})
+
+    assert (first.status_code, second.status_code) == (201, 201)
+    assert first.json() | {"paid_at": None} == {
+        "id": "PO-1004",
+        "vendor": "Contoso",
+        "description": "40 laptops",
+        "amount": 60000.0,
+        "currency": "USD",
+        "status": "pending",
+        "paid_at": None,
+        "paid_reference": None,
+        "paid_note": None,
+    }
+    assert (second.json()["id"], second.json()["currency"]) == ("PO-1005", "EUR")
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"amount": 10},
+        {"vendor": " ", "amount": 10},
+        {"vendor": "Contoso", "amount": 0},
+        {"vendor": "Contoso", "amount": 10.001},
+        {"vendor": "Contoso", "amount": 1e12},
+        {"vendor": "Contoso", "amount": "10"},
+        {"vendor": "Contoso", "amount": 10, "currency": "dollars"},
+        {"vendor": "Contoso", "amount": 10, "description": 5},
+        [1],
+        "not json",
+    ],
+    ids=["no vendor", "blank vendor", "zero", "below a cent", "too large", "text amount", "bad currency",
+         "non-text description", "a list", "not json"],
+)  # fmt: skip
+def test_a_malformed_purchase_is_refused_with_400_and_nothing_is_created(
+    client: Client, purchases: list[Purchase], body: Any
+) -> None:
+    response = api(client, "POST", API, body)
+
+    assert response.status_code == 400 and response.json()["error"] == "bad_request"
+    assert Purchase.objects.count() == 3
+
+
+def test_creating_a_purchase_needs_the_token(client: Client, purchases: list[Purchase]) -> None:
+    response = api(client, "POST", API, {"vendor": "Contoso", "amount": 10}, token="wrong")
+
+    assert response.status_code == 401 and Purchase.objects.count() == 3
+
+
+def test_seeding_again_removes_the_purchases_created_since(client: Client, purchases: list[Purchase]) -> None:
+    api(client, "POST", API, {"vendor": "Contoso", "amount": 10})
+
+    purchase_seed_demo()
+
+    assert list(Purchase.objects.values_list("id", flat=True)) == ["PO-1001", "PO-1002", "PO-1003"]
+
+
+def test_the_html_page_says_how_to_reset_the_demo(client: Client, purchases: list[Purchase]) -> None:
+    page = client.get("/demo/").content.decode()
+
+    assert "<code>manage.py demo_setup</code> puts the purchases" in page
+    assert "1,200.00 USD" in page
+
+
 # --- the demo set-up ---------------------------------------------------------------------------------
 
 
@@ -220,7 +289,7 @@ def test_demo_setup_is_idempotent(db: None) -> None:
 
 def test_demo_setup_wires_the_connector_actions_and_scripted_agent(db: None) -> None:
     summary = demo_setup(base_url="http://127.0.0.1:8123/")
-    assert set(summary) == {"organization", "users", "agent"}
+    assert set(summary) == {"organization", "users", "agent", "seeded"}
     agent = Agent.objects.get(pk=summary["agent"]["id"])
     assert (agent.name, agent.owner.username) == ("Procurement assistant", "oscar")
     connector = Connector.objects.get(slug="oa")  # read back: secrets come out of the encrypted field
@@ -228,7 +297,14 @@ def test_demo_setup_wires_the_connector_actions_and_scripted_agent(db: None) -> 
     assert connector.base_url == "http://127.0.0.1:8123/demo/api/"
     assert connector.secrets == {"headers": {"X-Demo-Token": settings.DEMO_PAYMENTS_TOKEN}}
     tools = tools_for_agent(agent)
-    assert list(tools) == ["oa__purchase_list", "oa__purchase_pay", "current_time", "calculator"]
+    assert list(tools) == [
+        "oa__purchase_create",
+        "oa__purchase_get",
+        "oa__purchase_list",
+        "oa__purchase_pay",
+        "current_time",
+        "calculator",
+    ]
     pay = tools["oa__purchase_pay"].spec
     assert (pay.requires_confirmation, pay.is_write) == (True, True)
     assert pay.parameters["required"] == ["purchase_id", "amount"]

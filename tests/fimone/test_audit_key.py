@@ -12,6 +12,7 @@ PRODUCTION = {
     "FIMONE_ENV": "production",
     "SECRET_KEY": "x" * 50,
     "ALLOWED_HOSTS": "fimone.example.com",
+    "SITE_URL": "https://fimone.example.com",
     "FIELD_ENCRYPTION_KEY": "k" * 44,
 }
 

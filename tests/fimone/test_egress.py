@@ -204,6 +204,7 @@ def test_development_allows_loopback_by_default_and_production_nothing() -> None
         FIMONE_ENV="production",
         SECRET_KEY="x" * 50,
         ALLOWED_HOSTS="fimone.example.com",
+        SITE_URL="https://fimone.example.com",
         FIELD_ENCRYPTION_KEY="k" * 44,
         AUDIT_CHAIN_KEY="a" * 32,
     )

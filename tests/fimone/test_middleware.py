@@ -77,8 +77,8 @@ async def test_a_decision_over_asgi_needs_its_token_and_its_outcome_survives_the
     assert decided.status_code == 302 and decided["Location"] == INBOX
 
     page = (await client.get(INBOX)).content.decode()
-    assert "Rejected: oa__purchase_pay" in page
-    assert "Rejected: oa__purchase_pay" not in (await client.get(INBOX)).content.decode()  # shown once
+    assert "Rejected: Purchase pay" in page
+    assert "Rejected: Purchase pay" not in (await client.get(INBOX)).content.decode()  # shown once
     assert (await ConfirmationRequest.objects.aget(pk=pending.pk)).status == ConfirmationStatus.REJECTED
 
 

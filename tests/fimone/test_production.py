@@ -29,6 +29,7 @@ def production_env(**extra: str) -> dict[str, str]:
         "FIMONE_ENV": "production",
         "SECRET_KEY": secrets.token_urlsafe(50),
         "ALLOWED_HOSTS": "fimone.example.com,testserver",  # the test client's host
+        "SITE_URL": "https://fimone.example.com",
         "FIELD_ENCRYPTION_KEY": base64.urlsafe_b64encode(os.urandom(32)).decode(),
         "AUDIT_CHAIN_KEY": secrets.token_urlsafe(32),
         **extra,

@@ -40,6 +40,8 @@ def start_django(
         ({"RUN_LEASE_SECONDS": "a minute"}, "RUN_LEASE_SECONDS"),
         ({"DEBUG": "maybe"}, "DEBUG"),
         ({"FIMONE_ENV": "production"}, "SECRET_KEY"),
+        ({"FIMONE_ENV": "production", "SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "a.example"}, "SITE_URL"),
+        ({"SITE_URL": "127.0.0.1:8000"}, "SITE_URL"),
         ({"FIMONE_ENV": "staging"}, "FIMONE_ENV"),
         ({"SECURE_PROXY_SSL_HEADER": "X-Forwarded-Proto"}, "SECURE_PROXY_SSL_HEADER"),
         ({"SECURE_PROXY_SSL_HEADER": "X Forwarded Proto: https"}, "SECURE_PROXY_SSL_HEADER"),
@@ -64,6 +66,7 @@ def test_production_starts_with_its_required_variables() -> None:
         FIMONE_ENV="production",
         SECRET_KEY="x" * 50,
         ALLOWED_HOSTS="fimone.example.com",
+        SITE_URL="https://fimone.example.com",
         FIELD_ENCRYPTION_KEY="k" * 44,
         AUDIT_CHAIN_KEY="a" * 32,
     )

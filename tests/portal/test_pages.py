@@ -47,9 +47,11 @@ def turns_of(response) -> list[dict]:
     return json.loads(match.group(1))
 
 
-def test_the_home_page_sends_a_signed_out_visitor_to_sign_in() -> None:
+def test_the_home_page_tells_a_signed_out_visitor_what_this_is_and_how_to_sign_in() -> None:
     response = Client().get("/")
-    assert response.status_code == 302 and response["Location"] == "/login/?next=/"
+    assert response.status_code == 200
+    assert "Agents that ask before they act" in response.text and "Approvers" in response.text
+    assert 'href="/login/?next=/"' in response.text
     page = Client().get("/login/?next=/")
     assert page.status_code == 200 and "Sign in" in page.text
 
@@ -73,10 +75,11 @@ def test_the_navigation_offers_what_each_role_allows(personas) -> None:
     suspended_run(personas, Harness(pay_tool()))  # one request waits for april (and adam)
 
     def nav(user) -> str:
-        return re.search(r'<nav aria-label="Main">(.*?)</nav>', signed_in(user).get("/").text, re.S).group(1)
+        page = signed_in(user).get("/agents/").text
+        return re.search(r'<nav aria-label="Main">(.*?)</nav>', page, re.S).group(1)
 
     member = nav(personas.member)
-    assert 'href="/"' in member and "/approvals/" not in member and "/admin/" not in member
+    assert 'href="/agents/"' in member and "/approvals/" not in member and "/admin/" not in member
     approver = nav(personas.approver)
     assert 'href="/approvals/"' in approver and 'class="count"' in approver and ">1<" in approver
     assert "/approvals/history/" not in approver

@@ -6,6 +6,10 @@
 // polling: a read happens after a push, and once after a reconnect (changes made while the link was
 // down). Cards already on the page are not re-rendered, so a reason being typed is kept: only their
 // status lines (a quorum's tally, an escalation) are brought up to date.
+//
+// The inbox page's title carries the count ("(2) Inbox"), and an approver who turned notifications
+// on (the inbox's button; kept in this browser) is notified of a new request while the tab is in
+// the background. A notification's text is set as text, never as markup.
 (function () {
   "use strict";
 
@@ -19,7 +23,37 @@
   var skew = isNaN(serverNow) ? 0 : serverNow - Date.now();
   var clocks = [];
 
+  var NOTIFY_KEY = "fimone.inbox.notify";
+  var notifying = "Notification" in window;
+  var initialBadge = nav.querySelector(".count");
+  var lastPending = initialBadge ? parseInt(initialBadge.textContent, 10) || 0 : 0;
+
+  function wantsNotifications() {
+    if (!notifying || Notification.permission !== "granted") return false;
+    try { return window.localStorage.getItem(NOTIFY_KEY) === "on"; } catch (e) { return false; }
+  }
+
+  function notify(title, body, tag, onclick) {
+    if (!wantsNotifications() || !document.hidden) return;
+    try {
+      var note = new Notification(title, { body: body, tag: tag });
+      note.onclick = function () { window.focus(); if (onclick) onclick(); note.close(); };
+    } catch (e) { /* some browsers only notify from a service worker: the count still shows */ }
+  }
+
+  function setTitle(pending) {
+    if (!list) return; // the inbox's own page only: other pages keep their titles
+    var bare = document.title.replace(/^\(\d+\) /, "");
+    document.title = pending ? "(" + pending + ") " + bare : bare;
+  }
+
   function setCount(pending) {
+    setTitle(pending);
+    if (!list && pending > lastPending) {
+      notify("Approval needed", pending + " tool call" + (pending === 1 ? "" : "s") + " waiting for your decision",
+             "fimone-inbox", function () { window.location.href = nav.getAttribute("href"); });
+    }
+    lastPending = pending;
     var badge = nav.querySelector(".count");
     if (!pending) {
       if (badge) badge.remove();
@@ -105,6 +139,9 @@
         node = cardNode(c.html);
         if (!node) return;
         node.classList.add("is-new");
+        notify("Approval needed: " + (node.getAttribute("data-title") || "a tool call"),
+               (node.getAttribute("data-agent") || "") + " · requested by " + (node.getAttribute("data-requester") || ""),
+               "fimone-request-" + c.id);
         list.insertBefore(node, previous ? previous.nextSibling : list.firstChild);
         node.querySelectorAll("time[data-countdown]").forEach(function (t) { clocks.push(t); });
       } else {
@@ -132,6 +169,37 @@
         if (again) { again = false; refresh(); }
       });
   }
+
+  // The inbox's opt-in: a button that asks the browser's permission once and remembers the choice.
+  function setUpNotifications() {
+    var box = document.getElementById("inbox-notify");
+    var button = document.getElementById("inbox-notify-toggle");
+    var state = document.getElementById("inbox-notify-state");
+    if (!box || !button || !notifying) return;
+    function show() {
+      box.hidden = false;
+      if (Notification.permission === "denied") {
+        state.textContent = "Notifications are blocked for this site in your browser's settings.";
+        button.hidden = true;
+      } else if (wantsNotifications()) {
+        state.textContent = "Notifications are on: a new request is announced while this tab is in the background.";
+        button.textContent = "Turn off notifications";
+      } else {
+        state.textContent = "Get a browser notification when a new request arrives while this tab is in the background.";
+        button.textContent = "Turn on notifications";
+      }
+    }
+    function remember(on) {
+      try { window.localStorage.setItem(NOTIFY_KEY, on ? "on" : "off"); } catch (e) { /* private mode */ }
+    }
+    button.addEventListener("click", function () {
+      if (wantsNotifications()) { remember(false); show(); return; }
+      Promise.resolve(Notification.permission === "granted" ? "granted" : Notification.requestPermission())
+        .then(function (answer) { remember(answer === "granted"); show(); });
+    });
+    show();
+  }
+  setUpNotifications();
 
   var attempt = 0, connectedOnce = false;
   function connect() {

@@ -1,0 +1,89 @@
+"""The portal's own 404 and 500 pages for people's pages, also in development (``DEBUG``).
+
+With ``DEBUG`` off, Django answers errors with ``fimone.urls``' handlers (the portal's pages).
+With it on (``make run``), it would show its debug pages instead: the URL list for a 404, a
+traceback for a crash. People who try the product in development should meet the pages it ships
+with, so for the paths people visit this middleware answers as the handlers would; the admin, the
+API, chat-platform callbacks and the other machine endpoints keep Django's answers (the admin's
+and the API's error formats are theirs). A crash is still logged with its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
+from django.conf import settings
+from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import Resolver404, resolve
+
+from portal.views import page_not_found, server_error
+
+log = logging.getLogger("django.request")
+
+MACHINE_PREFIXES = ("/admin/", "/api/", "/im/", "/ws/", "/static/", "/demo/", "/healthz", "/readyz")
+"""Paths whose errors are not people's pages: they keep Django's answers."""
+DJANGO_ANSWERS = (PermissionDenied, BadRequest, SuspiciousOperation)
+"""Exceptions Django answers with the project's handlers (403, 400) in every mode."""
+
+
+def for_people(path: str) -> bool:
+    return not path.startswith(MACHINE_PREFIXES)
+
+
+def _unknown(path: str) -> bool:
+    """Whether no URL pattern matches ``path`` — nor ``path`` with a slash appended, which
+    ``CommonMiddleware`` answers with a redirect."""
+    for candidate in (path, path + "/") if not path.endswith("/") else (path,):
+        try:
+            resolve(candidate)
+        except Resolver404:
+            continue
+        return False
+    return True
+
+
+class PortalErrorPages:
+    """Answers unknown paths, ``Http404`` and crashes of people's pages with the portal's pages
+    while ``DEBUG`` is on; does nothing otherwise. Sync and async capable (no thread hop)."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        self.is_async = iscoroutinefunction(get_response)
+        if self.is_async:
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        if self.is_async:
+            return self._acall(request)
+        if self._answers(request) and _unknown(request.path_info):
+            return _not_found(request)
+        return self.get_response(request)
+
+    async def _acall(self, request: HttpRequest) -> HttpResponse:
+        if self._answers(request) and _unknown(request.path_info):
+            return await sync_to_async(_not_found)(request)
+        response: Awaitable[HttpResponse] = self.get_response(request)
+        return await response
+
+    @staticmethod
+    def _answers(request: HttpRequest) -> bool:
+        return bool(settings.DEBUG) and for_people(request.path_info)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not self._answers(request) or isinstance(exception, DJANGO_ANSWERS):
+            return None
+        if isinstance(exception, Http404):
+            return _not_found(request)
+        log.error("Internal Server Error: %s", request.path, exc_info=exception)
+        return server_error(request)
+
+
+def _not_found(request: HttpRequest) -> HttpResponse:
+    return page_not_found(request)

@@ -1,0 +1,114 @@
+"""The admin explains itself, in a real browser at a laptop's and a phone's width (issue 23,
+"Operator"): a violated rule reads in plain language on its field; the agent's model is a form,
+not JSON; a hook change shows on the agent's History page with what changed; the header links to
+the inbox and the approval history for those who use them.
+
+Screenshots go where every browser test's go (tests/browser/shots.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from agents.demo import DEMO_AGENT_NAME, demo_setup
+from agents.models import Agent, HookDeclaration, Membership, Organization
+from approvals.models import ApproverPolicy
+from tests.browser.admin_pages import WIDTHS, open_page, sign_in_to_admin
+from tests.browser.shots import screens_folder, shoot
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def demo_org() -> Organization:
+    demo_setup(base_url="http://127.0.0.1:8000")
+    return Membership.objects.select_related("organization").get(user__username="oscar").organization
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_timeout_under_ten_seconds_is_refused_in_plain_language_on_the_timeout_field(
+    live_server: Any, demo_org: Organization, browser: Any, width: int
+) -> None:
+    policy, _ = ApproverPolicy.objects.get_or_create(organization=demo_org, agent=None)
+    page = open_page(browser, width)
+    sign_in_to_admin(page, live_server.url, "oscar")
+    page.goto(f"{live_server.url}/admin/approvals/approverpolicy/{policy.pk}/change/")
+
+    page.locator("#id_timeout_seconds").fill("5")
+    page.get_by_role("button", name="Save", exact=True).click()
+
+    field = page.locator(".form-row.field-timeout_seconds")
+    expect(field.locator(".errorlist")).to_have_text("Timeout: at least 10 seconds.")
+    expect(page.locator("#content")).not_to_contain_text("approverpolicy_timeout_min")
+    expect(page.locator("#content")).not_to_contain_text("Constraint")
+    shoot(page, "timeout-refused-on-its-field")
+    policy.refresh_from_db()
+    assert policy.timeout_seconds != 5
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_agents_model_is_a_form_and_its_hook_changes_show_in_its_history(
+    live_server: Any, demo_org: Organization, browser: Any, width: int
+) -> None:
+    agent = Agent.objects.get(name=DEMO_AGENT_NAME)
+    page = open_page(browser, width)
+    sign_in_to_admin(page, live_server.url, "oscar")
+    page.goto(f"{live_server.url}/admin/agents/agent/{agent.pk}/change/")
+
+    provider = page.get_by_label("Provider")
+    expect(provider).to_have_value("scripted")
+    expect(page.get_by_label("Script")).to_be_visible()
+    expect(page.locator("#id_model_config_json__model")).to_be_hidden()
+    expect(page.get_by_label("Calculator")).to_be_visible()
+    expect(page.locator(".field-delegates, fieldset", has_text="Delegation")).not_to_contain_text(
+        "AGENT_DELEGATION_MAX_DEPTH"
+    )
+    shoot(page, "agent-model-as-a-form")
+    provider.select_option("openai")
+    expect(page.locator("#id_model_config_json__model")).to_be_visible()
+    expect(page.get_by_label("Base URL")).to_be_visible()
+    expect(page.get_by_label("Temperature")).to_be_visible()
+    expect(page.get_by_label("Script")).to_be_hidden()
+    page.locator(".config-editor").screenshot(path=str(screens_folder() / f"model-form-openai-{width}.png"))
+    provider.select_option("scripted")
+
+    page.get_by_role("button", name="Add another hook").click()
+    row = page.locator(".inline-related.last-related.dynamic-hook_declarations").last
+    row.locator('select[name$="-hook"]').select_option("deny_tools")
+    params = row.locator('.hook-params[data-hook="deny_tools"]')
+    params.locator('[name$="__tools"]').fill("oa__purchase_create")
+    params.locator('[name$="__message"]').fill("Purchases are created in the ERP.")
+    page.get_by_role("button", name="Save and continue editing").click()
+    expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+    assert HookDeclaration.objects.filter(agent=agent, name="deny_tools").exists()
+
+    page.get_by_role("link", name="History", exact=True).click()
+
+    entry = page.locator("tr.history-entry", has_text="Created: hook deny_tools")
+    expect(entry).to_contain_text("oscar")
+    expect(entry).to_contain_text("Parameters — tools: oa__purchase_create")
+    expect(entry).to_contain_text("Parameters — message: Purchases are created in the ERP.")
+    shoot(page, "agent-history-with-the-hook-change")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_header_links_to_the_inbox_and_the_history_for_those_who_use_them(
+    live_server: Any, demo_org: Organization, browser: Any, width: int
+) -> None:
+    oscar = open_page(browser, width)
+    sign_in_to_admin(oscar, live_server.url, "oscar")
+    tools = oscar.locator("#user-tools")
+    expect(tools.get_by_role("link", name="Inbox (0)")).to_be_visible()
+    expect(tools.get_by_role("link", name="Approval history")).to_be_visible()
+    shoot(oscar, "admin-home-as-oscar")
+    tools.get_by_role("link", name="Approval history").click()
+    expect(oscar.locator("main")).not_to_contain_text("Not allowed")
+    shoot(oscar, "approval-history-as-oscar")
+
+    aude = open_page(browser, width)
+    sign_in_to_admin(aude, live_server.url, "aude")
+    expect(aude.locator("#user-tools").get_by_role("link", name="Approval history")).to_be_visible()
+    expect(aude.locator("#user-tools").get_by_role("link", name="Inbox (0)")).to_have_count(0)
+    shoot(aude, "admin-home-as-aude")
