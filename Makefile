@@ -11,7 +11,7 @@ WEB ?= 2
 WORKERS ?= 2
 PROD_PORT ?= 8000
 
-.PHONY: run prod test lint format install clean
+.PHONY: run prod test lint format install clean docs docs-build
 
 $(PY):
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is required ($(PYTHON) not found)"; exit 1; }
@@ -19,7 +19,7 @@ $(PY):
 
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e ".[dev,prod]"
+	$(PY) -m pip install --quiet -e ".[dev,prod,docs]"
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -52,6 +52,14 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
+
+# The documentation (docs/, mkdocs.yml): served on http://$(HOST):8001/ while you edit it, or
+# built into site/, where any warning (a broken link or anchor) fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve -a $(HOST):8001
+
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 format: $(STAMP)
 	$(VENV)/bin/ruff format .

@@ -33,6 +33,15 @@ DEMO_USERS: list[tuple[str, str | None]] = [
     ("adam", Role.ADMIN),
 ]
 RESEED_COMMAND = "manage.py demo_setup"
+DEMO_ORGANIZATION = "Acme Procurement (demo)"
+# What each demo account is for, in a word people understand (the landing page's hint).
+_ROLE_WORDS = {
+    Role.MEMBER: "chat",
+    Role.APPROVER: "approve",
+    Role.AUDITOR: "audit",
+    Role.OPERATOR: "configure",
+    Role.ADMIN: "administer",
+}
 
 demo_seeded = Signal()
 """Sent by :func:`demo_setup` inside its transaction, with ``organization`` and ``agent``: apps
@@ -54,7 +63,8 @@ ORDER_THRESHOLD = 50_000
 
 # --- what the scripted model says (format: agents/llm/scripted.py) ---------------------------------
 
-_RESET_HINT = f"(This is the demo: `{RESEED_COMMAND}`, or restarting `make run`, puts every purchase back.)"
+# When every purchase is paid the agent says so and nothing more: how to reset the demo is a
+# developer's command, which the demo payments page (/demo/) gives; people chatting never need it.
 
 
 def _refusals(what: str, undone: str) -> list[dict[str, Any]]:
@@ -161,7 +171,7 @@ DEMO_SCRIPT: dict[str, Any] = {
                     "choose": [
                         {
                             "when": {"last": r"^\s*\[\s*\]\s*$"},
-                            "content": f"Nothing is pending: every purchase is paid. {_RESET_HINT}",
+                            "content": "Nothing is pending: every purchase is paid.",
                         },
                         {
                             "when": {"last.0.id": "."},
@@ -238,7 +248,7 @@ DEMO_SCRIPT: dict[str, Any] = {
                     "choose": [
                         {
                             "when": {"last": r"^\s*\[\s*\]\s*$"},
-                            "content": f"There are no purchases. {_RESET_HINT}",
+                            "content": "There are no purchases.",
                         },
                         {
                             "when": {"last.0.id": "."},
@@ -397,6 +407,17 @@ ORDER_APPROVAL_DECLARATION: dict[str, Any] = {
 """The fields of its declaration on the demo agent, as re-seeding puts them back."""
 
 
+def demo_sign_ins() -> list[tuple[str, str]]:
+    """The demo's accounts as ``(username, what it is for)`` ("alice", "chat"), people who chat
+    and decide first, for a page that tells visitors how to try the demo; empty when the demo was
+    not set up in this database. The superuser is left out: it is for developers."""
+    if not Organization.objects.filter(name=DEMO_ORGANIZATION).exists():
+        return []
+    order = list(_ROLE_WORDS)
+    accounts = sorted((order.index(role), username) for username, role in DEMO_USERS if role is not None)
+    return [(username, _ROLE_WORDS[order[rank]]) for rank, username in accounts]
+
+
 @transaction.atomic
 def demo_setup(*, base_url: str | None = None) -> dict[str, Any]:
     """Create the demo data, or put it back as written here; idempotent, so ``make run`` calls it on
@@ -407,7 +428,7 @@ def demo_setup(*, base_url: str | None = None) -> dict[str, Any]:
     label)], "agent": {"id", "name"}, "seeded": [lines from :data:`demo_seeded`'s receivers]}``.
     """
     User = get_user_model()
-    org, _ = Organization.objects.get_or_create(name="Acme Procurement (demo)")
+    org, _ = Organization.objects.get_or_create(name=DEMO_ORGANIZATION)
     users = []
     for username, role in DEMO_USERS:
         user, _ = User.objects.get_or_create(username=username, defaults={"email": f"{username}@demo.test"})

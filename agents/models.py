@@ -41,6 +41,11 @@ class Organization(models.Model):
     )
     history = HistoricalRecords()
 
+    class Meta:
+        # The product writes "organisation"; Django would derive the US spelling from the class.
+        verbose_name = "organisation"
+        verbose_name_plural = "organisations"
+
     def __str__(self) -> str:
         return self.name
 
@@ -58,7 +63,9 @@ class Role(models.TextChoices):
 
 
 class Membership(models.Model):
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="memberships", verbose_name="organisation"
+    )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
 
@@ -197,7 +204,9 @@ class Invitation(models.Model):
     :class:`Membership` created: nobody is added to an organisation without their consent.
     Only a SHA-256 of the invitation's token is stored; the link is shown once, to the inviter."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invitations")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="invitations", verbose_name="organisation"
+    )
     invited_user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.CASCADE,
@@ -242,7 +251,9 @@ class Connector(SecretsBoundToAddress, models.Model):
         HTTP = "http", "HTTP service"
         DATABASE = "database", "Database"
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="connectors")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="connectors", verbose_name="organisation"
+    )
     slug = models.CharField(max_length=40, validators=[validate_tool_slug], help_text="Tool name prefix.")
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.HTTP)
@@ -332,7 +343,7 @@ class ConnectorAction(models.Model):
     display_name = models.CharField(
         max_length=120,
         blank=True,
-        help_text='What people read for this tool ("Pay a purchase"). Empty: made from the name.',
+        help_text="The name people read for this tool, e.g. “Pay a purchase”. Empty: made from the name.",
     )
     description = models.TextField(blank=True)
     method = models.CharField(max_length=8, choices=Method.choices, default=Method.GET)
@@ -345,7 +356,9 @@ class ConnectorAction(models.Model):
     requires_confirmation = models.BooleanField(
         null=True, blank=True, help_text="Empty: yes for POST/PUT/PATCH/DELETE, no for GET."
     )
-    is_write = models.BooleanField(null=True, blank=True, help_text="Empty: derived from the method.")
+    is_write = models.BooleanField(
+        "changes data", null=True, blank=True, help_text="Empty: derived from the method."
+    )
     context_action = models.ForeignKey(
         "self",
         null=True,
@@ -353,8 +366,8 @@ class ConnectorAction(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
         help_text="A read action of the same connector whose answer shows approvers what a call "
-        "of this one is about (the purchase a payment pays), called with the same arguments when "
-        "approval is asked.",
+        "of this one is about (for a payment: the purchase it pays), called with the same arguments "
+        "when approval is asked.",
     )
     context_fields = models.JSONField(
         default=list,
@@ -401,7 +414,9 @@ class Agent(SecretsBoundToAddress, models.Model):
         REACT = "react", "ReAct"
         DAG = "dag", "DAG"
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="agents")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="agents", verbose_name="organisation"
+    )
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_agents")
     name = models.CharField(max_length=200)
     instructions = models.TextField(blank=True)
@@ -481,7 +496,9 @@ class Agent(SecretsBoundToAddress, models.Model):
 class Conversation(models.Model):
     # History (DESIGN §1.9): every relation is PROTECT, so deleting an organisation, an agent or a
     # user that has conversations is refused; archive the agent or deactivate the user instead.
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="conversations")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="conversations", verbose_name="organisation"
+    )
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)
@@ -684,7 +701,9 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
         BLOCK = "block", "Block (fail closed)"
         ALLOW = "allow", "Allow"
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="hook_declarations")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="hook_declarations", verbose_name="organisation"
+    )
     agent = models.ForeignKey(
         Agent,
         on_delete=models.CASCADE,
@@ -796,7 +815,9 @@ class ConnectorCallLog(ChainLink):
         FAILED = "failed"
         BLOCKED = "blocked"
 
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
+    )
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+", null=True, blank=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", null=True, blank=True
@@ -849,15 +870,3 @@ class ConnectorCallLog(ChainLink):
 
     def __str__(self) -> str:
         return f"{self.tool_name} [{self.outcome}]"
-
-
-class RateLimitWindow(models.Model):
-    """A call counter of the ``connector_rate_limit`` hook when no Redis is configured (embedded
-    mode): one row per (organisation, connector, user, window) key, counted by one atomic upsert."""
-
-    key = models.CharField(max_length=200, unique=True)
-    window_start = models.BigIntegerField(help_text="Unix time at which the counted window began.")
-    count = models.PositiveIntegerField(default=0)
-
-    def __str__(self) -> str:
-        return f"{self.key}: {self.count} since {self.window_start}"

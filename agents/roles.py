@@ -3,7 +3,7 @@
 A member's groups and ``is_staff`` follow from their memberships (:func:`user_roles_sync`), so
 nobody hands out permissions one by one. Permissions are global in Django; the tenancy wall is the
 admin's: every listing is scoped to the user's organisations and every change is checked against
-the object's organisation (``agents.admin.OrganizationScopedAdmin``).
+the object's organisation (``agents.admin.scoping.OrganizationScopedAdmin``).
 
 - **operator** configures agents, connectors, approver policies and channels, reads runs and
   the approval record, but decides nothing: deciding takes the approver role (or the policy).

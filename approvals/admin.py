@@ -26,7 +26,7 @@ from django.utils.html import format_html, format_html_join
 
 from agents import events as ev
 from agents import selectors as agent_selectors
-from agents.admin import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin, ReadOnlyAdminMixin
+from agents.admin.scoping import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin, ReadOnlyAdminMixin
 from agents.models import Membership, Role, RunEvent
 from approvals.gate import pretty_arguments
 from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, EscalationTier
@@ -77,7 +77,7 @@ class ApproversOnlyWidget(FilteredSelectMultiple):
         return groups
 
 
-def _named_users_field(field: Any, request: HttpRequest) -> Any:
+def _named_users_field(field: Any, request: HttpRequest, verbose_name: str) -> Any:
     """Scope the named-users choices to the members of the organisations the staff user manages
     (any organisation for a superuser), and list only their approvers and admins."""
     members = Membership.objects.all()
@@ -87,7 +87,9 @@ def _named_users_field(field: Any, request: HttpRequest) -> Any:
         )
         members = members.filter(organization_id__in=managed)
     field.queryset = field.queryset.filter(pk__in=members.values("user_id")).order_by("username")
-    widget = ApproversOnlyWidget(field.label or "named users", is_stacked=False)
+    # The picker's headings read "Available …", "Choose all …": the field's verbose name, lower
+    # case as Django's own filter_horizontal has it (the form label is capitalised).
+    widget = ApproversOnlyWidget(verbose_name, is_stacked=False)
     widget.shown = frozenset(
         str(pk) for pk in members.filter(role__in=APPROVER_ROLES).values_list("user_id", flat=True)
     )
@@ -212,7 +214,7 @@ class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_manytomany(db_field, request, **kwargs)
         if db_field.name == "named_users" and field is not None:
-            field = _named_users_field(field, request)
+            field = _named_users_field(field, request, db_field.verbose_name)
         return field
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -243,9 +245,9 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
         "organization",
         "agent",
         "deciders",
-        "allow_self_approval",
+        "self_approval",
         "timeout",
-        "inline_wait_seconds",
+        "inline_wait",
         "quorum",
         "channel_config",
     )
@@ -325,7 +327,7 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_manytomany(db_field, request, **kwargs)
         if db_field.name == "named_users" and field is not None:
-            field = _named_users_field(field, request)
+            field = _named_users_field(field, request, db_field.verbose_name)
         return field
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
@@ -363,6 +365,15 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     @admin.display(description="timeout", ordering="timeout_seconds")
     def timeout(self, obj: ApproverPolicy) -> str:
         return duration_text(obj.timeout_seconds)
+
+    # Short column titles: the fields' labels are sentences, made for the form.
+    @admin.display(description="self-approval", boolean=True, ordering="allow_self_approval")
+    def self_approval(self, obj: ApproverPolicy) -> bool:
+        return obj.allow_self_approval
+
+    @admin.display(description="waits before suspending", ordering="inline_wait_seconds")
+    def inline_wait(self, obj: ApproverPolicy) -> str:
+        return f"{obj.inline_wait_seconds} s"
 
 
 def _managed_only(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:

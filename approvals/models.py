@@ -26,20 +26,32 @@ class ApproverPolicy(models.Model):
         DEFAULT = "", "Organisation default (else the web inbox)"
         WEB = "web", "Web inbox"
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="approver_policies")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="approver_policies", verbose_name="organisation"
+    )
     agent = models.OneToOneField(
         Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="approver_policy"
     )
-    allow_initiator = models.BooleanField(default=False, help_text="The user who started the run.")
-    allow_agent_owner = models.BooleanField(default=True)
-    allow_org_approvers = models.BooleanField(default=True, help_text="Organisation admins and approvers.")
+    # Labels say who decides, in the product's words (field names keep the code's).
+    allow_initiator = models.BooleanField(
+        "the requester may decide", default=False, help_text="The user who started the run."
+    )
+    allow_agent_owner = models.BooleanField("the agent's owner may decide", default=True)
+    allow_org_approvers = models.BooleanField(
+        "the organisation's approvers may decide",
+        default=True,
+        help_text="Organisation admins and approvers.",
+    )
     named_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
     allow_self_approval = models.BooleanField(
-        default=False, help_text="Whether the requester may approve their own call."
+        "allow self-approval", default=False, help_text="Whether the requester may approve their own call."
     )
-    timeout_seconds = models.PositiveIntegerField(default=600)
+    timeout_seconds = models.PositiveIntegerField("timeout (seconds)", default=600)
     inline_wait_seconds = models.PositiveIntegerField(
-        default=20, help_text="How long a run waits in memory before it is suspended."
+        "wait before suspending the run (seconds)",
+        default=20,
+        help_text="How long a run waits for a decision in memory before it is suspended; a suspended "
+        "run resumes once someone decides.",
     )
     channel_config = models.ForeignKey(
         "channels_im.ChannelConfig",
@@ -47,6 +59,7 @@ class ApproverPolicy(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        verbose_name="channel",
         help_text="Where cards are sent. Empty: the organisation default, else the web inbox.",
     )
     approvals_required = models.PositiveSmallIntegerField(
@@ -60,6 +73,7 @@ class ApproverPolicy(models.Model):
         "approvers could no longer reach the number of approvals required.",
     )
     allow_edit_on_approve = models.BooleanField(
+        "approvers may change the arguments",
         default=False,
         help_text="Approvers may change the arguments before approving (in the web inbox only), "
         "within the tool's parameter schema; the tool then runs with exactly the approved arguments.",
@@ -98,8 +112,9 @@ class EscalationTier(models.Model):
 
     policy = models.ForeignKey(ApproverPolicy, on_delete=models.CASCADE, related_name="tiers")
     after_seconds = models.PositiveIntegerField(
+        "after (seconds)",
         help_text="Seconds after the request opened, counted from its opening (not from the tier "
-        "before). A tier due after the request's timeout never happens."
+        "before). A tier due after the request's timeout never happens.",
     )
     named_users = models.ManyToManyField(
         settings.AUTH_USER_MODEL,
@@ -112,6 +127,7 @@ class EscalationTier(models.Model):
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        verbose_name="channel",
         help_text="Where this tier's card goes. Empty: the channel the request was sent on.",
     )
 
@@ -158,7 +174,9 @@ class ConfirmationRequest(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # History (DESIGN §1.9): every relation is PROTECT, so no deletion of an organisation, agent,
     # run, user or channel removes a request by cascade.
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
+    )
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="confirmation_requests")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="confirmation_requests")
@@ -343,7 +361,9 @@ class ConfirmationEvent(ChainLink):
         EXECUTED = "executed"
 
     # The request's organisation, copied: the chain is per organisation and so is its lock.
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
+    )
     request = models.ForeignKey(ConfirmationRequest, on_delete=models.PROTECT, related_name="events")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     actor = models.ForeignKey(

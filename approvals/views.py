@@ -13,8 +13,10 @@ approvers are usually not staff.
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django import forms
@@ -31,7 +33,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views.decorators.http import require_GET, require_POST
 
-from agents.models import Agent, Organization
+from agents.models import Agent, Membership, Organization, Role
 from approvals import presentation, selectors
 from approvals.apis import DecisionThrottle
 from approvals.exports import history_csv_lines, tool_calls_csv_lines
@@ -89,11 +91,15 @@ class RequestCard:
             str(item["argument"]): str(item.get("label", "")) for item in context if item.get("argument")
         }
         order = list(labels) or None  # the schema's order, as the request was opened with it
+        # The currency the context gives the call ("1,200.00 USD"): its amounts in the arguments
+        # read in it too, so "what will run" does not say less than "about this call".
+        currency = _context_currency(context)
+        rows = _labelled(presentation.argument_rows(request.tool_args, order=order), labels)
         return cls(
             request=request,
             title=request.tool_title or presentation.title_of(request.tool_name),
             arguments=pretty_arguments(request.tool_args),
-            argument_rows=_labelled(presentation.argument_rows(request.tool_args, order=order), labels),
+            argument_rows=_with_currency(rows, request.tool_args, currency),
             about=[item for item in context if not item.get("argument")],
             requester=display_name(request.requested_by),
             decider=display_name(request.responded_by) if request.responded_by_id else None,
@@ -102,7 +108,11 @@ class RequestCard:
             tally=selectors.tally_of(request=request) if request.approvals_required > 1 else None,
             editable=request.allow_edit_on_approve and selectors.may_edit_arguments(request=request),
             proposed=pretty_arguments(request.proposed_args) if request.was_edited else "",
-            proposed_rows=_labelled(presentation.argument_rows(request.proposed_args, order=order), labels)
+            proposed_rows=_with_currency(
+                _labelled(presentation.argument_rows(request.proposed_args, order=order), labels),
+                request.proposed_args,
+                currency,
+            )
             if request.was_edited
             else [],
             editor=display_name(request.edited_by) if request.was_edited else None,
@@ -115,6 +125,11 @@ class RequestCard:
         return self.tally.text_with(self.votes) if self.tally is not None else ""
 
     @property
+    def reason_text(self) -> str:
+        """The request's reason as people read it (a withdrawal says who stopped the run)."""
+        return reason_for_people(self.request.reason, request=self.request)
+
+    @property
     def voters(self) -> str:
         """Everyone who voted, with their vote ("april (approved), adam (approved)"); else whoever
         settled the request."""
@@ -125,6 +140,80 @@ class RequestCard:
 
 def _labelled(rows: list[dict[str, str]], labels: dict[str, str]) -> list[dict[str, str]]:
     return [{**row, "label": labels.get(row.get("argument", "")) or row["label"]} for row in rows]
+
+
+_CURRENCY = re.compile(r"[A-Z]{3}")
+_WRITTEN_MONEY = re.compile(r"-?[\d.,\s]+\s(?P<currency>[A-Z]{3})")
+
+
+def _context_currency(context: list[dict[str, Any]]) -> str | None:
+    """The currency the call's context names: a "Currency" item, or an amount written with its
+    currency ("1,200.00 USD", as :func:`approvals.presentation.answer_rows` writes one). Items that
+    are the arguments themselves say nothing the arguments do not."""
+    for item in context:
+        if item.get("argument"):
+            continue
+        label, value = str(item.get("label", "")).strip(), str(item.get("value", "")).strip()
+        if label.lower() in ("currency", "currency code") and _CURRENCY.fullmatch(value):
+            return value
+        written = _WRITTEN_MONEY.fullmatch(value)
+        if written and presentation.is_money_key(label):
+            return written["currency"]
+    return None
+
+
+def _with_currency(rows: list[dict[str, str]], args: Any, currency: str | None) -> list[dict[str, str]]:
+    """``rows`` of ``args`` with their amounts written in ``currency`` when they name none."""
+    if currency is None or not isinstance(args, dict):
+        return rows
+    out = []
+    for row in rows:
+        key = row.get("argument", "")
+        value = args.get(key)
+        named = _WRITTEN_MONEY.fullmatch(row["value"])  # "1,200.00 EUR": the arguments' own currency
+        if presentation.is_money_key(key) and _is_number(value) and not named:
+            row = {**row, "value": presentation.money_text(value, currency)}
+        out.append(row)
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        return False
+    try:
+        return Decimal(str(value).strip()).is_finite()
+    except InvalidOperation:
+        return False
+
+
+_STOPPED = re.compile(r"(?:the run was cancelled: )?cancelled by (?P<who>.+)", re.IGNORECASE)
+_RUN_CANCELLED = re.compile(r"the run was cancelled(?:: (?P<why>.+))?", re.IGNORECASE | re.DOTALL)
+
+
+def stopped_by(reason: str, *, request: ConfirmationRequest) -> str | None:
+    """Who stopped the run, when ``reason`` (a withdrawn request's) says a person did: "cancelled
+    by the user" is the run's own user, who asked for the call; "cancelled by oscar" names him."""
+    stopped = _STOPPED.fullmatch((reason or "").strip().rstrip("."))
+    if stopped is None:
+        return None
+    who = stopped["who"].strip()
+    if who.lower() == "the user":
+        return display_name(request.requested_by) if request.requested_by_id else None
+    return who
+
+
+def reason_for_people(reason: str, *, request: ConfirmationRequest) -> str:
+    """A withdrawal's reason as one plain sentence: the services record "the run was cancelled:
+    cancelled by the user", people read "alice stopped the run". Other reasons are unchanged."""
+    text = (reason or "").strip()
+    if _STOPPED.fullmatch(text.rstrip(".")):
+        who = stopped_by(text, request=request)
+        return f"{who} stopped the run." if who else "The person who started the run stopped it."
+    cancelled = _RUN_CANCELLED.fullmatch(text.rstrip("."))
+    if cancelled:
+        why = (cancelled["why"] or "").strip()
+        return f"The run was cancelled because {why}." if why else "The run was cancelled."
+    return text
 
 
 #: Event details shown under their own label, and how their values read.
@@ -144,6 +233,8 @@ _EVENT_LABELS = {
     "escalation_after_seconds": "Escalation after",
     "timeout_seconds": "Timeout",
     "after_seconds": "After",
+    "message_id": "Message ID",
+    "attempt": "Attempt",
 }
 #: Details kept for the record but not worth a line (hashes, ids, the verdict's copy): in the JSON.
 _EVENT_HIDDEN = frozenset(
@@ -160,6 +251,9 @@ _EVENT_HIDDEN = frozenset(
     }
 )
 _USER_LISTS = ("approvers", "added_approvers")
+#: Details for whoever traces a request through the systems (a platform's message id, ids of
+#: records): under "Technical details", closed, with the JSON.
+_EVENT_TECHNICAL = frozenset({"message_id", "tool_call_id", "request_id", "run_id", "attempt", "maybe_sent"})
 
 
 @dataclass(frozen=True)
@@ -171,6 +265,8 @@ class EventLine:
     actor: str
     rows: list[tuple[str, str]]
     details: str
+    #: ids and such (:data:`_EVENT_TECHNICAL`), shown with the JSON under "Technical details"
+    technical: list[tuple[str, str]] = field(default_factory=list)
 
     @classmethod
     def lines_of(cls, request: ConfirmationRequest, events: list[ConfirmationEvent]) -> list[EventLine]:
@@ -192,11 +288,20 @@ class EventLine:
         # A click from a chat platform may carry only the platform's user id; sweeps carry none.
         actor = display_name(event.actor) if event.actor_id else event.actor_external_id or "system"
         details = event.details if isinstance(event.details, dict) else {}
+        people = {key: value for key, value in details.items() if key not in _EVENT_TECHNICAL}
+        if event.kind == ConfirmationEvent.Kind.CANCELLED and isinstance(details.get("reason"), str):
+            # A withdrawal is recorded by the system on behalf of whoever stopped the run: when its
+            # reason says who, that person did it, and the reason reads as one plain sentence.
+            if not event.actor_id:
+                actor = stopped_by(details["reason"], request=request) or actor
+            people["reason"] = reason_for_people(details["reason"], request=request)
+        technical = {key: value for key, value in details.items() if key in _EVENT_TECHNICAL}
         return cls(
             event=event,
             actor=actor,
-            rows=_event_rows(details, request=request, names=names),
+            rows=_event_rows(people, request=request, names=names),
             details=pretty_arguments(event.details) if event.details else "",
+            technical=_event_rows(technical, request=request, names=names),
         )
 
 
@@ -215,6 +320,8 @@ def _event_rows(
     for key, value in details.items():
         if key in _EVENT_HIDDEN or value in (None, "", []):
             continue
+        if key == "any_rejection_rejects" and int(details.get("approvals_required") or 1) <= 1:
+            continue  # with one approval to give, one rejection rejects anyway: nothing to say
         label = _EVENT_LABELS.get(key) or presentation.humanized_key(key)
         rows.append((label, _event_value(key, value, request=request, names=names)))
     return rows
@@ -488,6 +595,24 @@ def _forbidden(request: HttpRequest) -> HttpResponse:
     return _page(request, "approvals/forbidden.html", {"back": back}, status=403)
 
 
+_SCOPES = {
+    frozenset({Role.AUDITOR}): "the organisations you audit",
+    frozenset({Role.OPERATOR}): "the organisations you configure",
+    frozenset({Role.ADMIN}): "the organisations you administer",
+}
+
+
+def record_scope(user: Any) -> str:
+    """Whose record the history pages show, worded by the reader's role: an operator reads the
+    organisations he configures, not ones he "audits"; mixed roles read "your organisations"."""
+    if user.is_superuser:
+        return "every organisation"
+    roles = frozenset(
+        Membership.objects.filter(user=user, role__in=selectors.AUDIT_ROLES).values_list("role", flat=True)
+    )
+    return _SCOPES.get(roles, "your organisations")
+
+
 def _history_form(request: HttpRequest, *, page: str = "") -> HttpResponse | HistoryFilterForm:
     """The validated filters, or the page to answer instead (403 for who may not read the record;
     400 for bad filters: ``page``, the record's page shown again with the problems on their fields,
@@ -503,6 +628,7 @@ def _history_form(request: HttpRequest, *, page: str = "") -> HttpResponse | His
                 "query": "",
                 "page": None,
                 "rows": [],
+                "scope": record_scope(request.user),
                 "nav": "history",
             }
             return _page(request, page, context, status=400)
@@ -549,6 +675,7 @@ def history(request: HttpRequest) -> HttpResponse:
             "query": query.urlencode(),
             "page": page,
             "rows": [HistoryRow.of(r, votes=votes.get(r.pk, [])) for r in page.object_list],
+            "scope": record_scope(request.user),
             "nav": "history",
         },
     )
@@ -618,6 +745,7 @@ def tool_calls(request: HttpRequest) -> HttpResponse:
             "query": query.urlencode(),
             "page": page,
             "lines": lines,
+            "scope": record_scope(request.user),
             "nav": "history",
         },
     )

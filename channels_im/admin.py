@@ -22,12 +22,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agents import selectors
-from agents.admin import (
-    ADMIN_VIEWER_ROLES,
-    OrganizationScopedFieldsMixin,
-    SecretsClearedMessageMixin,
-    SecretsEntryFormMixin,
-)
+from agents.admin.bound_secrets import SecretsClearedMessageMixin, SecretsEntryFormMixin
+from agents.admin.scoping import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin
 from agents.models import Membership
 from approvals.models import ConfirmationRequest
 from channels_im.base import DeliveryError

@@ -33,7 +33,9 @@ class ChannelConfig(SecretsBoundToAddress, models.Model):
     entered for (Feishu ``domain``, Slack ``api_url``, WeCom ``api_base``; their scheme, host and
     port): changing it clears them unless they are entered again (``SecretsBoundToAddress``)."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="channel_configs")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="channel_configs", verbose_name="organisation"
+    )
     kind = models.CharField(max_length=12, choices=ChannelKind.choices)
     name = models.CharField(max_length=200)
     active = models.BooleanField(default=True)
@@ -105,7 +107,9 @@ class ImIdentity(models.Model):
     came through (DESIGN §1.11). Only the person themselves (the link flow, :class:`ImLinkOffer`)
     or a superuser links an identity; organisation staff may only view and unlink."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="im_identities")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="im_identities", verbose_name="organisation"
+    )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="im_identities")
     provider = models.CharField(max_length=12, choices=ChannelKind.choices)
     external_id = models.CharField(max_length=200)
@@ -154,7 +158,9 @@ class ImLinkOffer(models.Model):
     per clicker and channel exists (a new click replaces it)."""
 
     token_sha256 = models.CharField(max_length=64, unique=True)
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="+", verbose_name="organisation"
+    )
     channel_config = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, related_name="link_offers")
     provider = models.CharField(max_length=12, choices=ChannelKind.choices)
     external_id = models.CharField(max_length=200)

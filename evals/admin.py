@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agents.admin import ORGANIZATION_LOOKUPS, OrganizationScopedAdmin, ReadOnlyAdminMixin
+from agents.admin.scoping import ORGANIZATION_LOOKUPS, OrganizationScopedAdmin, ReadOnlyAdminMixin
 from agents.services import ServiceError
 from evals import services
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSet

@@ -22,7 +22,9 @@ from evals.grading import expectation_errors
 
 
 class EvalSet(models.Model):
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="eval_sets")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="eval_sets", verbose_name="organisation"
+    )
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     live_tools = models.JSONField(
@@ -98,7 +100,9 @@ class EvalStatus(models.TextChoices):
 class EvalRun(models.Model):
     """One agent on one eval set. Its cases run concurrently; it completes when every case has."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
+    )
     eval_set = models.ForeignKey(EvalSet, on_delete=models.PROTECT, related_name="runs")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="eval_runs")
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")

@@ -4,7 +4,8 @@ what they do rather than by Python package.
 Groups (in this order): Agents & hooks · Workflows & evals · Approvals · Channels · Connectors · Audit ·
 Organisations & people · System. A model no group names lands in "System" (Celery beat's tables,
 sign-in lockouts, API tokens: superusers only, since no role group grants them). The Audit group
-also links the approval history page (filters, CSV export) for those who may read it.
+also links the approval history page (filters, CSV export) for those who may read it. A model's
+pages name its group in their breadcrumbs too (``fimone.templatetags.fim_admin``), not its app.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ def _group_of(app_label: str, model_name: str) -> str:
         if f"{app_label}.{model_name}" in members or f"{app_label}.*" in members:
             return slug
     return SYSTEM[0]
+
+
+def group_title(app_label: str, model_name: str) -> str:
+    """The title of the index group ``app_label.model_name`` is listed in ("System" for none)."""
+    slug = _group_of(app_label, model_name)
+    return next((title for group, title, _members in INDEX_GROUPS if group == slug), SYSTEM[1])
 
 
 def _order_in_group(slug: str, app_label: str, model_name: str) -> int:

@@ -1,4 +1,4 @@
-"""Settings, all read from the environment (README "Configuration" lists every variable).
+"""Settings, all read from the environment (docs/configuration.md lists every variable).
 
 With no variable set this is the embedded mode: SQLite, an in-memory channel layer, Celery tasks
 run eagerly in-process. ``DATABASE_URL`` switches to PostgreSQL (psycopg 3); ``REDIS_URL`` switches
@@ -33,6 +33,10 @@ from fimone.env import (
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+"""The checkout (where ``manage.py`` is), or site-packages when the package is installed."""
+DATA_DIR = Path(env_str("DATA_DIR") or (BASE_DIR if (BASE_DIR / "manage.py").is_file() else Path.cwd()))
+"""Where the embedded database and collected static files go by default: the checkout, or, for an
+installed package (``pip install .``), the folder it is run from; ``DATA_DIR`` sets it."""
 
 FIMONE_ENV = env_choice("FIMONE_ENV", "development", ("development", "production"))
 PRODUCTION = FIMONE_ENV == "production"
@@ -128,7 +132,9 @@ WSGI_APPLICATION = None
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        # The project-wide templates (overrides of Django's admin and registration pages, and pages
+        # shared by several apps) travel with the package, in fimone/templates.
+        "DIRS": [Path(__file__).resolve().parent / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -141,7 +147,7 @@ TEMPLATES = [
 ]
 
 # --- data -----------------------------------------------------------------------------------------
-DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}")}
+DATABASES = {"default": env_database("DATABASE_URL", f"sqlite:///{DATA_DIR / 'db.sqlite3'}")}
 if DATABASES["default"]["ENGINE"].endswith("sqlite3"):
     # Runs write from several threads in embedded mode: take the write lock when a transaction
     # begins (no lock-upgrade deadlocks), let readers proceed beside a writer (WAL), and wait for
@@ -185,27 +191,14 @@ REDIS_URL = env_redis_url("REDIS_URL")
 EMBEDDED = REDIS_URL is None
 
 if EMBEDDED:
-    CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-        # Request counters of the throttles (fimone/throttling.py): one process, so local memory is
-        # exact; room enough that counters are never culled to make space.
-        "throttle": {
-            "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-            "LOCATION": "throttle",
-            "OPTIONS": {"MAX_ENTRIES": 100_000},
-        },
-    }
+    # Rate counters (throttles and the connector_rate_limit hook, fimone/rates.py) are kept in the
+    # process's memory: embedded mode is one process, so that is exact.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 else:
-    CACHES = {
-        "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL},
-        # Shared by every server process, so a user's rate is counted once across them.
-        "throttle": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "fimone",
-        },
-    }
+    # Rate counters (throttles and the connector_rate_limit hook, fimone/rates.py) live in this
+    # Redis under ``fimone:rates:``, shared by every process, so a user's rate is counted once.
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}}
     # Redis pub/sub: an event is published once per run group and each server process receives it
     # once and hands it to all its watching sockets, where the list-based layer made three Redis
     # round trips per event per socket (a busy server fell seconds behind). Pub/sub keeps nothing
@@ -348,7 +341,8 @@ AXES_RESET_ON_SUCCESS = False
 # Set it only behind such a proxy: otherwise any client could claim any address.
 CLIENT_IP_HEADER = env_header("CLIENT_IP_HEADER")
 CLIENT_IP_PROXY_COUNT = env_int("CLIENT_IP_PROXY_COUNT", 1, minimum=1)
-# Per-user request rates of the API (and the web inbox's decisions), e.g. "30/min".
+# Per-user request rates of the API (and the web inbox's decisions), e.g. "30/min": each counted
+# over a sliding window of that length (fimone/rates.py).
 RUN_START_RATE = env_rate("RUN_START_RATE", "30/min")
 DECISION_RATE = env_rate("DECISION_RATE", "60/min")
 
@@ -405,7 +399,7 @@ USE_I18N = True
 USE_TZ = True
 STATIC_URL = "static/"
 # Where collectstatic gathers the static files and the web processes serve them from (fimone/static.py).
-STATIC_ROOT = Path(env_str("STATIC_ROOT") or BASE_DIR / "staticfiles")
+STATIC_ROOT = Path(env_str("STATIC_ROOT") or DATA_DIR / "staticfiles")
 
 LOGGING = {
     "version": 1,

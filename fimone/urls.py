@@ -25,7 +25,7 @@ urlpatterns = [
     ),
 ]
 if settings.FIMONE_ENV == "development":
-    # The demo target service pays with a token anyone can read in the README: never in production.
+    # The demo target service pays with a token anyone can read in the docs: never in production.
     urlpatterns.append(path("demo/", include("demo_payments.urls")))
 urlpatterns.append(path("", include("portal.urls")))
 

@@ -28,12 +28,14 @@ INBOX_ROLES = (Role.APPROVER, Role.ADMIN)
 
 @dataclass(frozen=True)
 class Navigation:
-    """What the top bar offers this user: Chat for everyone, the rest by role."""
+    """What the top bar offers this user: the agents (Chat) for everyone, the rest by role."""
 
     show_inbox: bool
     pending: int
     show_history: bool
     show_admin: bool
+    chat_label: str = "Chat"
+    """The first tab's name: "Agents" for someone who reads the agents' record but does not chat."""
 
 
 def may_be_asked_to_decide(*, user: Any) -> bool:
@@ -59,6 +61,7 @@ def navigation_for(*, user: Any) -> Navigation:
         pending=pending,
         show_history=approval_selectors.may_view_history(user=user),
         show_admin=bool(user.is_staff),
+        chat_label="Agents" if reads_only(user=user) else "Chat",
     )
 
 
@@ -121,6 +124,16 @@ def reads_only(*, user: Any) -> bool:
     return bool(ids) and all(chat_refusal(user=user, organization_id=i) for i in ids)
 
 
+def reads_record_of(*, user: Any, organization_id: int) -> bool:
+    """Whether ``user`` may read the approval record of organisation ``organization_id`` (its
+    auditors, operators and admins, and superusers: :data:`approvals.selectors.AUDIT_ROLES`)."""
+    if getattr(user, "is_superuser", False):
+        return True
+    return Membership.objects.filter(
+        user=user, organization_id=organization_id, role__in=approval_selectors.AUDIT_ROLES
+    ).exists()
+
+
 def agent_for_chat(*, agent_id: int, user: Any) -> Agent | None:
     return agent_selectors.agent_get(agent_id=agent_id, user=user)
 
@@ -147,13 +160,14 @@ def archived_conversations(*, user: Any, limit: int = SEARCH_RESULTS) -> list[An
     )
 
 
-def _listed(*, user: Any, agent: Agent | None = None) -> QuerySet[Conversation]:
-    """``user``'s conversations that are not archived, most recently active first."""
+def _listed(*, user: Any, agent: Agent | None = None, archived: bool = False) -> QuerySet[Conversation]:
+    """``user``'s conversations that are not archived (with ``archived``, those too), most
+    recently active first."""
     conversations = Conversation.objects.filter(
-        user=user,
-        organization_id__in=agent_selectors.organization_ids_of(user=user),
-        archived_at__isnull=True,
+        user=user, organization_id__in=agent_selectors.organization_ids_of(user=user)
     ).select_related("agent")
+    if not archived:
+        conversations = conversations.filter(archived_at__isnull=True)
     if agent is not None:
         conversations = conversations.filter(agent=agent)
     return conversations.annotate(last_activity=Coalesce(Max("runs__created_at"), "created_at")).order_by(
@@ -162,16 +176,17 @@ def _listed(*, user: Any, agent: Agent | None = None) -> QuerySet[Conversation]:
 
 
 def conversation_search(*, user: Any, query: str, limit: int = SEARCH_RESULTS) -> list[Any]:
-    """``user``'s own conversations (not archived) whose title or messages contain ``query``
-    (case-insensitive): what they wrote and what the agent answered. Other people's
-    conversations are never searched, colleagues' included."""
+    """``user``'s own conversations whose title or messages contain ``query`` (case-insensitive):
+    what they wrote and what the agent answered, most recently active first. Archived ones are
+    found too (a search is how one finds an old conversation again; the page marks them). Other
+    people's conversations are never searched, colleagues' included."""
     text = " ".join(query.split())[:MAX_QUERY_LENGTH]
     if not text:
         return []
     said = Run.objects.filter(conversation=OuterRef("pk")).filter(
         Q(input__icontains=text) | Q(output__icontains=text)
     )
-    return list(_listed(user=user).filter(Q(title__icontains=text) | Exists(said))[:limit])
+    return list(_listed(user=user, archived=True).filter(Q(title__icontains=text) | Exists(said))[:limit])
 
 
 def conversation_for_chat(*, conversation_id: int, user: Any) -> Conversation | None:

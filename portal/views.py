@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import uuid
 from typing import Any
+from urllib.parse import urlencode
 
 from django import forms
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
@@ -23,10 +25,12 @@ from django.shortcuts import redirect, render
 from django.template import loader
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from agents.apis import RunStartThrottle
+from agents.demo import DEMO_PASSWORD, demo_sign_ins
 from agents.models import Conversation, ExecutionPath
 from agents.services import (
     ServiceError,
@@ -102,7 +106,15 @@ def home(request: HttpRequest) -> HttpResponse:
     """Signed out: what this is and a way to sign in. Signed in: an approver and nothing else goes
     to the inbox; everyone else sees the agents they may use and their conversations."""
     if not request.user.is_authenticated:
-        return render(request, "portal/landing.html", {"login_url": reverse("portal:login")})
+        # The demo's sign-ins only where the demo is served (development, with its data loaded):
+        # a real deployment's visitors get their accounts from their organisation.
+        demo = demo_sign_ins() if settings.FIMONE_ENV == "development" else []
+        context = {
+            "login_url": reverse("portal:login"),
+            "demo_sign_ins": demo,
+            "demo_password": DEMO_PASSWORD,
+        }
+        return render(request, "portal/landing.html", context)
     if selectors.lands_in_inbox(user=request.user):
         return redirect("approvals:inbox")
     return _home(request)
@@ -118,13 +130,17 @@ def agents_page(request: HttpRequest) -> HttpResponse:
 
 def _home(request: HttpRequest) -> HttpResponse:
     agents = selectors.agents_for(user=request.user)
+    reads_only = selectors.reads_only(user=request.user)
     return _page(
         request,
         "portal/home.html",
         {
             "cards": selectors.agent_cards(agents=agents),
-            "conversations": selectors.conversation_list(user=request.user),
-            "reads_only": selectors.reads_only(user=request.user),
+            # Someone who does not chat has no conversations to list or search: the page offers
+            # where they read instead (the record, and each agent's part of it).
+            "conversations": [] if reads_only else selectors.conversation_list(user=request.user),
+            "reads_only": reads_only,
+            "reads_record": reads_only and approval_selectors.may_view_history(user=request.user),
             "nav": "chat",
         },
     )
@@ -196,11 +212,21 @@ def agent_chat(request: HttpRequest, agent_id: int) -> HttpResponse:
             "form": form,
             "refusal": refusal,
             "conversations": selectors.conversation_list(user=request.user, agent=agent, limit=10),
+            # Who may not chat here but reads the record gets this agent's part of it.
+            "agent_history_url": _agent_history_url(request, agent) if refusal is not None else None,
             "nav": "chat",
         },
         status=status,
     )
     return _retry_after(page, refused) if refused is not None else page
+
+
+def _agent_history_url(request: HttpRequest, agent: Any) -> str | None:
+    """The approval history filtered to ``agent`` (the history's ``agent`` filter) for a user who
+    reads its organisation's record, else ``None`` (the history would refuse that filter)."""
+    if not selectors.reads_record_of(user=request.user, organization_id=agent.organization_id):
+        return None
+    return f"{reverse('approvals:history')}?{urlencode({'agent': agent.pk})}"
 
 
 @signed_in
@@ -350,9 +376,9 @@ def conversation_archive_view(request: HttpRequest, conversation_id: int) -> Htt
             raise Http404("No such conversation.") from None
         messages.error(request, f"Not archived: {error.message}.")
         return redirect("portal:conversation", conversation_id=chat.pk)
-    messages.success(
-        request, f"Archived “{chat}”: it left your list and stays in the record (Archived conversations)."
-    )
+    archived = f"{reverse('portal:conversations')}?archived=1"
+    found = format_html('Find it under <a href="{}">Archived conversations</a>.', archived)
+    messages.success(request, format_html("“{}” is archived. {}", chat, found))
     return redirect("portal:agents")
 
 
@@ -535,4 +561,7 @@ def _error(
     """A friendly error page. ``draft``/``retry_url``: a message the user typed and where to send it
     again, shown in a form so that nothing they wrote is lost."""
     context = {"status": status, "title": title, "detail": detail, "draft": draft, "retry_url": retry_url}
+    if not getattr(getattr(request, "user", None), "is_authenticated", False):
+        # A signed-out visitor has no agents to go back to: offer to sign in instead.
+        context["login_url"] = reverse("portal:login")
     return render(request, "portal/error.html", context, status=status)

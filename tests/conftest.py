@@ -38,32 +38,58 @@ def _fast_passwords(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+class RateClock:
+    """The clock of the rate counters kept in memory (fimone/rates.py, embedded mode), standing
+    still until a test lets time pass."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def time(self) -> float:
+        return self.now
+
+    def pass_(self, seconds: float) -> None:
+        """Let ``seconds`` go by for the counters: the memory's clock moves; Redis's cannot be
+        moved (its windows are its keys' lifetimes), so there the test waits them out."""
+        import time
+
+        if settings.REDIS_URL is None:
+            self.now += seconds + 0.001  # and a hair: no real wait ends exactly on time
+        else:
+            time.sleep(seconds)
+
+
 @pytest.fixture(autouse=True)
-def _fresh_request_counters(settings, monkeypatch):
-    """Rate counters (fimone/throttling.py) start at zero in every test: user ids repeat across
-    tests and across runs sharing a Redis. Only the counters go: a Redis flush would take the
-    Celery broker's bindings with it. The counters' clock stands still in the middle of a window
-    (a test that crossed a minute boundary would find its counts reset); a test that wants time
-    to pass moves ``ScopedUserRateThrottle.timer`` itself."""
+def rate_clock(settings, monkeypatch) -> RateClock:
+    """Rate counters (fimone/rates.py: the throttles' and the ``connector_rate_limit`` hook's)
+    start at zero in every test: user ids repeat across tests and across runs sharing a Redis. In
+    Redis only the throttles' counters go (a flush would take the Celery broker's bindings with it;
+    the hook's tests count for organisations of their own). In memory the windows are the clock's
+    (minute by minute), so the counters' clock stands still in the middle of one: a test that
+    crossed a minute would see its earlier requests weigh less. A test that wants time to pass
+    calls ``rate_clock.pass_(seconds)``. In Redis a window starts at its first hit, so a test is
+    never near an edge of one."""
     import time
 
-    from fimone.throttling import ScopedUserRateThrottle, throttle_cache
+    import limits.storage.memory
 
-    still = time.time() // 3600 * 3600 + 1830.0  # mid-minute, mid-hour
-    monkeypatch.setattr(ScopedUserRateThrottle, "timer", staticmethod(lambda: still))
+    from fimone import rates
 
+    clock = RateClock(time.time() // 3600 * 3600 + 1830.5)  # mid-second, mid-minute, mid-hour
+    monkeypatch.setattr(limits.storage.memory, "time", clock)
+    rates.forget_counts_in_memory()
     if settings.REDIS_URL is None:
-        throttle_cache().clear()
-        return
+        return clock
     import redis
 
     client = redis.Redis.from_url(settings.REDIS_URL)
     try:
-        keys = list(client.scan_iter(match="fimone:*:throttle:*", count=1000))
+        keys = list(client.scan_iter(match=f"{rates.KEY_PREFIX}:{{LIMITER/throttle/*", count=1000))
         if keys:
             client.delete(*keys)
     finally:
         client.close()
+    return clock
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """Workflows in the admin: define and start them, follow a run's node states.
 
-Everything is scoped to the staff user's organisations (``agents.admin``); starting and
+Everything is scoped to the staff user's organisations (``agents.admin.scoping``); starting and
 cancelling go through the services, which check the roles again.
 """
 
@@ -16,7 +16,7 @@ from django.shortcuts import render
 from django.urls import path, reverse
 from django.utils.html import format_html
 
-from agents.admin import ORGANIZATION_LOOKUPS, OrganizationScopedAdmin, ReadOnlyAdminMixin
+from agents.admin.scoping import ORGANIZATION_LOOKUPS, OrganizationScopedAdmin, ReadOnlyAdminMixin
 from agents.services import ServiceError
 from workflows import services
 from workflows.models import Workflow, WorkflowNodeRun, WorkflowRun

@@ -15,7 +15,9 @@ from agents.models import Agent, Organization, Run
 
 
 class Workflow(models.Model):
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="workflows")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="workflows", verbose_name="organisation"
+    )
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     graph = models.JSONField(
@@ -77,7 +79,9 @@ class WorkflowRun(models.Model):
     the workflow never changes a run in flight (DESIGN §1.10)."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
-    organization = models.ForeignKey(Organization, on_delete=models.PROTECT, related_name="+")
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
+    )
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     input = models.TextField(blank=True)
     status = models.CharField(

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.contrib import admin
 
-from agents.admin import ReadOnlyAdminMixin
+from agents.admin.scoping import ReadOnlyAdminMixin
 from agents.models import Connector, ConnectorAction, Organization
 from approvals.models import ApproverPolicy
 from fimone.admin_errors import CONSTRAINT_MESSAGES, constraint_keys

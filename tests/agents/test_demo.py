@@ -103,8 +103,9 @@ def test_four_payments_pay_the_two_pending_purchases_in_sentences_then_say_nothi
         f"Paid PO-1002: 4,800.00 USD to Northwind Cloud, reference {references['PO-1002']}.",
     ]
     for answer in answers[2:]:
-        assert answer.startswith("Nothing is pending: every purchase is paid.")
-        assert "manage.py demo_setup" in answer
+        # Said to a person in the chat: no developer's command (the demo payments page has them).
+        assert answer == "Nothing is pending: every purchase is paid."
+        assert "manage.py" not in answer and "make run" not in answer
     assert ConfirmationRequest.objects.count() == 2  # nothing was asked when nothing was pending
 
 

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.urls import reverse
 
 from agents.checks import hook_chain_of
@@ -18,11 +19,12 @@ from agents.models import (
     HookDeclaration,
     Membership,
     Organization,
-    RateLimitWindow,
     Run,
     ToolExecution,
 )
+from agents.rate_limit import ConnectorRateLimit
 from approvals.models import ConfirmationRequest
+from hooks.contract import HookContext
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.test_admin import agent_form, hook_rows, organization_form
 from tests.personas import make_action, make_agent, make_hook, make_http_connector, scripted
@@ -403,7 +405,13 @@ def test_the_audit_log_and_the_rate_limit_are_not_tried_and_nothing_is_recorded(
     assert "a dry run must not use it up" in text
     assert text.count('class="verdict verdict-not-tried"') == 2
     assert not ConnectorCallLog.objects.exists()
-    assert not RateLimitWindow.objects.exists()
+    # The dry run used none of the quota: the first real call under calls=1 still passes.
+    first = async_to_sync(ConnectorRateLimit(calls=1).execute)(
+        HookContext(
+            tool_name="oa__purchase_pay", user_id=governed.operator.pk, metadata={"org_id": governed.org.pk}
+        )
+    )
+    assert first.allow
 
 
 def test_what_an_operator_typed_is_shown_back_escaped(governed, payments) -> None:

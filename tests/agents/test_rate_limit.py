@@ -1,6 +1,6 @@
-"""The ``connector_rate_limit`` hook: N calls per window per connector and per user, counted
-atomically (Redis in production, one upsert in the database in embedded mode), and an observation
-that says when to retry."""
+"""The ``connector_rate_limit`` hook: N calls per sliding window per connector and per user,
+counted atomically (fimone/rates.py: Redis in production, the process's memory in embedded mode),
+and an observation that says when to retry."""
 
 from __future__ import annotations
 
@@ -14,15 +14,14 @@ from typing import Any
 import pytest
 import redis
 import redis.connection
-from django.db import connection
 
 from agents import events as ev
-from agents import rate_limit
-from agents.models import RateLimitWindow, ToolExecution
+from agents.models import ToolExecution
 from agents.services import run_start
 from hooks import HookContext, HookRegistry
 from hooks.catalog import build_hooks
 from tests.agents.engine_kit import Harness, RecordingTool, events_of
+from tests.conftest import RateClock
 from tests.personas import make_agent, scripted
 
 RETRY = re.compile(r"Retry in (\d+) s \(after \d\d:\d\d:\d\d UTC\)\.")
@@ -46,11 +45,15 @@ async def allowed(registry: HookRegistry, context: HookContext, times: int) -> l
     return [(await registry.run_pre_tool_use(context)).allow for _ in range(times)]
 
 
-@pytest.fixture(params=["database", pytest.param("redis", marks=pytest.mark.redis)])
-def backend(request: pytest.FixtureRequest, settings: Any, transactional_db: None) -> str:
-    if request.param == "database":
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+def backend(request: pytest.FixtureRequest, settings: Any) -> str:
+    if request.param == "memory":
         settings.REDIS_URL = None
     return request.param
+
+
+def wait_of(error: str) -> int:
+    return int(RETRY.search(error).group(1))
 
 
 async def test_it_allows_n_calls_then_blocks_saying_when_to_retry(backend: str) -> None:
@@ -61,8 +64,7 @@ async def test_it_allows_n_calls_then_blocks_saying_when_to_retry(backend: str) 
 
     assert not out.allow and out.blocked_by == "connector_rate_limit"
     assert out.error.startswith("Rate limit reached: at most 3 call(s) to oa per 60 s for this user.")
-    wait = int(RETRY.search(out.error).group(1))
-    assert 1 <= wait <= 60
+    assert 1 <= wait_of(out.error) <= 60
 
 
 async def test_it_counts_each_user_and_each_connector_apart(backend: str) -> None:
@@ -74,17 +76,29 @@ async def test_it_counts_each_user_and_each_connector_apart(backend: str) -> Non
     assert await allowed(registry, ctx(unique_org(), 1), 1) == [True], "and another organisation"
 
 
-async def test_a_new_window_starts_a_new_count(backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    registry, org = limiter(2, window=10), unique_org()
-    now = [1_000_000_000.0]
-    monkeypatch.setattr(rate_limit.time, "time", lambda: now[0])
+async def test_a_blocked_call_may_pass_once_the_wait_it_was_told_has_passed(
+    backend: str, rate_clock: RateClock
+) -> None:
+    """A two-second window: two calls, the third blocked until the time it was told, and the
+    blocked calls in between are not counted (they do not push that time back)."""
+    registry, org = limiter(2, window=2), unique_org()
 
     assert await allowed(registry, ctx(org, 1), 3) == [True, True, False]
-    out = await registry.run_pre_tool_use(ctx(org, 1))
-    assert "Retry in 10 s" in out.error
-    now[0] += 9.5
-    assert "Retry in 1 s" in (await registry.run_pre_tool_use(ctx(org, 1))).error
-    now[0] += 0.5
+    wait = wait_of((await registry.run_pre_tool_use(ctx(org, 1))).error)
+    assert 1 <= wait <= 2
+    rate_clock.pass_(wait)
+
+    assert await allowed(registry, ctx(org, 1), 1) == [True]
+
+
+async def test_a_whole_window_later_every_call_of_the_rate_passes_again(
+    backend: str, rate_clock: RateClock
+) -> None:
+    registry, org = limiter(2, window=1), unique_org()
+    assert await allowed(registry, ctx(org, 1), 3) == [True, True, False]
+
+    rate_clock.pass_(2)  # the calls' window, and the one after it over which they weigh less and less
+
     assert await allowed(registry, ctx(org, 1), 3) == [True, True, False]
 
 
@@ -95,8 +109,7 @@ async def test_it_limits_only_the_tools_it_is_declared_for(backend: str) -> None
     assert await allowed(registry, ctx(org, 1), 2) == [True, False]
 
 
-@pytest.mark.redis
-async def test_exactly_n_of_5n_concurrent_calls_pass_on_redis(settings: Any) -> None:
+async def test_exactly_n_of_5n_concurrent_calls_pass(backend: str) -> None:
     n, org = 20, unique_org()
     registry = limiter(n, window=3600)
 
@@ -106,8 +119,8 @@ async def test_exactly_n_of_5n_concurrent_calls_pass_on_redis(settings: Any) -> 
     assert {out.blocked_by for out in outcomes if not out.allow} == {"connector_rate_limit"}
 
 
-@pytest.mark.redis
-def test_exactly_n_of_5n_calls_from_concurrent_threads_pass_on_redis(settings: Any) -> None:
+def test_exactly_n_of_5n_calls_from_concurrent_threads_pass(backend: str) -> None:
+    """Threads with event loops of their own, as runs in embedded mode and Celery workers have."""
     n, org = 10, unique_org()
     registry = limiter(n, window=3600)
     start = threading.Barrier(5)
@@ -123,11 +136,13 @@ def test_exactly_n_of_5n_calls_from_concurrent_threads_pass_on_redis(settings: A
 
 
 @pytest.mark.redis
-async def test_each_check_on_redis_is_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
-    """One write to the server per check (the ``INCR`` and ``EXPIRE`` go out together), whether
-    the call is allowed or over the limit."""
+async def test_a_call_on_redis_is_one_round_trip_and_a_blocked_one_two(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One write to the server per allowed call (one script counts it), and two per blocked call
+    (the count, then when to retry)."""
     registry, org = limiter(2), unique_org()
-    await registry.run_pre_tool_use(ctx(unique_org(), 1))  # the pooled connection is open (and greeted)
+    await allowed(registry, ctx(unique_org(), 1), 3)  # the pooled connection is open, the scripts loaded
     sends: list[int] = []
     real = redis.connection.AbstractConnection.send_packed_command
 
@@ -138,49 +153,17 @@ async def test_each_check_on_redis_is_one_round_trip(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command", counting)
 
     assert await allowed(registry, ctx(org, 1), 4) == [True, True, False, False]
-    assert len(sends) == 4
+    assert len(sends) == 2 * 1 + 2 * 2
 
 
-async def test_exactly_n_of_5n_concurrent_calls_pass_on_the_database_fallback(
-    settings: Any, transactional_db: None
-) -> None:
-    settings.REDIS_URL = None
-    n, org = 10, unique_org()
-    registry = limiter(n, window=3600)
+async def test_a_counter_that_cannot_be_reached_blocks_the_call(settings: Any) -> None:
+    """Fails closed, like any hook that cannot complete."""
+    settings.REDIS_URL = "redis://127.0.0.1:9/0"  # nothing listens there: the connection is refused
 
-    outcomes = await asyncio.gather(*(registry.run_pre_tool_use(ctx(org, 9)) for _ in range(5 * n)))
+    out = await limiter(5).run_pre_tool_use(ctx(unique_org(), 1))
 
-    assert sum(out.allow for out in outcomes) == n
-    assert {out.blocked_by for out in outcomes if not out.allow} == {"connector_rate_limit"}
-
-
-@pytest.mark.django_db(transaction=True)
-def test_exactly_n_of_5n_database_counts_from_concurrent_connections_pass() -> None:
-    """The embedded fallback's one statement, from ten connections at once: on SQLite (embedded
-    mode) and on PostgreSQL alike every call gets a count of its own."""
-    n, key = 10, f"test:{unique_org()}"
-    start = threading.Barrier(10)
-
-    def count() -> int:
-        try:
-            start.wait()
-            return rate_limit.count_in_database(key=key, window_start=1_000)
-        finally:
-            connection.close()
-
-    with ThreadPoolExecutor(10) as pool:
-        counts = list(pool.map(lambda _: count(), range(5 * n)))
-
-    assert sorted(counts) == list(range(1, 5 * n + 1)), "every call got its own count"
-    assert sum(c <= n for c in counts) == n
-    assert RateLimitWindow.objects.get(key=key).count == 5 * n
-
-
-@pytest.mark.django_db(transaction=True)
-def test_the_database_counter_restarts_at_one_in_a_new_window() -> None:
-    assert [rate_limit.count_in_database(key="k", window_start=60) for _ in range(3)] == [1, 2, 3]
-    assert rate_limit.count_in_database(key="k", window_start=120) == 1
-    assert RateLimitWindow.objects.count() == 1
+    assert not out.allow and out.blocked_by == "connector_rate_limit"
+    assert out.error == "Tool call blocked: the safety check 'connector_rate_limit' could not complete."
 
 
 @pytest.mark.django_db(transaction=True)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from agents.admin import SECRETS_BOUND_HELP
+from agents.admin.bound_secrets import SECRETS_BOUND_HELP
 from agents.hook_declarations import HookFileError, hook_declaration_save, hooks_import
 from agents.llm.base import LLMConfigError
 from agents.llm.factory import provider_for

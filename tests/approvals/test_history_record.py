@@ -37,7 +37,10 @@ def csv_rows(response: Any) -> list[dict[str, str]]:
 
 
 def tools_listed(page: str) -> list[str]:
-    return re.findall(r'<code class="(?:agent )?tool-name">([^<]*)</code>', page)
+    """The tools of the lines listed: the history keeps a tool's internal name out of sight (its
+    row's ``data-tool``), the tool-call record shows it."""
+    found = re.findall(r'<tr data-tool="([^"]*)">|<code class="tool-name">([^<]*)</code>', page)
+    return [in_history or in_calls for in_history, in_calls in found]
 
 
 @pytest.fixture
@@ -281,13 +284,39 @@ def test_the_tool_call_export_streams_the_filtered_calls(governed, calls) -> Non
 
 
 @pytest.mark.django_db
-def test_an_empty_history_says_there_is_nothing_yet_not_that_the_filters_are_wrong(governed) -> None:
-    for page in (HISTORY, "/approvals/history/tools/"):
+def test_an_empty_history_says_there_is_nothing_yet_once_and_offers_nothing_to_download(governed) -> None:
+    for page, empty in ((HISTORY, "No approval requests yet."), (TOOLS, "No tool calls yet.")):
         response = signed_in(governed.auditor).get(page)
         text = response.content.decode()
         assert response.status_code == 200
         assert "Nothing was searched" not in text
-        assert re.search(r"\b0 (requests|tool calls|calls)", text), text[:3000]
+        assert text.count(empty) == 1, "one line says it"
+        assert not re.search(r"\b0 (requests|tool calls|calls)\b", text), "and no count of nothing"
+        assert 'id="export-csv"' not in text, "no CSV of nothing"
+    filtered = signed_in(governed.auditor).get(HISTORY, {"status": "rejected"}).content.decode()
+    assert "No requests match these filters." in filtered and "No approval requests yet." not in filtered
+
+
+def test_the_history_says_whose_record_it_is_by_the_readers_role(governed, record) -> None:
+    def lede(user: Any, page: str = HISTORY) -> str:
+        text = signed_in(user).get(page).content.decode()
+        return re.search(r'<p class="lede">(.*?)</p>', text, re.S).group(1)
+
+    assert "of the organisations you audit," in lede(governed.auditor)
+    assert "of the organisations you configure," in lede(governed.operator)
+    tool_calls = lede(governed.operator, TOOLS)
+    assert "you audit" not in tool_calls and "of the organisations you configure," in tool_calls
+    page = signed_in(governed.auditor).get(HISTORY).content.decode()
+    assert 'id="export-csv"' in page and "3 requests." in page
+
+
+def test_the_history_lists_tools_by_title_without_their_internal_names(governed) -> None:
+    recorded_request(governed, tool_name="oa__purchase_pay")
+
+    page = signed_in(governed.auditor).get(HISTORY).content.decode()
+
+    shown = re.sub(r"<[^>]+>", " ", page)
+    assert "Purchase pay" in shown and "oa__purchase_pay" not in shown
 
 
 @pytest.mark.django_db(transaction=True)
@@ -305,3 +334,87 @@ def test_the_admin_shows_a_requests_events_with_names_not_user_ids(governed, res
     assert "Could decide</strong>: " in text and "april" in text
     shown = re.sub(r"<details>.*?</details>", "", text, flags=re.S)
     assert '"approvers": [' not in shown, "the ids stay behind Show JSON"
+
+
+# --- one request's page, as people read it ------------------------------------------------------
+
+
+def outside_toggles(page: str) -> str:
+    """The page's text as read with every closed toggle (``<details>``) left closed."""
+    main = re.search(r"<main\b.*?</main>", page, re.S)
+    text = re.sub(r"<(style|script|details)\b.*?</\1>", "", main.group(0) if main else page, flags=re.S)
+    return re.sub(r"<[^>]+>", " ", text)
+
+
+def test_a_request_page_keeps_ids_and_hashes_under_technical_details(governed, record) -> None:
+    from approvals.services import log_event
+
+    dora = record["dora"]
+    log_event(
+        request_id=dora.pk,
+        kind="created",
+        actor=governed.member,
+        tool=dora.tool_name,
+        args_sha256=dora.args_sha256,
+        approvers=[record["decider"].pk],
+        approvals_required=1,
+        any_rejection_rejects=True,
+    )
+    log_event(request_id=dora.pk, kind="delivered", attempt=1, message_id="inbox:5c4c-message")
+
+    page = signed_in(governed.auditor).get(f"/approvals/{dora.pk}/").content.decode()
+    shown = outside_toggles(page)
+
+    assert "Ledger bot" in shown and "· Acme" in shown and "(Acme)" not in shown
+    for internal in (dora.args_sha256, "inbox:5c4c-message", f"#{dora.run_id}", "tool_dora"):
+        assert internal not in shown, internal
+        assert internal in page, f"{internal} stays one click away"
+    assert "<summary>Technical details</summary>" in page
+    assert "Arguments hash" not in shown and "Message ID" not in shown
+    # One approval to give: whether one rejection rejects says nothing, so it is not said.
+    assert "One rejection rejects" not in page
+
+
+def test_a_withdrawn_request_says_who_stopped_the_run_in_one_sentence(governed) -> None:
+    from approvals.services import confirmation_cancel
+
+    stopped = recorded_request(governed)
+    assert confirmation_cancel(request_id=stopped.pk, reason="the run was cancelled: cancelled by the user")
+    by_operator = recorded_request(governed)
+    assert confirmation_cancel(request_id=by_operator.pk, reason="the run was cancelled: cancelled by oscar")
+    archived = recorded_request(governed)
+    reason = "the run was cancelled: the agent was archived by oscar"
+    assert confirmation_cancel(request_id=archived.pk, reason=reason)
+    client = signed_in(governed.auditor)
+
+    page = client.get(f"/approvals/{stopped.pk}/").content.decode()
+    cancelled = re.search(
+        r'<tr>\s*<td[^>]*>[^<]*</td>\s*<td class="kind">Cancelled</td>(.*?)</tr>', page, re.S
+    )
+    assert cancelled, page
+    assert '<td class="by">alice</td>' in cancelled.group(1)
+    assert "alice stopped the run." in outside_toggles(cancelled.group(1))
+    assert "the run was cancelled: cancelled by the user" not in outside_toggles(page)
+    by_oscar = client.get(f"/approvals/{by_operator.pk}/").content.decode()
+    assert "oscar stopped the run." in outside_toggles(by_oscar)
+    assert "The run was cancelled because the agent was archived by oscar." in outside_toggles(
+        client.get(f"/approvals/{archived.pk}/").content.decode()
+    )
+    assert "alice stopped the run." in outside_toggles(client.get(HISTORY).content.decode())
+
+
+def test_an_amount_in_the_arguments_reads_in_the_currency_the_context_gives(governed) -> None:
+    from approvals.models import ConfirmationRequest
+
+    request = recorded_request(governed, tool_args={"purchase_id": "PO-1001", "amount": 1200})
+    context = [{"label": "Vendor", "value": "Lumen"}, {"label": "Amount", "value": "1,200.00 USD"}]
+    ConfirmationRequest.objects.filter(pk=request.pk).update(context=context)
+
+    for user, page in ((governed.approver, "/approvals/"), (governed.auditor, f"/approvals/{request.pk}/")):
+        text = signed_in(user).get(page).content.decode()
+        arguments = re.search(r'<dl class="kv arguments".*?</dl>', text, re.S).group(0)
+        assert "<dt>Amount</dt><dd>1,200.00 USD</dd>" in arguments, (page, arguments)
+    # Without a currency in the context, the amount stays as it was given.
+    ConfirmationRequest.objects.filter(pk=request.pk).update(context=[{"label": "Vendor", "value": "Lumen"}])
+    text = signed_in(governed.auditor).get(f"/approvals/{request.pk}/").content.decode()
+    assert "<dt>Amount</dt><dd>1,200.00</dd>" in text

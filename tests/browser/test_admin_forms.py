@@ -1,7 +1,9 @@
 """The admin explains itself, in a real browser at a laptop's and a phone's width (issue 23,
-"Operator"): a violated rule reads in plain language on its field; the agent's model is a form,
-not JSON; a hook change shows on the agent's History page with what changed; the header links to
-the inbox and the approval history for those who use them.
+"Operator"): a violated rule reads in plain language on its field, among labels in plain words; the
+agent's model is a form, not JSON; a hook change shows on the agent's History page with what
+changed and who changed it, no word split in two; the header links to the inbox and the approval
+history for those who use them, "Log out" as legible as they are; a connector action's fields say
+what they mean.
 
 Screenshots go where every browser test's go (tests/browser/shots.py)."""
 
@@ -13,9 +15,9 @@ import pytest
 from playwright.sync_api import expect
 
 from agents.demo import DEMO_AGENT_NAME, demo_setup
-from agents.models import Agent, HookDeclaration, Membership, Organization
+from agents.models import Agent, Connector, HookDeclaration, Membership, Organization
 from approvals.models import ApproverPolicy
-from tests.browser.admin_pages import WIDTHS, open_page, sign_in_to_admin
+from tests.browser.admin_pages import WIDTHS, broken_words, lines_of, open_page, overflows, sign_in_to_admin
 from tests.browser.shots import screens_folder, shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -43,6 +45,16 @@ def test_a_timeout_under_ten_seconds_is_refused_in_plain_language_on_the_timeout
     expect(field.locator(".errorlist")).to_have_text("Timeout: at least 10 seconds.")
     expect(page.locator("#content")).not_to_contain_text("approverpolicy_timeout_min")
     expect(page.locator("#content")).not_to_contain_text("Constraint")
+    # Labels in plain words, no code's names; the named-users picker in lower case, as Django's own.
+    expect(page.get_by_label("The organisation's approvers may decide")).to_be_checked()
+    expect(page.get_by_label("Wait before suspending the run (seconds)")).to_be_visible()
+    for internal in ("Allow org approvers", "Inline wait seconds", "Channel config", "Allow initiator"):
+        expect(page.locator("#content")).not_to_contain_text(internal)
+    expect(page.locator("#content")).to_contain_text("Choose all named users")
+    expect(page.locator("#content")).not_to_contain_text("Choose all Named users")
+    # The escalation tiers' column titles keep their words whole ("DELETE?", not "DELET E?").
+    tier_titles = page.locator("#tiers-group thead")
+    assert broken_words(tier_titles) == []
     shoot(page, "timeout-refused-on-its-field")
     policy.refresh_from_db()
     assert policy.timeout_seconds != 5
@@ -87,9 +99,18 @@ def test_the_agents_model_is_a_form_and_its_hook_changes_show_in_its_history(
     page.get_by_role("link", name="History", exact=True).click()
 
     entry = page.locator("tr.history-entry", has_text="Created: hook deny_tools")
-    expect(entry).to_contain_text("oscar")
+    expect(entry.locator("td.history-who")).to_have_text("oscar")
     expect(entry).to_contain_text("Parameters — tools: oa__purchase_create")
     expect(entry).to_contain_text("Parameters — message: Purchases are created in the ERP.")
+    # The demo's own hook was set up by a script, not by someone signed in: said so, not "—".
+    seeded = page.locator("tr.history-entry", has_text="Created: hook confirm_when").locator("td.history-who")
+    expect(seeded).to_have_text("system")
+    assert HookDeclaration.history.filter(name="confirm_when", history_user__isnull=True).exists()
+    history = page.locator("#change-history")
+    assert broken_words(history) == [], "no word split across two lines (“osc ar”, “confirm_whe n”)"
+    for cell in ("td.history-who", "td.history-when"):
+        assert lines_of(entry.locator(cell)) == 1, cell
+    assert overflows(page.locator("#content-main")) == []
     shoot(page, "agent-history-with-the-hook-change")
 
 
@@ -102,6 +123,10 @@ def test_the_header_links_to_the_inbox_and_the_history_for_those_who_use_them(
     tools = oscar.locator("#user-tools")
     expect(tools.get_by_role("link", name="Inbox (0)")).to_be_visible()
     expect(tools.get_by_role("link", name="Approval history")).to_be_visible()
+    # "Log out" (a button) is as legible on the blue header as the links beside it.
+    look = "(el) => ['color', 'fontWeight', 'opacity'].map((name) => getComputedStyle(el)[name])"
+    log_out = tools.get_by_role("button", name="Log out")
+    assert log_out.evaluate(look) == tools.get_by_role("link", name="Approval history").evaluate(look)
     shoot(oscar, "admin-home-as-oscar")
     tools.get_by_role("link", name="Approval history").click()
     expect(oscar.locator("main")).not_to_contain_text("Not allowed")
@@ -112,3 +137,31 @@ def test_the_header_links_to_the_inbox_and_the_history_for_those_who_use_them(
     expect(aude.locator("#user-tools").get_by_role("link", name="Approval history")).to_be_visible()
     expect(aude.locator("#user-tools").get_by_role("link", name="Inbox (0)")).to_have_count(0)
     shoot(aude, "admin-home-as-aude")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_connector_actions_fields_say_what_they_mean(
+    live_server: Any, demo_org: Organization, browser: Any, width: int
+) -> None:
+    connector = Connector.objects.get(organization=demo_org, slug="oa")
+    page = open_page(browser, width)
+    sign_in_to_admin(page, live_server.url, "oscar")
+    page.goto(f"{live_server.url}/admin/agents/connector/{connector.pk}/change/")
+
+    pay = page.locator(".inline-related", has=page.locator('input[value="purchase_pay"]'))
+    # The heading keeps its space after the colon, also where Django lays it out as a flex box.
+    heading = pay.locator("h3").first
+    title, label = heading.locator("b").bounding_box(), heading.locator(".inline_label").bounding_box()
+    assert label["x"] - (title["x"] + title["width"]) >= 3, "“Connector action: oa__purchase_pay”"
+    # The example is an example, not the action's value; "Is write" is said in words.
+    expect(pay.locator(".field-display_name .help")).to_contain_text(
+        "The name people read for this tool, e.g."
+    )
+    expect(pay.get_by_label("Changes data")).to_be_visible()
+    expect(pay).not_to_contain_text("Is write")
+    pay.get_by_text("What approvers see").click()
+    expect(pay).to_contain_text("For example, a payment's card can show the purchase it pays")
+    expect(pay).not_to_contain_text("the purchase a payment pays, say")
+    assert overflows(pay) == []
+    pay.screenshot(path=str(screens_folder() / f"pay-action-{width}.png"))
+    shoot(page, "connector-actions")

@@ -1,7 +1,8 @@
 """People in a real browser, at a laptop's and a phone's width (issue 23, "Organisation admin"):
-the demo's only admin cannot demote himself (the page says why, nothing changes), and someone
-invited by e-mail, with no account yet, follows the link, sets a password and is signed in where
-their role starts.
+the demo's only admin cannot demote himself (the page says why, nothing changes) on a page that says
+"organisation" and names the index's group in its breadcrumbs; someone invited by e-mail, with no
+account yet, follows the link, sets a password and is signed in where their role starts, and the
+admin who invited them reads one message saying what was made and sent.
 
 Screenshots go where every browser test's go (tests/browser/shots.py)."""
 
@@ -16,7 +17,7 @@ from playwright.sync_api import expect
 
 from agents.demo import DEMO_PASSWORD, demo_setup
 from agents.models import Membership, Organization, Role
-from tests.browser.admin_pages import WIDTHS, open_page, sign_in_to_admin
+from tests.browser.admin_pages import WIDTHS, broken_words, lines_of, open_page, sign_in_to_admin
 from tests.browser.shots import shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -35,6 +36,13 @@ def test_the_only_admin_cannot_demote_himself_and_the_page_says_why(
     page = open_page(browser, width)
     sign_in_to_admin(page, live_server.url, "adam")
     page.goto(f"{live_server.url}/admin/agents/organization/{demo_org.pk}/change/")
+    # The product's spelling, and the index's group (not the Python app) in the breadcrumbs.
+    expect(page.locator("h1")).to_have_text("Change organisation")
+    expect(page.locator(".breadcrumbs")).to_contain_text(
+        f"Home \u203a Organisations & people \u203a Organisations \u203a {demo_org.name}"
+    )
+    expect(page.locator("#content")).not_to_contain_text("rganization")
+    assert broken_words(page.locator("#memberships-group thead")) == []
     shoot(page, "organisation-as-adam")
     adams_row = page.locator("tr.form-row", has_text="adam")
     adams_row.locator('select[name$="-role"]').select_option(Role.MEMBER)
@@ -60,14 +68,25 @@ def test_an_invitee_with_no_account_sets_a_password_and_is_signed_in_to_the_inbo
     admin_page = open_page(browser, width)
     sign_in_to_admin(admin_page, live_server.url, "adam")
     admin_page.goto(f"{live_server.url}/admin/agents/invitation/add/")
-    admin_page.get_by_label("Organization").select_option(str(demo_org.pk))
+    admin_page.get_by_label("Organisation").select_option(str(demo_org.pk))
     admin_page.get_by_label("Email").fill("nina.ortiz@example.test")
     admin_page.get_by_label("Role").select_option(Role.APPROVER)
     admin_page.get_by_role("button", name="Save", exact=True).click()
 
+    # One message, in order: what was made, that it went by e-mail, then the link shown once.
     message = admin_page.locator(".messagelist")
-    expect(message).to_contain_text("It was sent by e-mail to nina.ortiz@example.test.")
+    expect(message.locator("li")).to_have_count(1)
+    expect(message).to_contain_text(
+        f"Invitation for nina.ortiz@example.test to {demo_org.name} as approver: sent by e-mail to "
+        "nina.ortiz@example.test. The link below is shown only once"
+    )
+    expect(message).not_to_contain_text("added successfully")
     expect(message).to_contain_text(f"{live_server.url}/invitations/")  # the address the server runs on
+    # Its state reads compactly: at most two lines ("waiting," / "7 days left"), no word split.
+    state = admin_page.locator("#result_list td.field-state").first
+    expect(state).to_have_text(re.compile(r"^waiting, \d+\s(days|day|hours) left$"))
+    assert lines_of(state) <= 2 and broken_words(state) == []
+    assert broken_words(admin_page.locator("#result_list thead")) == []
     shoot(admin_page, "invitation-made")
     link = re.search(r"https?://\S+/invitations/[\w-]+/", message.inner_text()).group(0)
     [sent] = mail.outbox

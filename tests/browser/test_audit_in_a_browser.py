@@ -143,7 +143,7 @@ def test_the_demo_operator_sees_an_admin_grouped_by_what_operators_do(live_serve
 
 
 def test_the_operators_agent_page_fits_a_phone_screen(live_server, demo_record, page) -> None:
-    # The effective chain is a wide table: it scrolls inside its panel, the page does not.
+    # The effective chain is a wide table on a laptop: on a phone each hook is a card of its own.
     sign_in(page, live_server.url, "oscar", admin=True)
     page.set_viewport_size({"width": 390, "height": 844})
     page.goto(f"{live_server.url}/admin/agents/agent/{demo_record['recent'].agent_id}/change/")

@@ -29,7 +29,8 @@ pytestmark = [pytest.mark.browser]
 WIDTHS = [pytest.param(DESKTOP, id="1280"), pytest.param(PHONE, id="390")]
 INTERNAL_ID = re.compile(r"\b[A-Za-z0-9]+__[A-Za-z0-9_]+\b")
 RAW_JSON = re.compile(r'[{\[]\s*"')
-CLOCK = r"\d\d:\d\d(\s?[AP]M)?"  # a time of day in the browser's locale
+# A time of day as every page writes it: 24-hour, with its zone (here the browser's: "13:37 UTC").
+CLOCK = r"\d\d:\d\d [A-Z][A-Za-z0-9+:-]*"
 
 # A helper on the demo's payments connector whose answers are written for people.
 SCRIPT: dict[str, Any] = {
@@ -156,14 +157,19 @@ def test_a_payment_approved_then_one_rejected_read_as_sentences_and_tables_witho
         request_id=request.pk, user=april, approve=True, reason="within budget"
     ).accepted
     expect(card.locator(".verdict")).to_contain_text("Approved by april", timeout=15_000)
-    expect(paying.locator(".step-status")).to_have_text("done", timeout=15_000)
+    expect(paying.locator(".step-status")).to_have_text("Done", timeout=15_000)
     expect(alice.locator(".bubble.assistant.final")).to_have_text("That is all I was asked to do.")
+    # Paid: nothing went wrong, so nothing invites to send it again (it would read "pay again").
+    expect(alice.locator(".turn-actions")).to_have_count(0)
+    expect(alice.get_by_role("button", name="Retry")).to_have_count(0)
+    # The verdict and the result's moments in Tokyo time, on a 24-hour clock with the zone.
+    expect(card.locator(".verdict")).to_have_text(re.compile(r"^Approved by april at \d\d:\d\d GMT\+9\b"))
     paying.get_by_text("Result").click()
     paid_at = paying.locator(".step-result tr", has_text="Paid at").locator("td")
     paid = Purchase.objects.get(pk=request.tool_args["purchase_id"]).paid_at
     assert paid is not None
-    expect(paid_at).to_contain_text(paid.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%I:%M"))
-    expect(paid_at).not_to_contain_text("T")
+    expect(paid_at).to_contain_text(paid.astimezone(ZoneInfo("Asia/Tokyo")).strftime("%H:%M") + " GMT+9")
+    expect(paid_at).not_to_contain_text(re.compile(r"[AP]M"))
     paying.get_by_text("Result").click()
     expect(alice).not_to_have_title(re.compile("Waiting"))
 
@@ -179,8 +185,13 @@ def test_a_payment_approved_then_one_rejected_read_as_sentences_and_tables_witho
     expect(second.locator(".verdict")).to_have_text(
         re.compile(r"^Rejected by april at .*over budget"), timeout=15_000
     )
-    expect(second.locator(".step").last.locator(".step-status")).to_have_text("rejected")
+    expect(second.locator(".step").last.locator(".step-status")).to_have_text("Rejected")
     expect(second.locator(".bubble.assistant.final")).to_be_visible(timeout=15_000)
+    expect(second.locator(".args-caption")).to_have_text("What was asked")
+    # Rejected: the message may be worth sending again, and Retry says what it does.
+    retry = second.get_by_role("button", name="Retry")
+    expect(retry).to_be_visible()
+    expect(retry).to_have_attribute("title", re.compile("^Send your last message again"))
     assert_readable(alice)
     shoot(alice, "approved-then-rejected")
     alice.set_viewport_size(PHONE)
@@ -229,9 +240,9 @@ def test_what_hooks_did_reads_as_sentences_and_a_blocked_call_says_why(shop, bro
     expect(alice.locator(".bubble.assistant.final")).to_be_visible(timeout=15_000)
     listing, paying = step_of(alice, "oa__purchase_list"), step_of(alice, "oa__purchase_pay")
     expect(listing.locator(".effects li")).to_have_text(
-        ["A rule of this agent set status before the call (the input shows what ran)"]
+        ["A rule of this agent changed status to “pending” before the call."]
     )
-    expect(paying.locator(".step-status")).to_have_text("blocked")
+    expect(paying.locator(".step-status")).to_have_text("Blocked")
     expect(paying.locator(".effects")).to_have_text("Blocked: Payments are frozen.")
     assert_readable(alice)
     assert "deny_tools" not in alice.locator("main").inner_text()
@@ -304,6 +315,7 @@ def test_enter_sends_and_shift_enter_makes_a_new_line(shop, browser: Browser, vi
     expect(alice).to_have_url(re.compile(r"/conversations/\d+/$"))
     expect(alice.locator(".bubble.user")).to_have_text("hello\nthere")
     expect(alice.locator(".bubble.assistant.final")).to_contain_text("Hello!", timeout=15_000)
+    expect(alice.get_by_role("button", name="Retry")).to_have_count(0)  # it went well
     box = alice.get_by_label("Continue the conversation")
     box.press("Enter")  # nothing written: nothing sent
     box.fill("and again")
@@ -328,7 +340,9 @@ def test_stop_cancels_a_waiting_run_and_its_request(shop, browser: Browser, view
 
     expect(alice.locator(".notice.run-end")).to_have_text("You stopped the run.", timeout=15_000)
     expect(card.locator(".verdict")).to_have_text("Cancelled — the run was stopped")
-    expect(alice.locator(".step").last.locator(".step-status")).to_have_text("cancelled")
+    expect(alice.locator(".step").last.locator(".step-status")).to_have_text("Cancelled")
+    expect(card.locator(".args-caption")).to_have_text("What was asked")
+    expect(card).not_to_contain_text("Who may decide")
     expect(alice.get_by_role("button", name="Stop")).to_be_hidden()
     expect(alice.get_by_role("button", name="Send")).to_be_visible()
     expect(alice.get_by_role("button", name="Retry")).to_be_visible()
@@ -344,6 +358,11 @@ def test_stop_cancels_a_waiting_run_and_its_request(shop, browser: Browser, view
     april.goto(f"{shop.url}/approvals/{request.pk}/")
     expect(april.locator("main")).to_contain_text("Cancelled")
     expect(april.get_by_role("button", name="Approve")).to_have_count(0)
+    # Its log names who stopped the run, in one sentence.
+    cancelled = april.locator("table.log tbody tr", has_text="Cancelled")
+    expect(cancelled.locator("td.by")).to_have_text("alice")
+    expect(cancelled.locator("td.details dl.kv")).to_contain_text("alice stopped the run.")
+    assert "cancelled by the user" not in april.locator("main").inner_text()  # (the JSON keeps it)
     shoot(april, "request-cancelled")
 
     # Retry sends the same message again, in the same conversation.
@@ -413,16 +432,27 @@ def test_a_member_renames_archives_restores_and_searches_her_conversations(
     alice.get_by_text("Rename or archive").click()
     alice.get_by_role("button", name="Archive").click()
     expect(alice).to_have_url(f"{shop.url}/agents/")
-    expect(alice.locator(".msg")).to_contain_text("stays in the record")
+    expect(alice.locator(".msg")).to_have_text(
+        "“Office paper order” is archived. Find it under Archived conversations."
+    )
+    expect(alice.locator(".msg").get_by_role("link", name="Archived conversations")).to_have_attribute(
+        "href", "/conversations/?archived=1"
+    )
     expect(alice.locator(".conversation-list")).to_have_count(0)
     shoot(alice, "after-archive")
+    # A search still finds it, marked archived.
     alice.goto(f"{shop.url}/conversations/?q=paper")
-    expect(alice.locator(".empty")).to_be_visible()
+    found = alice.locator("#search-results li")
+    expect(found).to_have_count(1)
+    expect(found.locator(".archived-mark")).to_have_text("Archived")
+    shoot(alice, "search-finds-archived")
 
     alice.get_by_role("link", name="Archived conversations").click()
     alice.get_by_role("link", name="Office paper order").click()
     expect(alice).to_have_url(chat_url)
-    expect(alice.locator("#archived-note")).to_contain_text("it takes no new messages")
+    expect(alice.locator("#archived-note")).to_contain_text(
+        re.compile(r"^\s*Archived on \d{4}-\d\d-\d\d\. It is kept for the record and takes no new messages\.")
+    )
     expect(alice.locator("#composer")).to_have_count(0)
     shoot(alice, "archived-conversation")
     alice.get_by_role("button", name="Restore to my list").click()
@@ -462,6 +492,11 @@ def test_the_landing_page_the_favicon_and_the_portal_404_page_render_in_developm
     visitor.goto(f"{shop.url}/")
     expect(visitor.get_by_role("heading", level=1)).to_have_text("Agents that ask before they act")
     expect(visitor.locator("main")).to_contain_text("Approvers")
+    # The demo is served here: the page says how to try it, for people (no developer's command).
+    expect(visitor.locator("#demo-hint")).to_contain_text(
+        "Trying the demo? Sign in as alice (chat), april (approve)"
+    )
+    expect(visitor.locator("main")).not_to_contain_text("make run")
     icon = visitor.locator("link[rel=icon]").get_attribute("href")
     assert icon and visitor.request.get(f"{shop.url}{icon}").ok
     shoot(visitor, "landing")
@@ -470,6 +505,9 @@ def test_the_landing_page_the_favicon_and_the_portal_404_page_render_in_developm
     assert missing is not None and missing.status == 404
     expect(visitor.get_by_role("heading", name="Page not found")).to_be_visible()
     expect(visitor.locator("body")).not_to_contain_text("URLconf")
+    # Signed out, there are no agents to go back to: the way on is to sign in.
+    expect(visitor.locator("main").get_by_role("link", name="Sign in")).to_be_visible()
+    expect(visitor.locator("main")).not_to_contain_text("Back to your agents")
     shoot(visitor, "not-found-signed-out")
     sign_in(visitor, shop.url, "alice")
     missing = visitor.goto(f"{shop.url}/conversations/999999/")
@@ -502,8 +540,20 @@ def test_an_auditor_reads_the_agents_but_is_told_she_does_not_chat(shop, browser
     aude = new_page(browser, viewport)
     sign_in(aude, shop.url, "aude")
     expect(aude.locator("main")).to_contain_text("You are an auditor")
+    # No conversations to list or search: where she reads instead, and a tab named for it.
+    expect(aude.locator("main")).not_to_contain_text("Recent conversations")
+    expect(aude.get_by_role("search")).to_have_count(0)
+    expect(aude.locator("#where-you-read").get_by_role("link", name="Approval history")).to_be_visible()
+    expect(aude.locator("nav a.active")).to_have_text("Agents")
     shoot(aude, "auditor-home")
     aude.goto(f"{shop.url}/agents/{shop.agent.pk}/")
     expect(aude.locator("main")).to_contain_text("auditors read the record but do not chat with agents")
     expect(aude.get_by_role("button", name="Send")).to_have_count(0)
     shoot(aude, "auditor-agent")
+    # The agent's page is no dead end: its approval history, filtered to it.
+    aude.locator("#agent-history").click()
+    expect(aude).to_have_url(f"{shop.url}/approvals/history/?agent={shop.agent.pk}")
+    expect(aude.get_by_label("Agent")).to_have_value(str(shop.agent.pk))
+    expect(aude.locator("main")).to_contain_text("No requests match these filters.")
+    expect(aude.locator("#export-csv")).to_have_count(0)
+    shoot(aude, "auditor-agent-history")

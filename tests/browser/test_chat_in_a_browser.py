@@ -83,13 +83,15 @@ def test_an_end_user_watches_a_payment_wait_for_the_inbox_and_finish(
     start_paying(alice, base)
 
     listing = step_of(alice, "oa__purchase_list")
-    expect(listing.locator(".step-status")).to_have_text("done", timeout=15_000)
+    expect(listing.locator(".step-status")).to_have_text("Done", timeout=15_000)
     paying = step_of(alice, "oa__purchase_pay")
     card = paying.locator(".approval")
     expect(card).to_contain_text("Waiting for approval", timeout=15_000)
     expect(card).to_contain_text("PO-1001")
     card.get_by_text("Exactly what will run if approved").click()
     expect(card.locator(".args table.kv")).to_contain_text("PO-1001")
+    # The amount reads in the currency "What it is about" gives it.
+    expect(card.locator(".args table.kv tr", has_text="Amount").locator("td")).to_have_text("1,200.00 USD")
     card.locator(".args").get_by_role("button", name="Show JSON").click()
     expect(card.locator(".args pre.json")).to_contain_text('"purchase_id": "PO-1001"')
     expect(card).to_contain_text("april")
@@ -116,7 +118,10 @@ def test_an_end_user_watches_a_payment_wait_for_the_inbox_and_finish(
 
     expect(card.locator(".verdict")).to_contain_text("Approved by april", timeout=15_000)
     expect(card.locator(".verdict")).to_contain_text("within budget")
-    expect(paying.locator(".step-status")).to_have_text("done", timeout=15_000)
+    # Decided: the card says what was approved, not what "will run", nor who "may" decide.
+    expect(card.locator(".args-caption")).to_have_text("What was approved")
+    expect(card).not_to_contain_text("Who may decide")
+    expect(paying.locator(".step-status")).to_have_text("Done", timeout=15_000)
     paying.get_by_text("Result").click()
     expect(paying.locator(".step-result table.kv")).to_contain_text("PO-1001")
     final = alice.locator(".bubble.assistant.final")

@@ -1,6 +1,7 @@
 """The demo operator works the hook editor in a real browser: attaches ``confirm_when`` to the
 demo agent by filling the hook's parameter inputs, finds it in the effective chain before the
-approval gate, and tries the chain on a large payment: approval needed, nothing opened.
+approval gate, and tries the chain on a large payment: approval needed, nothing opened. At a
+phone's width the hook's row, the chain and the trial's steps fit the screen, nothing cut.
 
 Screenshots go where every browser test's go (tests/browser/shots.py)."""
 
@@ -15,6 +16,7 @@ from playwright.sync_api import Page, expect
 from agents.demo import DEMO_AGENT_NAME, DEMO_PASSWORD, demo_setup
 from agents.models import Agent, ConnectorAction, HookDeclaration
 from approvals.models import ConfirmationRequest
+from tests.browser.admin_pages import overflows
 from tests.browser.shots import screens_folder, shoot
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -45,6 +47,10 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     base = live_server.url
     sign_in_to_admin(page, base, "oscar")
     page.goto(f"{base}/admin/agents/agent/{demo_agent.pk}/change/")
+    # The organisation's enforced hooks run after the agent's own (hooks.contract.Band).
+    heading = page.locator("#hook_declarations-group h2").first
+    expect(heading).to_contain_text("the organisation's enforced hooks run after these")
+    expect(heading).not_to_contain_text("first")
 
     page.get_by_role("button", name="Add another hook").click()
     row = page.locator(".inline-related.last-related.dynamic-hook_declarations").last
@@ -60,6 +66,12 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     params.locator('[name$="__conditions__0__op"]').select_option(">=")
     params.locator('[name$="__conditions__0__value"]').fill("50000")
     params.locator('[name$="__reason"]').fill("payments of 50,000 or more")
+    assert overflows(row) == [], "the hook's row fits the screen, nothing cut or scrolled"
+    row_box = row.bounding_box()
+    assert row_box is not None and row_box["x"] >= 0 and row_box["x"] + row_box["width"] <= width
+    expect(row.locator(".inline_label")).to_have_text("#1")
+    label_gap = row.locator("h3 .inline_label").bounding_box()["x"] - _right(row.locator("h3 b"))
+    assert label_gap >= 3, "“Hook: #1”, a space after the colon"
     row.screenshot(path=str(screens_folder() / f"hook-editor-row-{width}.png"))
     page.get_by_role("button", name="Save and continue editing").click()
 
@@ -77,10 +89,23 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     expect(chain.locator('tr[data-hook="confirmation_gate"]')).to_contain_text(
         "confirm_when asks when: amount >= 50000"
     )
+    assert overflows(chain) == [], "the chain reads in full within the screen"
+    assert _right(chain) <= width
     shoot(page, "agent-page-with-its-chain")
     chain.screenshot(path=str(screens_folder() / f"effective-chain-{width}.png"))
 
     page.get_by_role("link", name="Try this chain").first.click()
+    intro = page.locator(".trial-intro")
+    expect(intro).to_contain_text(f"Try the hooks that a new run of {DEMO_AGENT_NAME} would use, on one call")
+    expect(page.locator(".breadcrumbs")).to_contain_text("Home \u203a Agents & hooks \u203a Agents")
+    # The call is typed first; "Or a recent call" follows what it stands in for.
+    rows = page.locator("fieldset.module .form-row")
+    assert [rows.nth(i).get_attribute("class").split()[-1] for i in range(rows.count())] == [
+        "field-tool_name",
+        "field-arguments",
+        "field-recent_call",
+        "field-sample_result",
+    ]
     page.get_by_label("Tool").select_option("oa__purchase_pay")
     inputs = page.locator('.tool-args[data-tool="oa__purchase_pay"]')
     expect(inputs).to_be_visible()
@@ -96,6 +121,8 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     step = page.locator('tr.trial-step[data-hook="confirm_when"]')
     expect(step).to_contain_text("asked for approval")
     expect(page.locator('tr.trial-step[data-hook="confirmation_gate"]')).to_contain_text("approval needed")
+    assert overflows(page.locator("#trial-result")) == [], "the trial's steps read in full"
+    assert overflows(page.locator("#effective-chain")) == []
     shoot(page, "try-a-chain-result")
     assert not ConfirmationRequest.objects.exists(), "a dry run opens no approval request"
 
@@ -125,12 +152,25 @@ def test_the_trial_says_the_tool_is_flagged_in_its_connector_and_links_there(
 
     outcome = page.locator("#trial-outcome")
     expect(outcome).to_contain_text("Approval needed — a person is asked because:")
-    expect(outcome).to_contain_text(
-        f"is flagged “requires confirmation” in connector {pay.connector.name} — change it there"
-    )
+    flagged = f"is flagged “requires confirmation” in connector {pay.connector.name} — change it there"
+    expect(outcome).to_contain_text(flagged)
+    # The same reason on the gate's step of the trial and in the chain: whole, at either width.
+    gate_step = page.locator('tr.trial-step[data-hook="confirmation_gate"]')
+    expect(gate_step).to_contain_text(flagged)
+    expect(page.locator('#effective-chain tr[data-hook="confirmation_gate"]')).to_contain_text(flagged)
+    for part in ("#trial-result", "#effective-chain"):
+        assert overflows(page.locator(part)) == [], part
+    assert _right(gate_step.locator(".details li").first) <= width
     shoot(page, "trial-says-why")
     outcome.get_by_role("link").first.click()
     expect(page).to_have_url(
         re.compile(rf"/admin/agents/(connector/{pay.connector_id}|connectoraction/{pay.pk})/")
     )
     shoot(page, "where-the-flag-is-changed")
+
+
+def _right(locator: Any) -> float:
+    """Where ``locator``'s box ends on the page, from the left edge of the screen."""
+    box = locator.bounding_box()
+    assert box is not None, locator
+    return box["x"] + box["width"]

@@ -41,18 +41,18 @@ def test_a_request_appears_in_an_open_inbox_and_leaves_when_decided_elsewhere(
     expect(card.locator("time.countdown")).to_have_text(re.compile(r"\d+m \d\ds left"))
     expect(april.locator("#nav-inbox .count")).to_have_text("1")
     expect(april.locator("#inbox-empty")).to_be_hidden()
-    expect(april.locator("#inbox-lede")).to_contain_text("1 tool call waiting")
+    expect(april.locator("#inbox-lede")).to_contain_text("1 request waiting")
     assert april.evaluate("window.__sameDocument") is True
     request = ConfirmationRequest.objects.get()
 
     # An auditor reads the run behind it from the history: read-only, no decision controls.
     aude = browser.new_context(viewport=DESKTOP).new_page()
     sign_in(aude, base, "aude")
-    aude.get_by_role("link", name="History").click()
+    aude.get_by_role("link", name="History", exact=True).click()
     aude.get_by_role("link", name=f"Transcript of run {request.run_id}").click()
     expect(aude).to_have_url(f"{base}/runs/{request.run_id}/")
     steps = aude.locator(".step")
-    expect(steps.filter(has_text="oa__purchase_list").locator(".step-status")).to_have_text("done")
+    expect(steps.filter(has_text="oa__purchase_list").locator(".step-status")).to_have_text("Done")
     expect(aude.locator(".approval")).to_contain_text("Waiting for approval")
     expect(aude.get_by_role("button", name="Approve")).to_have_count(0)
     shoot(aude, "transcript-pending-desktop")

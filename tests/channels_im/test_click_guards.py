@@ -1,5 +1,5 @@
 """What a verified card click cannot get past, whichever channel it comes through: the
-clicker's ``DECISION_RATE`` (shared with the inbox and the API: README, Throttles), and free text
+clicker's ``DECISION_RATE`` (shared with the inbox and the API: docs/security.md, Throttles), and free text
 PostgreSQL cannot hold (a NUL in the card's reason field, or in arguments edited in the inbox).
 Never a 500: the click is either decided or refused, logged and the clicker told. The same on the
 event loop's lane is in test_clicks_on_the_loop.py; separation of duties on every path in

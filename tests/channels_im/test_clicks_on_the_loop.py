@@ -28,7 +28,7 @@ from approvals.tasks import confirmation_settled_task
 from channels_im import quick, replay
 from channels_im.identities import clicker_and_facts_async, identity_for_click
 from channels_im.models import ChannelConfig
-from fimone import adb, throttling
+from fimone import adb, rates
 from fimone.audit_chain import chain_verify
 from fimone.models import OutboxMessage
 from tests.agents.engine_kit import Harness
@@ -112,7 +112,7 @@ async def loop_connections() -> AsyncIterator[None]:
     yield
     await adb.close()
     await replay.close_async()
-    await throttling.close_async()
+    await rates.close_async()
 
 
 @pytest.fixture

@@ -125,6 +125,29 @@ def test_an_auditor_reads_but_may_not_chat_on_the_pages_or_the_api(personas) -> 
     assert aude.post(f"/agents/{agent.pk}/", {"message": "hello"}).status_code == 302
 
 
+def test_an_auditors_pages_offer_where_she_reads_not_conversations(personas) -> None:
+    agent = make_agent(personas.org, personas.operator)
+    aude = signed_in(personas.auditor)
+
+    home = aude.get("/agents/").text
+
+    assert "Recent conversations" not in home and 'role="search"' not in home
+    assert "Your conversations will be listed here" not in home
+    assert 'href="/approvals/history/"' in re.search(r'id="where-you-read".*?</ul>', home, re.S).group(0)
+    nav = re.search(r'<nav aria-label="Main">(.*?)</nav>', home, re.S).group(1)
+    assert ">Agents</a>" in nav and ">Chat</a>" not in nav, "she is not offered a chat"
+    # The agent's page leads to its part of the record: the history, filtered to it.
+    page = aude.get(f"/agents/{agent.pk}/").text
+    link = re.search(r'<a [^>]*href="([^"]+)" id="agent-history"', page)
+    assert link and link.group(1) == f"/approvals/history/?agent={agent.pk}"
+    history = aude.get(link.group(1))
+    assert history.status_code == 200 and f'<option value="{agent.pk}" selected>' in history.text
+    # A member chats: her home lists her conversations, her nav says Chat, no record link.
+    alice = signed_in(personas.member)
+    assert "Recent conversations" in alice.get("/agents/").text
+    assert 'id="agent-history"' not in alice.get(f"/agents/{agent.pk}/").text
+
+
 # --- rename, archive, search ----------------------------------------------------------------------
 
 
@@ -150,12 +173,19 @@ def test_an_archived_conversation_leaves_the_lists_takes_no_message_and_stays_wh
     archived = alice.post(f"/conversations/{conversation.pk}/archive/", follow=True)
 
     assert archived.redirect_chain[-1][0] == "/agents/"
-    assert "left your list and stays in the record" in archived.text
+    title = conversation.title
+    link = '<a href="/conversations/?archived=1">Archived conversations</a>'
+    assert f"“{title}” is archived. Find it under {link}." in archived.text, archived.text
     assert f'href="/conversations/{conversation.pk}/"' not in alice.get("/agents/").text
-    assert f'href="/conversations/{conversation.pk}/"' not in alice.get("/conversations/?q=pay").text
+    # A search finds it still, marked as archived.
+    found = alice.get("/conversations/?q=pay").text
+    item = re.search(rf'<li>\s*<a href="/conversations/{conversation.pk}/">.*?</li>', found, re.S)
+    assert item and '<span class="badge archived-mark">Archived</span>' in item.group(0)
     assert f'href="/conversations/{conversation.pk}/"' in alice.get("/conversations/?archived=1").text
     page = alice.get(f"/conversations/{conversation.pk}/")
-    assert page.status_code == 200 and "it takes no new messages" in page.text
+    day = timezone.localdate(Conversation.objects.get(pk=conversation.pk).archived_at).isoformat()
+    assert page.status_code == 200
+    assert f"Archived on {day}. It is kept for the record and takes no new messages." in page.text
     assert 'id="composer"' not in page.text
     alice.post(f"/conversations/{conversation.pk}/", {"message": "and then?"})
     alice.post(f"/conversations/{conversation.pk}/retry/")
@@ -165,6 +195,7 @@ def test_an_archived_conversation_leaves_the_lists_takes_no_message_and_stays_wh
 
     alice.post(f"/conversations/{conversation.pk}/restore/")
     assert f'href="/conversations/{conversation.pk}/"' in alice.get("/agents/").text
+    assert "archived-mark" not in alice.get("/conversations/?q=pay").text
 
 
 def test_a_conversation_with_a_run_in_progress_is_not_archived(personas) -> None:
@@ -303,7 +334,9 @@ def test_with_debug_on_people_get_the_portals_404_and_500_and_machines_keep_thei
         assert page.status_code == 404, path
         assert "Page not found" in page.text and "Back to your agents" in page.text
         assert "URLconf" not in page.text and "Django tried these URL patterns" not in page.text
-    assert Client().get("/no/such/page/").status_code == 404  # signed out too
+    signed_out = Client().get("/no/such/page/")  # signed out too: no agents to go back to
+    assert signed_out.status_code == 404 and "Page not found" in signed_out.text
+    assert 'href="/login/">Sign in</a>' in signed_out.text and "Back to your agents" not in signed_out.text
     assert alice.get("/agents").status_code == 301  # a missing slash is still added
     api = alice.get("/api/runs/999999/events/")
     assert api.status_code == 404 and api["Content-Type"].startswith("application/json")

@@ -56,6 +56,28 @@ def test_the_home_page_tells_a_signed_out_visitor_what_this_is_and_how_to_sign_i
     assert page.status_code == 200 and "Sign in" in page.text
 
 
+def test_the_landing_page_tells_people_how_to_try_the_demo_only_where_the_demo_is(settings) -> None:
+    from agents.demo import DEMO_PASSWORD, demo_setup
+
+    assert "Trying the demo" not in Client().get("/").text, "no demo loaded, no hint"
+    demo_setup(base_url="http://127.0.0.1:9")
+
+    page = Client().get("/").text
+
+    hint = re.search(r'<p class="muted demo-hint" id="demo-hint">(.*?)</p>', page, re.S)
+    assert hint, page
+    text = re.sub(r"<[^>]+>", "", hint.group(1))
+    assert text.startswith(
+        "Trying the demo? Sign in as alice (chat), april (approve), aude (audit), oscar (configure) or "
+        "adam (administer), with the password"
+    )
+    assert f"with the password {DEMO_PASSWORD}." in text
+    # For people: no developer's command, no doubled space.
+    assert "make run" not in page and "manage.py" not in page and "demo?  " not in page
+    settings.FIMONE_ENV = "production"  # the demo is not served there
+    assert "Trying the demo" not in Client().get("/").text
+
+
 def test_it_shows_a_member_only_the_agents_of_their_own_organisations(personas) -> None:
     ours = make_agent(personas.org, personas.operator, name="Procurement assistant")
     theirs = make_agent(personas.other_org, personas.stranger, name="Globex secret bot")

@@ -44,6 +44,10 @@ def test_make_prod_serves_the_portal_and_its_scripts_on_every_server_and_a_worke
             assert script.status_code == 200, prod.log()
             assert script.headers["content-type"].startswith("text/javascript")
             assert script.content == (ROOT / "portal/static/portal/chat.js").read_bytes()
+            # chat.js is a module: the modules it imports ("./turn.js") are gathered and served beside it.
+            module = httpx.get(prod.url(index, "/static/portal/turn.js"))
+            assert module.status_code == 200, prod.log()
+            assert module.headers["content-type"].startswith("text/javascript")
             assert httpx.get(prod.url(index, "/static/portal/portal.css")).status_code == 200
             assert httpx.get(prod.url(index, "/static/portal/missing.js")).status_code == 404
 

@@ -50,7 +50,7 @@
   function setCount(pending) {
     setTitle(pending);
     if (!list && pending > lastPending) {
-      notify("Approval needed", pending + " tool call" + (pending === 1 ? "" : "s") + " waiting for your decision",
+      notify("Approval needed", pending + " request" + (pending === 1 ? "" : "s") + " waiting for your decision",
              "fimone-inbox", function () { window.location.href = nav.getAttribute("href"); });
     }
     lastPending = pending;
@@ -72,7 +72,7 @@
   function setLede(pending) {
     if (!lede) return;
     lede.textContent = pending
-      ? pending + " tool call" + (pending === 1 ? "" : "s") + " waiting for your decision, soonest deadline first."
+      ? pending + " request" + (pending === 1 ? "" : "s") + " waiting for your decision, soonest deadline first."
       : lede.getAttribute("data-empty");
     if (empty) empty.hidden = pending > 0;
   }
