@@ -203,11 +203,12 @@ def test_a_quorum_card_says_who_voted_and_when_and_the_auditor_reads_names(
     shoot(aude, "request-event-log")
 
 
+@pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["1280", "390"])
 def test_an_approver_who_turned_notifications_on_is_told_of_a_new_request_in_the_background(
-    asgi_server, demo, browser: Browser
+    asgi_server, demo, browser: Browser, viewport: dict[str, int]
 ) -> None:
     base = asgi_server.url
-    context = browser.new_context(viewport=DESKTOP)
+    context = browser.new_context(viewport=viewport)
     context.add_init_script(NOTIFICATIONS)
     april = context.new_page()
     april.goto(f"{base}/approvals/login/")
@@ -218,6 +219,7 @@ def test_an_approver_who_turned_notifications_on_is_told_of_a_new_request_in_the
 
     april.get_by_role("button", name="Turn on notifications").click()
     expect(april.locator("#inbox-notify-state")).to_contain_text("Notifications are on")
+    assert fits(april)
     shoot(april, "inbox-notifications-on")
     april.evaluate("window.__hidden = true")
     pay(demo)
