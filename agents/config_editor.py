@@ -20,6 +20,7 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from agents.tools.builtins import BUILTIN_TOOLS
 from fimone.forms import JSONFormField
 from fimone.parsers import loads as json_loads
 
@@ -360,8 +361,6 @@ class BuiltinToolsWidget(forms.Widget):
         return ToolsInput(raw="", picked=list(data.getlist(f"{name}__pick")), structured=True)
 
     def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> SafeString:
-        from agents.tools.builtins import BUILTIN_TOOLS
-
         if isinstance(value, ToolsInput):
             picked = value.picked if value.structured else _names(_parsed(value.raw))
         else:

@@ -18,6 +18,8 @@ from django import forms
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from agents.models import ConnectorAction
+from agents.tools.toolbox import ToolboxError, tools_for_agent
 from fimone.parsers import loads as json_loads
 from hooks.catalog import HookDeclarationError, catalog_entries
 from hooks.contract import GATE_PRIORITY, Hook
@@ -601,8 +603,6 @@ def connector_action_url(action: Any) -> str:
 def tool_flag_reason(agent: Any, tool_name: str) -> Why:
     """Why the tool ``tool_name`` of ``agent`` requires confirmation by itself, and where that is
     changed (the connector action's "requires confirmation" box)."""
-    from agents.models import ConnectorAction
-
     slug, _, action_name = tool_name.partition("__")
     action = (
         ConnectorAction.objects.filter(
@@ -642,8 +642,6 @@ def gate_reasons(agent: Any, rows: list[ChainRow]) -> list[Why]:
     """Everything that makes the approval gate of ``agent`` ask a human: the agent confirming every
     call, each of its tools flagged "requires confirmation" (with where to change that), and each
     hook of the chain that can ask (``confirm_when`` with its conditions)."""
-    from agents.tools.toolbox import ToolboxError, tools_for_agent
-
     reasons: list[Why] = []
     if agent.require_confirmation_for_all:
         reasons.append(CONFIRMS_ALL)
