@@ -11,10 +11,18 @@ class AgentsConfig(AppConfig):
 
         # The hooks that need this app's data register themselves in the hook catalog.
         import agents.audit
+
+        # The runner and the Celery tasks install how runs are driven and enqueued
+        # (agents.executors), so dispatching never imports upwards.
+        import agents.engine.runner
         import agents.guards
-        import agents.rate_limit  # noqa: F401
-        from agents.history import refuse_deleting_connector_with_history
+        import agents.rate_limit
+        import agents.tasks  # noqa: F401
+        from agents.history import refuse_deleting_connector_with_history, register_connector_history
         from agents.models import Connector
+        from agents.selectors import tool_executions_of
+
+        register_connector_history("agents.tool_executions", tool_executions_of)
 
         pre_delete.connect(
             refuse_deleting_connector_with_history,

@@ -8,7 +8,9 @@ from django.core.exceptions import ValidationError
 
 from agents.llm.base import LLMConfigError
 from agents.llm.factory import check_credentials, check_model_config
-from hooks.catalog import HookDeclarationError, build_hooks, resolve_chain
+from agents.tools.builtins import BUILTIN_TOOLS
+from agents.tools.sandbox import NOTE
+from hooks.catalog import CODE_KINDS, HookDeclarationError, build_hooks, hook_catalog, resolve_chain
 
 
 def hooks_declaration(config: Any) -> Any:
@@ -18,23 +20,12 @@ def hooks_declaration(config: Any) -> Any:
     return hooks.get("class_hooks", [])
 
 
-def hook_declaration_items(agent: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The enabled declarations a run of ``agent`` carries, as ``hooks.catalog`` items:
-    ``(enforced by its organisation, its own)``."""
-    from agents.models import HookDeclaration
-
-    rows = HookDeclaration.objects.filter(organization_id=agent.organization_id, enabled=True)
-    enforced = [row.as_item() for row in rows.filter(agent__isnull=True).order_by("priority", "pk")]
-    own = [row.as_item() for row in rows.filter(agent_id=agent.pk).order_by("priority", "pk")]
-    return enforced, own
-
-
 def hook_chain_of(agent: Any) -> dict[str, Any]:
     """The hook chain a new run of ``agent`` keeps (``Run.hook_chain``): its organisation's
     enforced declarations, its own declarations and its ``model_config_json`` ``class_hooks``,
     resolved now, or the reason they cannot be, recorded so the run fails closed with it."""
     try:
-        enforced, own = hook_declaration_items(agent)
+        enforced, own = agent.hook_declaration_items()
         return resolve_chain(
             hooks_declaration(agent.model_config_json),
             require_confirmation_for_all=agent.require_confirmation_for_all,
@@ -53,11 +44,8 @@ def sandbox_chain_of(agent: Any, *, sandbox: dict[str, Any]) -> dict[str, Any]:
     code of their own (command, http, python) are left out too: they would run although no call
     was made live. Like :func:`hook_chain_of`, a chain that cannot be resolved is recorded as
     its reason, and the run fails closed with it."""
-    from agents.tools.sandbox import NOTE
-    from hooks.catalog import CODE_KINDS, hook_catalog
-
     try:
-        enforced, _own = hook_declaration_items(agent)
+        enforced, _own = agent.hook_declaration_items()
         kept = [i for i in enforced if not (i.get("point") == "SessionStart" and i.get("kind") in CODE_KINDS)]
         chain = resolve_chain(
             None, require_confirmation_for_all=agent.require_confirmation_for_all, enforced=kept
@@ -104,8 +92,6 @@ def check_agent_config(agent: Any) -> None:
         build_hooks(hooks_declaration(agent.model_config_json))
     except HookDeclarationError as exc:
         errors.setdefault("model_config_json", []).append(f"hooks: {exc}")
-    from agents.tools.builtins import BUILTIN_TOOLS
-
     builtin = agent.builtin_tools or []
     if not isinstance(builtin, list) or not all(isinstance(name, str) for name in builtin):
         errors.setdefault("builtin_tools", []).append("must be a list of tool names")

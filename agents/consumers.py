@@ -10,6 +10,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agents.access import RECHECK_SECONDS, access_group
 from agents.events import EPHEMERAL
+from agents.selectors import run_event_page_after, run_visible_to
 
 LOST_ACCESS = 4403
 """The close code of a stream whose watcher may no longer watch it (left the organisation, lost
@@ -61,8 +62,6 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
 
     async def _replay(self, after: int) -> None:
         """Send the stored events with ``seq > after``, in seq order, page by page."""
-        from agents.selectors import run_event_page_after
-
         self.last_sent = after
         while True:
             messages, has_more = await run_event_page_after(run_id=self.run_id, after=self.last_sent)
@@ -105,11 +104,7 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
         connection with a ``RecursionError``.)"""
 
     async def _may_watch(self, user: Any) -> bool:
-        from channels.db import database_sync_to_async
-
-        from agents.selectors import run_visible_to
-
-        return await database_sync_to_async(run_visible_to)(run_id=self.run_id, user=user)
+        return await run_visible_to(run_id=self.run_id, user=user)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """Channels closes stale database connections before every handler, a hop to a thread per

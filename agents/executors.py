@@ -86,26 +86,49 @@ async def _logged(coro: Coroutine[Any, Any, Any]) -> Any:
 
 embedded = EmbeddedExecutor()
 
+# The code that drives runs sits above this module (``agents.engine.runner`` imports the engines,
+# ``agents.tasks`` the runner and the services), and callers all over the apps dispatch through
+# this one: the upper modules install their entry points here when they are imported
+# (``AgentsConfig.ready`` imports both), so nothing below them imports upwards.
+RunStarter = Callable[[int], Coroutine[Any, Any, Any]]
+RunResumer = Callable[..., Coroutine[Any, Any, Any]]
+_drive: dict[str, Callable[..., Any]] = {}
+_enqueue: dict[str, Callable[..., Any]] = {}
+
+
+def install_driver(*, execute: RunStarter, resume: RunResumer) -> None:
+    """The coroutines that drive a run in this process (installed by ``agents.engine.runner``)."""
+    _drive.update(execute=execute, resume=resume)
+
+
+def install_queue(*, execute: Callable[[int], Any], resume: Callable[[int, str], Any]) -> None:
+    """The senders that hand a run to a Celery worker (installed by ``agents.tasks``)."""
+    _enqueue.update(execute=execute, resume=resume)
+
+
+def _installed(table: dict[str, Callable[..., Any]], what: str) -> Callable[..., Any]:
+    try:
+        return table[what]
+    except KeyError:
+        raise RuntimeError(
+            f"no run {what} installed: agents.engine.runner and agents.tasks install theirs when "
+            "imported (AgentsConfig.ready imports them)"
+        ) from None
+
 
 def dispatch_execute(run_id: int) -> None:
     """Hand a queued run to the executor. Call after the run's row is committed."""
     if settings.RUN_EXECUTOR == "celery":
-        from agents.tasks import run_execute_task
-
-        run_execute_task.delay(run_id)
+        _installed(_enqueue, "execute")(run_id)
         return
-    from agents.engine.runner import run_execute
-
-    embedded.submit(lambda: run_execute(run_id))
+    execute = _installed(_drive, "execute")
+    embedded.submit(lambda: execute(run_id))
 
 
 def dispatch_resume(run_id: int, *, reason: str) -> None:
     """Hand a suspended (or orphaned) run to the executor to continue."""
     if settings.RUN_EXECUTOR == "celery":
-        from agents.tasks import run_resume_task
-
-        run_resume_task.delay(run_id, reason)
+        _installed(_enqueue, "resume")(run_id, reason)
         return
-    from agents.engine.runner import run_resume
-
-    embedded.submit(lambda: run_resume(run_id, reason=reason))
+    resume = _installed(_drive, "resume")
+    embedded.submit(lambda: resume(run_id, reason=reason))

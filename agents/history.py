@@ -4,7 +4,8 @@ Tool executions and confirmation requests name their tool (``<slug>__<action>``)
 at its connector, so ``on_delete=PROTECT`` cannot keep a connector whose tools ran. The checks here
 do: :func:`check_connector_deletable` runs before a connector (or a queryset of them) is deleted,
 and again on ``pre_delete`` for a connector reached by a cascade. Higher apps add their own checks
-at start-up with :func:`register_connector_history` (the approvals app: requests for its tools).
+at start-up with :func:`register_connector_history` (this app: tool executions, see
+``agents.selectors``; the approvals app: requests for its tools).
 """
 
 from __future__ import annotations
@@ -29,19 +30,6 @@ _connector_history: dict[str, ConnectorHistory] = {}
 def register_connector_history(name: str, history: ConnectorHistory) -> None:
     """Add a source of connector history (idempotent per ``name``)."""
     _connector_history[name] = history
-
-
-def tool_executions_of(connector: Connector) -> list[Model]:
-    """Executions of the connector's tools, in runs of its organisation's agents."""
-    from agents.models import ToolExecution
-
-    executions = ToolExecution.objects.filter(
-        run__agent__organization_id=connector.organization_id, tool_name__startswith=connector.tool_prefix
-    )
-    return list(executions.order_by("pk")[:PROTECTED_SAMPLE])
-
-
-register_connector_history("agents.tool_executions", tool_executions_of)
 
 
 def check_connector_deletable(connectors: Iterable[Connector]) -> None:

@@ -6,9 +6,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
-from agents.models import Agent, Conversation, Membership, Organization, Role, Run, RunEvent
+from agents.history import PROTECTED_SAMPLE
+from agents.models import (
+    Agent,
+    Connector,
+    Conversation,
+    Membership,
+    Organization,
+    Role,
+    Run,
+    RunEvent,
+    ToolExecution,
+)
 
 ORG_MANAGER_ROLES = (Role.OPERATOR, Role.ADMIN)
 """Roles whose staff users manage their organisation's objects in the admin."""
@@ -91,3 +102,12 @@ def run_event_page_after(*, run_id: int, after: int, limit: int = 200) -> tuple[
     ``limit``, in seq order) and whether more follow: the replay of a resumed stream."""
     rows = list(RunEvent.objects.filter(run_id=run_id, seq__gt=after).order_by("seq")[: limit + 1])
     return [event.as_message() for event in rows[:limit]], len(rows) > limit
+
+
+def tool_executions_of(connector: Connector) -> list[Model]:
+    """Up to ``PROTECTED_SAMPLE`` executions of the connector's tools, in runs of its organisation's
+    agents: the history that keeps it from being deleted (registered in ``agents.history``)."""
+    executions = ToolExecution.objects.filter(
+        run__agent__organization_id=connector.organization_id, tool_name__startswith=connector.tool_prefix
+    )
+    return list(executions.order_by("pk")[:PROTECTED_SAMPLE])

@@ -28,6 +28,7 @@ from agents.models import (
     RunEvent,
     RunStatus,
 )
+from agents.signals import run_cancel_requested, run_cancelled
 from fimone.throttling import ScopedUserRateThrottle
 
 log = logging.getLogger(__name__)
@@ -277,16 +278,12 @@ def _run_stop(*, run: Run, error: str) -> None:
             status=RunStatus.CANCELLED, cancel_requested=True, error=error, finished_at=timezone.now()
         )
         _append_event(run=run, type_=ev.RUN_FAILED, payload={"error": error, "stage": "cancelled"})
-        from agents.signals import run_cancelled
-
         run_cancelled.send(sender=Run, run_id=run.pk, reason=error)
         if Run.objects.filter(children=run, status=RunStatus.AWAITING_APPROVAL).exists():
             # A DAG step or a delegate its parent waits for: the parent hears it ended.
             run_resume_soon(run_id=run.parent_run_id, reason=f"its child run {run.pk} was cancelled")
     else:
         Run.objects.filter(pk=run.pk).update(cancel_requested=True)
-        from agents.signals import run_cancel_requested
-
         run_cancel_requested.send(sender=Run, run_id=run.pk, reason=error)
     # Its DAG steps and delegates in flight stop with it (parked ones withdraw their requests).
     _runs_stop(runs=Run.objects.filter(parent_run=run), error=error)

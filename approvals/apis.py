@@ -28,10 +28,14 @@ from agents.models import RunStatus
 from approvals import selectors
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
-from approvals.services import ARGS_CHANGED, INVALID_EDIT, DecisionOutcome, confirmation_decide
+from approvals.services import (
+    ARGS_CHANGED,
+    INVALID_EDIT,
+    MAX_REASON_LENGTH,
+    DecisionOutcome,
+    confirmation_decide,
+)
 from fimone.throttling import ScopedUserRateThrottle
-
-MAX_REASON_LENGTH = 2000
 
 
 @extend_schema_serializer(component_name="ApprovalPerson")

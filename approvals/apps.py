@@ -20,4 +20,14 @@ class ApprovalsConfig(AppConfig):
         demo_seeded.connect(demo_policy_seed, dispatch_uid="approvals.demo_policy_seed")
         register_connector_history("approvals.requests", requests_for_tools_of)
         register_approval_lookup(approval_was_asked)
-        import approvals.gate  # noqa: F401 - registers the gate hooks in the catalog
+        # The admin site sits below this app: it shows the inbox and history links it is given.
+        from approvals.admin_links import approval_links, history_entry
+        from fimone.admin_site import register_header_links, register_index_entry
+
+        register_header_links("approval_links", approval_links)
+        register_index_entry("approvals.history", "audit", history_entry)
+        # The gate registers its hooks in the catalog; the Celery tasks install how a verdict's
+        # follow-up reaches a worker (approvals.services.settling), so the services below them
+        # never import them.
+        import approvals.gate
+        import approvals.tasks  # noqa: F401

@@ -337,7 +337,7 @@ class ConfirmationVote(models.Model):
 class ConfirmationEvent(ChainLink):
     """Append-only audit log of one request: rows are inserted, never updated or deleted.
 
-    Tamper-evident (fimone/audit_chain.py): each event is a link of its organisation's hash chain,
+    Tamper-evident (``fimone.audit_chain``): each event is a link of its organisation's hash chain,
     written only by ``approvals.services.log_event`` (and the click's one statement,
     ``approvals.decision_sql``); ``manage.py audit_verify`` recomputes it. The ORM refuses to
     update or delete an event (``AppendOnlyError``); on PostgreSQL a trigger refuses it too.

@@ -11,22 +11,23 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from agents import services as agent_services
 from agents.engine.db import db
+from approvals.services import confirmation_escalate_due, confirmation_expire_due, runs_resume_orphaned
 
 log = logging.getLogger(__name__)
 
 
 def sweep_once() -> dict[str, int]:
-    from agents.services import runs_reclaim_expired
-    from approvals.services import confirmation_escalate_due, confirmation_expire_due, runs_resume_orphaned
-
+    """One pass of the sweep; how many requests it expired and escalated, and how many runs it
+    resumed and reclaimed."""
     # Orphans first: a request this very sweep expires resumes its run itself.
     resumed = runs_resume_orphaned()
     return {
         "expired": confirmation_expire_due(),
         "escalated": confirmation_escalate_due(),
         "resumed": resumed,
-        "reclaimed": runs_reclaim_expired(),
+        "reclaimed": agent_services.runs_reclaim_expired(),
     }
 
 

@@ -15,7 +15,9 @@ from typing import Any
 
 from channels.layers import get_channel_layer
 
+from agents import executors
 from agents.engine.db import db
+from approvals.selectors import request_status
 
 log = logging.getLogger(__name__)
 
@@ -52,9 +54,7 @@ def wake(request_id: uuid.UUID | str) -> None:
     message = {"type": "approval.verdict", "request_id": str(request_id)}
     group = approval_group(request_id)
     try:
-        from agents.executors import embedded
-
-        embedded.submit(lambda: layer.group_send(group, message))
+        executors.embedded.submit(lambda: layer.group_send(group, message))
     except Exception:  # never fail a decision over a wake-up
         log.warning("could not wake waiters of request %s", request_id, exc_info=True)
 
@@ -66,8 +66,6 @@ async def wait_for_verdict(request_id: uuid.UUID, *, window: float, poll: float)
     caller reads the row next, so it is not read twice), or the status the safety-net poll found.
     Subscribes first, then reads the status, so a decision that lands in between is not missed.
     """
-    from approvals.selectors import request_status
-
     if window <= 0:  # no inline wait (the policy's window is 0): one read, nothing to subscribe to
         return await db(request_status, request_id=request_id)
     layer = get_channel_layer()

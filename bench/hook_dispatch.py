@@ -1,10 +1,28 @@
-"""Per-tool-call cost of the hook registry: a PreToolUse + PostToolUse chain of 10 hooks.
+"""Per-tool-call cost of the hook registry: a PreToolUse + PostToolUse chain of 10 hooks (5 + 5).
 
-(a) none of the 10 hooks triggers; (b) all 10 trigger and do nothing. Each is printed beside a bare
-awaited call measured in the same run, and the registry's own cost is the difference.
-Targets on the reference machine (2 cores): (a) <= 5 µs, (b) <= 25 µs per tool call.
+Each case is measured beside a hand-written loop that awaits the same ten hooks one by one, each
+under ``asyncio.timeout(hook.timeout)`` with a ``try/except`` around it: the least that per-hook
+timeouts and failing closed need, with none of the registry's chaining, attribution or clock.
 
-    python bench/hook_dispatch.py [--calls N] [--repeat R]
+(a) none of the hooks triggers; (b) all trigger and do nothing; (c) all trigger, called as the
+engine calls the registry (``agents.engine.pipeline``): a fresh context per call with the run's
+facts in ``metadata``, the run's events handed to ``run_pre_tool_use``, two of the PreToolUse
+hooks system hooks (as the read-only guard and the approval gate are, each then given its own
+context carrying the events), every hook filtering on the tool's name, and a fresh PostToolUse
+context carrying the result.
+
+Method: the machine is shared, so the registry, the hand-written loop and (for (a)) a bare awaited
+call are measured in the same process, interleaved in ABBA order over ``--rounds`` rounds. Each
+measurement is ``--calls`` tool calls made ``--batch`` at a time, and the event loop gets a turn
+after each batch (outside the timed part), as it does in a run, where tool calls are separated by
+database writes: the cancelled timers of the hand-written loop's ``asyncio.timeout`` are cleaned
+up instead of piling up in the loop's heap. ``--batch 1`` measures every call with caches as cold
+as a loop turn leaves them. Figures are medians over the rounds, with their spread [min-max].
+
+Targets: (a) the registry costs <= 3 µs per dispatch (half a tool call's cost over the bare call:
+a tool call dispatches twice); (b) and (c) the registry costs <= 1.3x the hand-written loop.
+
+    python bench/hook_dispatch.py [--calls N] [--batch B] [--rounds R]
 """
 
 from __future__ import annotations
@@ -14,11 +32,13 @@ import asyncio
 import statistics
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hooks import HookContext, HookRegistry, HookResult, PostToolUseHook, PreToolUseHook
+from hooks import Hook, HookContext, HookRegistry, HookResult, PostToolUseHook, PreToolUseHook
 
 _OK = HookResult()
 
@@ -57,56 +77,242 @@ class NoOpPost(PostToolUseHook):
         return HookResult()
 
 
-async def tool(args: dict) -> str:
+class ForToolPre(PreToolUseHook):
+    """A declared hook: filters on the tool's name, then does nothing."""
+
+    name = "for_tool_pre"
+
+    def should_trigger(self, ctx: HookContext) -> bool:
+        return ctx.tool_name.startswith("demo__")
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        return HookResult()
+
+
+class ForToolPost(PostToolUseHook):
+    name = "for_tool_post"
+
+    def should_trigger(self, ctx: HookContext) -> bool:
+        return ctx.tool_name.startswith("demo__")
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        return HookResult()
+
+
+class SystemPre(ForToolPre):
+    """A system hook (the registry gives it the run's events), like the guard and the gate."""
+
+    name = "system_pre"
+    system = True
+
+
+class Events:
+    """The run's event publisher (``RunEvents``), as the engine's journal is."""
+
+    async def publish(self, type_: str, payload: dict[str, Any], *, at_once: bool = True) -> None:
+        return None
+
+
+async def tool(args: dict[str, Any]) -> str:
     return "ok"
 
 
-async def bare(ctx: HookContext, calls: int) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        await tool(ctx.tool_args)
-    return (time.perf_counter() - start) / calls
+FACTS = {"org_id": 1, "conversation_id": 2, "run_id": 3, "execution_path": "react"}
+EVENTS = Events()
+
+# One tool call, as each contender makes it.
+Call = Callable[[], Awaitable[None]]
 
 
-async def chained(registry: HookRegistry, ctx: HookContext, calls: int) -> float:
+def registry_call(registry: HookRegistry, ctx: HookContext) -> Call:
     pre, post = registry.run_pre_tool_use, registry.run_post_tool_use
-    start = time.perf_counter()
-    for _ in range(calls):
+
+    async def call() -> None:
         out = await pre(ctx)
         ctx.tool_result = await tool(out.tool_args)
         await post(ctx)
-    return (time.perf_counter() - start) / calls
+
+    return call
+
+
+async def _awaited(hooks: list[Hook], ctx: HookContext) -> bool:
+    """The hand-written loop: each hook under its own timeout; the first failure blocks."""
+    for hook in hooks:
+        try:
+            async with asyncio.timeout(hook.timeout):
+                if hook.should_trigger(ctx):
+                    await hook.execute(ctx)
+        except Exception:
+            return False
+    return True
+
+
+def hand_written_call(hooks: list[Hook], ctx: HookContext) -> Call:
+    pre = [h for h in hooks if isinstance(h, PreToolUseHook)]
+    post = [h for h in hooks if isinstance(h, PostToolUseHook)]
+
+    async def call() -> None:
+        await _awaited(pre, ctx)
+        ctx.tool_result = await tool(ctx.tool_args)
+        await _awaited(post, ctx)
+
+    return call
+
+
+def bare_call(ctx: HookContext) -> Call:
+    async def call() -> None:
+        ctx.tool_result = await tool(ctx.tool_args)
+
+    return call
+
+
+def _engine_contexts(call_id: str) -> tuple[HookContext, dict[str, Any]]:
+    args = {"amount": 10}
+    ctx = HookContext(
+        agent_id=1,
+        user_id=2,
+        tool_name="demo__pay",
+        tool_args=args,
+        metadata={**FACTS, "tool_call_id": call_id, "requires_confirmation": False, "is_write": True},
+    )
+    return ctx, args
+
+
+def _post_context(ctx: HookContext, result: Any, request_id: str | None) -> HookContext:
+    return HookContext(
+        tool_name=ctx.tool_name,
+        tool_args=ctx.tool_args,
+        agent_id=ctx.agent_id,
+        user_id=ctx.user_id,
+        metadata={**ctx.metadata, "tool_status": "succeeded", "duration_ms": 0.125},
+        tool_result=result,
+        confirmation_request_id=request_id,
+    )
+
+
+def engine_registry_call(registry: HookRegistry) -> Call:
+    pre, post = registry.run_pre_tool_use, registry.run_post_tool_use
+
+    async def call() -> None:
+        ctx, _ = _engine_contexts("call-1")
+        out = await pre(ctx, events=EVENTS)
+        result = await tool(out.tool_args)
+        await post(_post_context(ctx, result, out.confirmation_request_id))
+
+    return call
+
+
+def engine_hand_written_call(hooks: list[Hook]) -> Call:
+    pre = [h for h in hooks if isinstance(h, PreToolUseHook)]
+    post = [h for h in hooks if isinstance(h, PostToolUseHook)]
+
+    async def call() -> None:
+        ctx, args = _engine_contexts("call-1")
+        await _awaited(pre, ctx)
+        result = await tool(args)
+        await _awaited(post, _post_context(ctx, result, None))
+
+    return call
+
+
+async def measure(call: Call, calls: int, batch: int) -> float:
+    """Seconds per tool call, over ``calls`` calls made ``batch`` at a time; the event loop gets a
+    turn after each batch, outside the timed part."""
+    clock = time.perf_counter
+    batches = max(1, calls // batch)
+    total = 0.0
+    for _ in range(batches):
+        start = clock()
+        for _ in range(batch):
+            await call()
+        total += clock() - start
+        await asyncio.sleep(0)
+    return total / (batches * batch)
+
+
+async def abba(contenders: dict[str, Call], calls: int, batch: int, rounds: int) -> dict[str, list[float]]:
+    """Per contender, its figure in each round: the mean of its two measurements in that round,
+    taken in ABBA order (reversed every other round)."""
+    names = list(contenders)
+    figures: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:  # warm up
+        await measure(contenders[name], 500, batch)
+    for round_ in range(rounds):
+        order = names + names[::-1]
+        if round_ % 2:
+            order.reverse()
+        taken: dict[str, list[float]] = {name: [] for name in names}
+        for name in order:
+            taken[name].append(await measure(contenders[name], calls, batch))
+        for name in names:
+            figures[name].append(statistics.fmean(taken[name]))
+    return figures
+
+
+def spread(values: list[float], scale: float = 1e6, digits: int = 2) -> str:
+    return (
+        f"{statistics.median(values) * scale:.{digits}f} "
+        f"[{min(values) * scale:.{digits}f}-{max(values) * scale:.{digits}f}]"
+    )
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=4_000)
+    parser.add_argument("--batch", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=8)
     opts = parser.parse_args()
 
-    cases = {
-        "(a) 10 hooks, none triggering": HookRegistry(
-            [QuietPre(priority=i) for i in range(5)] + [QuietPost(priority=i) for i in range(5)]
-        ),
-        "(b) 10 hooks, all no-ops": HookRegistry(
-            [NoOpPre(priority=i) for i in range(5)] + [NoOpPost(priority=i) for i in range(5)]
-        ),
-    }
-    targets = {"(a) 10 hooks, none triggering": 5.0, "(b) 10 hooks, all no-ops": 25.0}
+    quiet: list[Hook] = [QuietPre(priority=i) for i in range(5)] + [QuietPost(priority=i) for i in range(5)]
+    noop: list[Hook] = [NoOpPre(priority=i) for i in range(5)] + [NoOpPost(priority=i) for i in range(5)]
+    engine: list[Hook] = [
+        SystemPre(priority=0),
+        *(ForToolPre(priority=i) for i in range(1, 4)),
+        SystemPre(priority=1_000_000),
+        *(ForToolPost(priority=i) for i in range(5)),
+    ]
     ctx = HookContext(tool_name="demo__noop", tool_args={"amount": 10}, metadata={"run_id": 1})
-    print(f"{opts.calls} tool calls x {opts.repeat} repeats; median per tool call (Pre + tool + Post)")
+    cases: dict[str, dict[str, Call]] = {
+        "(a) 10 hooks, none triggering": {
+            "registry": registry_call(HookRegistry(quiet), ctx),
+            "hand-written": hand_written_call(quiet, ctx),
+            "bare": bare_call(ctx),
+        },
+        "(b) 10 hooks, all triggering": {
+            "registry": registry_call(HookRegistry(noop), ctx),
+            "hand-written": hand_written_call(noop, ctx),
+        },
+        "(c) engine-shaped, all triggering": {
+            "registry": engine_registry_call(HookRegistry(engine)),
+            "hand-written": engine_hand_written_call(engine),
+        },
+    }
+    print(
+        f"{opts.calls} tool calls per measurement in batches of {opts.batch}, {opts.rounds} ABBA rounds; "
+        "per tool call (Pre + tool + Post), median [min-max] over rounds"
+    )
     failed = False
-    for label, registry in cases.items():
-        await chained(registry, ctx, 1000)  # warm up
-        base = statistics.median([await bare(ctx, opts.calls) for _ in range(opts.repeat)])
-        full = statistics.median([await chained(registry, ctx, opts.calls) for _ in range(opts.repeat)])
-        net = (full - base) * 1e6
-        ok = net <= targets[label]
-        failed |= not ok
-        print(
-            f"{label:32} bare awaited call {base * 1e6:6.2f} µs | with hooks {full * 1e6:6.2f} µs | "
-            f"registry cost {net:6.2f} µs (target <= {targets[label]:g} µs) {'OK' if ok else 'OVER'}"
+    for label, contenders in cases.items():
+        figures = await abba(contenders, opts.calls, opts.batch, opts.rounds)
+        ratios = [r / h for r, h in zip(figures["registry"], figures["hand-written"], strict=True)]
+        line = (
+            f"{label:34} registry {spread(figures['registry'])} µs | "
+            f"hand-written {spread(figures['hand-written'])} µs | ratio {spread(ratios, 1, 2)}"
         )
+        if "bare" in figures:
+            # A tool call makes two dispatches (run_pre_tool_use, run_post_tool_use).
+            net = [r - b for r, b in zip(figures["registry"], figures["bare"], strict=True)]
+            per_dispatch = [n / 2 for n in net]
+            ok = statistics.median(per_dispatch) <= 3e-6
+            line += (
+                f" | over the bare call {spread(net)} µs per tool call, {spread(per_dispatch)} µs per "
+                f"dispatch (target <= 3 µs per dispatch) {'OK' if ok else 'OVER'}"
+            )
+        else:
+            ok = statistics.median(ratios) <= 1.3
+            line += f" (target <= 1.3) {'OK' if ok else 'OVER'}"
+        failed |= not ok
+        print(line, flush=True)
     sys.exit(1 if failed else 0)
 
 

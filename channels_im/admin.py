@@ -27,8 +27,8 @@ from agents.admin.scoping import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMix
 from agents.models import Membership
 from approvals.models import ConfirmationRequest
 from channels_im.base import DeliveryError
-from channels_im.delivery import channel_for
 from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.providers import channel_for
 from fimone.forms import WriteOnlySecretsForm, secrets_state
 from fimone.history import ConfigHistoryAdmin
 

@@ -1,7 +1,8 @@
 """The channel contract (DESIGN §6): how an approval card reaches people and how clicks come back.
 
 The approval gate never knows which platform it talks to; :mod:`channels_im.delivery` picks the
-request's channel and calls :meth:`Channel.send_interactive_card` / :meth:`Channel.update_card`,
+request's channel, :mod:`channels_im.providers` the class serving it, and
+:mod:`channels_im.services` calls :meth:`Channel.send_interactive_card` / :meth:`Channel.update_card`,
 and :mod:`channels_im.views` hands inbound callbacks to :meth:`Channel.parse_callback` (which
 verifies before it parses) and answers with :meth:`Channel.callback_response`.
 """
@@ -75,6 +76,10 @@ class Channel(abc.ABC):
     """Whether :meth:`update_card` may be called while the request is still pending (to show a
     quorum's tally) as well as once after its verdict. A platform that lets a card be updated only
     once keeps that update for the verdict."""
+    secrets_address_setting: ClassVar[tuple[str, str | None]] = ("", None)
+    """``(setting, default)``: the key of ``settings_json`` naming the URL the secrets are sent to,
+    and the URL used when it is not set (the configuration's secrets are bound to its origin:
+    ``ChannelConfig.secrets_address``). The web inbox sends no secrets anywhere."""
 
     def __init__(self, config: Any = None) -> None:
         self.config = config

@@ -26,9 +26,9 @@ from approvals.services import (
     log_event,
 )
 from channels_im.base import CallbackResult, Channel
-from channels_im.delivery import channel_for
 from channels_im.identities import LINK_OFFER_TTL, identity_for_click, link_offer_make
 from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.providers import channel_for
 from channels_im.selectors import channel_config_for_callback
 from fimone.throttling import Refusal
 

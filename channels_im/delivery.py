@@ -1,4 +1,9 @@
-"""Choosing a request's channel and delivering its card (DESIGN §6)."""
+"""Choosing a request's channel and delivering its card (DESIGN §6).
+
+The dispatcher of the app: it hands each delivery to the Celery tasks (:mod:`channels_im.tasks`),
+or in embedded mode runs the same attempts (:mod:`channels_im.services`) on a small background
+pool. Which channel class serves a configuration is the providers' registry's to say
+(:func:`channels_im.providers.channel_for`)."""
 
 from __future__ import annotations
 
@@ -13,8 +18,9 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections
 
-from channels_im.base import Channel
 from channels_im.models import ChannelConfig
+from channels_im.services import card_deliver_attempt, card_update_attempt
+from channels_im.tasks import MAX_RETRIES, card_deliver, card_update
 
 log = logging.getLogger(__name__)
 
@@ -31,21 +37,8 @@ def resolve_channel(*, agent: Any, policy_channel_id: int | None) -> ChannelConf
     ).first()
 
 
-def channel_for(config: ChannelConfig | None) -> Channel:
-    from channels_im.web.transport import WebChannel
-
-    if config is None or config.kind == "web":
-        return WebChannel(config)
-    from channels_im.providers import provider_class
-
-    return provider_class(config.kind)(config)
-
-
 def enqueue_card_delivery(request_id: uuid.UUID, *, channel: str) -> None:
     """Send the request's card, off the caller's thread. Call after commit."""
-    from channels_im.services import card_deliver_attempt
-    from channels_im.tasks import card_deliver
-
     _dispatch(card_deliver, card_deliver_attempt, request_id, channel)
 
 
@@ -54,9 +47,6 @@ def enqueue_card_update(request_id: uuid.UUID, *, channel: str) -> None:
     thread. Call after commit. The web inbox reads the row itself: there is nothing to update."""
     if channel == "web":
         return
-    from channels_im.services import card_update_attempt
-    from channels_im.tasks import card_update
-
     _dispatch(card_update, card_update_attempt, request_id, channel)
 
 
@@ -72,8 +62,6 @@ def _dispatch(task: Any, attempt: Callable[..., float | None], request_id: uuid.
 
 def _attempt_with_backoff(attempt: Callable[..., float | None], request_id: str) -> None:
     """The embedded stand-in for the Celery task's retries: same attempts, same backoff."""
-    from channels_im.tasks import MAX_RETRIES
-
     try:
         for number in range(1, MAX_RETRIES + 2):
             retry_in = attempt(request_id=request_id, attempt=number, final=number > MAX_RETRIES)

@@ -10,7 +10,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from agents.models import Organization, SecretsBoundQuerySet, SecretsBoundToAddress
+from agents.models import Membership, Organization, SecretsBoundQuerySet, SecretsBoundToAddress
+from channels_im.providers import channel_for, provider_class
 from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
@@ -74,23 +75,20 @@ class ChannelConfig(SecretsBoundToAddress, models.Model):
         return f"{self.name} ({self.get_kind_display()})"
 
     def secrets_address(self) -> Any:
-        from channels_im.feishu.config import DEFAULT_DOMAIN
-        from channels_im.slack.config import DEFAULT_API_URL
-        from channels_im.wecom.config import DEFAULT_API_BASE
-
-        # The setting naming where each provider sends the secrets, and its default.
-        setting, default = {
-            ChannelKind.FEISHU: ("domain", DEFAULT_DOMAIN),
-            ChannelKind.SLACK: ("api_url", DEFAULT_API_URL),
-            ChannelKind.WECOM: ("api_base", DEFAULT_API_BASE),
-        }.get(self.kind, ("", None))
+        """The kind and the origin of the URL the secrets are sent to: the one of the setting its
+        provider names (:attr:`~channels_im.base.Channel.secrets_address_setting`), or that
+        provider's default. Only the kinds listed in :class:`ChannelKind` are looked up: the
+        stored value may be anything, and it names the module a provider is loaded from."""
+        setting, default = (
+            provider_class(self.kind).secrets_address_setting
+            if self.kind in ChannelKind.values
+            else ("", None)
+        )
         options = self.settings_json if isinstance(self.settings_json, dict) else {}
         return (self.kind, url_origin(options.get(setting) or default))
 
     def clean(self) -> None:
         """Refuse a configuration its provider could not use (missing keys, a non-https URL)."""
-        from channels_im.delivery import channel_for
-
         if self.secrets is not None and not isinstance(self.secrets, dict):
             raise ValidationError({"secrets": "must be a JSON object"})
         if self.kind not in ChannelKind.values:
@@ -137,8 +135,6 @@ class ImIdentity(models.Model):
         return f"{self.provider}:{self.external_id} → {self.user}"
 
     def clean(self) -> None:
-        from agents.models import Membership
-
         if (
             self.organization_id is not None
             and self.user_id is not None

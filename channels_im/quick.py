@@ -40,8 +40,8 @@ from channels_im.callbacks import (
     storable,
     unknown_channel,
 )
-from channels_im.delivery import channel_for
 from channels_im.identities import clicker_and_facts_async
+from channels_im.providers import channel_for
 from channels_im.selectors import channel_config_for_callback_async
 from fimone import adb
 from fimone.throttling import Refusal

@@ -10,7 +10,7 @@ from django.db import transaction
 from approvals.models import ConfirmationEvent, ConfirmationRequest
 from approvals.services import log_event
 from channels_im.base import DeliveryError
-from channels_im.delivery import channel_for
+from channels_im.providers import channel_for
 
 log = logging.getLogger(__name__)
 

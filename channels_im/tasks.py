@@ -13,6 +13,8 @@ import logging
 from celery import shared_task
 from celery.exceptions import Retry
 
+from channels_im.services import card_deliver_attempt, card_update_attempt
+
 log = logging.getLogger(__name__)
 
 MAX_RETRIES = 5
@@ -20,8 +22,6 @@ MAX_RETRIES = 5
 
 @shared_task(bind=True, max_retries=MAX_RETRIES, acks_late=True, ignore_result=True)
 def card_deliver(self, request_id: str) -> Retry | None:
-    from channels_im.services import card_deliver_attempt
-
     retry_in = card_deliver_attempt(
         request_id=request_id, attempt=self.request.retries + 1, final=self.request.retries >= MAX_RETRIES
     )
@@ -32,8 +32,6 @@ def card_deliver(self, request_id: str) -> Retry | None:
 
 @shared_task(bind=True, max_retries=MAX_RETRIES, acks_late=True, ignore_result=True)
 def card_update(self, request_id: str) -> Retry | None:
-    from channels_im.services import card_update_attempt
-
     retry_in = card_update_attempt(
         request_id=request_id, attempt=self.request.retries + 1, final=self.request.retries >= MAX_RETRIES
     )

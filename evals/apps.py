@@ -6,6 +6,7 @@ class EvalsConfig(AppConfig):
     verbose_name = "Evals"
 
     def ready(self) -> None:
+        # Imported here, once the app registry is ready: the receivers load models.
         from agents.signals import run_cancelled, run_settled
         from evals.receivers import case_run_settled
 

@@ -18,6 +18,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from agents.models import Agent, Organization, Run
+from agents.tools.sandbox import SandboxSpecError, sandbox_spec
 from evals.grading import expectation_errors
 
 
@@ -50,8 +51,6 @@ class EvalSet(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from agents.tools.sandbox import SandboxSpecError, sandbox_spec
-
         try:
             sandbox_spec(live_tools=self.live_tools, answers=self.tool_answers)
         except SandboxSpecError as exc:
@@ -60,8 +59,6 @@ class EvalSet(models.Model):
 
     def sandbox(self) -> dict[str, Any]:
         """The sandbox record every case run of this set keeps (:mod:`agents.tools.sandbox`)."""
-        from agents.tools.sandbox import sandbox_spec
-
         return sandbox_spec(live_tools=self.live_tools, answers=self.tool_answers)
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from django.db import transaction
 
 from evals.models import EvalResult
+from evals.services import eval_result_record
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +20,6 @@ def case_run_settled(sender: Any, *, run_id: int, **kwargs: Any) -> None:
 
 
 def _grade(run_id: int) -> None:
-    from evals.services import eval_result_record
-
     try:
         eval_result_record(run_id=run_id)
     except Exception:  # the run that ended must not fail for its grading

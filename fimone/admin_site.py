@@ -6,15 +6,20 @@ Organisations & people · System. A model no group names lands in "System" (Cele
 sign-in lockouts, API tokens: superusers only, since no role group grants them). The Audit group
 also links the approval history page (filters, CSV export) for those who may read it. A model's
 pages name its group in their breadcrumbs too (``fimone.templatetags.fim_admin``), not its app.
+
+This module sits below every app, so what the index and the header show of an app's pages beside
+its models (the approvals inbox and history) is registered here by that app at start-up, in its
+``AppConfig.ready`` (:func:`register_header_links`, :func:`register_index_entry`): import down,
+signal up (DESIGN §2).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest
-from django.urls import reverse
 
 INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("agents-hooks", "Agents & hooks", ("agents.agent", "hooks.*")),
@@ -35,6 +40,30 @@ INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 )
 """``(slug, title, models)``: each model as ``app_label.model_name``, or ``app_label.*``."""
 SYSTEM = ("system", "System")
+
+HeaderLinks = Callable[[HttpRequest], dict[str, Any]]
+"""``links(request)``: what the header of every admin page shows the signed-in user, as a dict the
+template reads (empty when nothing is for them)."""
+IndexEntry = Callable[[HttpRequest], dict[str, Any] | None]
+"""``entry(request)``: an index row that is no model (shaped like Django's ``app_list`` models:
+``name``, ``object_name``, ``admin_url``, ``add_url``, ``view_only``, ``perms``), or ``None`` when
+the user may not see it."""
+
+_header_links: dict[str, HeaderLinks] = {}
+_index_entries: dict[str, tuple[str, IndexEntry]] = {}
+
+
+def register_header_links(name: str, links: HeaderLinks) -> None:
+    """Give every admin page's context ``name``: ``links(request)``. Registering a name again
+    replaces its links (so a repeated ``ready`` is harmless)."""
+    _header_links[name] = links
+
+
+def register_index_entry(name: str, group: str, entry: IndexEntry) -> None:
+    """List ``entry(request)`` first in the index group ``group`` (a slug of :data:`INDEX_GROUPS`),
+    for the users it is not ``None`` for. ``name`` identifies the entry: registering it again
+    replaces it."""
+    _index_entries[name] = (group, entry)
 
 
 def _group_of(app_label: str, model_name: str) -> str:
@@ -76,9 +105,10 @@ class FimOneAdminSite(admin.AdminSite):
                 grouped.setdefault(slug, []).append(
                     (_order_in_group(slug, app["app_label"], model_name), model)
                 )
-        history = self._history_link(request)
-        if history is not None:
-            grouped.setdefault("audit", []).insert(0, (-1, history))
+        for group, entry in _index_entries.values():
+            row = entry(request)
+            if row is not None:
+                grouped.setdefault(group, []).insert(0, (-1, row))
         titles = [(slug, title) for slug, title, _members in INDEX_GROUPS] + [SYSTEM]
         return [
             {
@@ -93,40 +123,9 @@ class FimOneAdminSite(admin.AdminSite):
         ]
 
     def each_context(self, request: HttpRequest) -> dict[str, Any]:
-        """Every admin page's context, with the header's links to the approvals inbox (and the
-        count waiting) and to the approval history, for those who may use them."""
+        """Every admin page's context, with the header links the apps registered
+        (:func:`register_header_links`)."""
         context = super().each_context(request)
-        context["approval_links"] = self._approval_links(request)
+        for name, links in _header_links.items():
+            context[name] = links(request)
         return context
-
-    def _approval_links(self, request: HttpRequest) -> dict[str, Any]:
-        from agents.models import Membership, Role
-        from approvals.selectors import inbox_for, may_use_inbox, may_view_history
-
-        user = request.user
-        if not getattr(user, "is_authenticated", False) or not user.is_staff:
-            return {}
-        pending = inbox_for(user=user).count()
-        # Operators configure approvals and see them arrive, even with nothing to decide yet.
-        configures = Membership.objects.filter(user=user, role__in=(Role.OPERATOR, Role.ADMIN)).exists()
-        return {
-            "inbox_url": reverse("approvals:inbox")
-            if pending or configures or may_use_inbox(user=user)
-            else "",
-            "pending": pending,
-            "history_url": reverse("approvals:history") if may_view_history(user=user) else "",
-        }
-
-    def _history_link(self, request: HttpRequest) -> dict[str, Any] | None:
-        from approvals.selectors import may_view_history
-
-        if not may_view_history(user=request.user):
-            return None
-        return {
-            "name": "Approval history (filters, CSV export)",
-            "object_name": "ApprovalHistory",
-            "admin_url": reverse("approvals:history"),
-            "add_url": None,
-            "view_only": True,
-            "perms": {"view": True},
-        }

@@ -23,6 +23,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.conf import settings  # noqa: E402
 
 from agents.executors import embedded  # noqa: E402
+from approvals.sweeper import sweep_forever  # noqa: E402
 from fimone.routing import websocket_urlpatterns  # noqa: E402
 from fimone.static import StaticFiles  # noqa: E402
 
@@ -40,8 +41,6 @@ class BindServerLoop:
             self.bound = True
             embedded.bind_loop(asyncio.get_running_loop())
             if settings.RUN_EXECUTOR == "embedded":
-                from approvals.sweeper import sweep_forever
-
                 # The embedded stand-in for Celery beat; kept referenced so it is not collected.
                 self.sweeper = asyncio.get_running_loop().create_task(
                     sweep_forever(settings.APPROVAL_SWEEP_SECONDS), context=contextvars.Context()

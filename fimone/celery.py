@@ -6,6 +6,9 @@ import os
 
 from celery import Celery
 from celery.signals import worker_process_init
+from django.conf import settings
+
+from fimone.gc_tuning import tune_for_server
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fimone.settings")
 
@@ -17,8 +20,4 @@ app.autodiscover_tasks()
 @worker_process_init.connect
 def _tune_gc(**_: object) -> None:
     """Each worker process, once loaded: see fimone/gc_tuning.py."""
-    from django.conf import settings
-
-    from fimone.gc_tuning import tune_for_server
-
     tune_for_server(settings.GC_THRESHOLD)

@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 
 import dj_database_url
 
+from fimone.egress import parse_allow
+
 
 class EnvError(SystemExit):
     """A configuration variable is missing or malformed. ``str(err)`` is the one-line message."""
@@ -121,8 +123,6 @@ def env_list(name: str, default: list[str], *, environ: Mapping[str, str] | None
 def env_host_list(name: str, default: list[str], *, environ: Mapping[str, str] | None = None) -> list[str]:
     """Comma-separated host names, IP addresses and CIDR networks (or ``*``), as
     :func:`fimone.egress.parse_allow` reads them: anything else fails loudly."""
-    from fimone.egress import parse_allow
-
     items = env_list(name, default, environ=environ)
     try:
         parse_allow(items)

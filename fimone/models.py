@@ -1,4 +1,4 @@
-"""The project's own tables: the head of each tamper-evident audit chain (fimone/audit_chain.py),
+"""The project's own tables: the head of each tamper-evident audit chain (fimone/audit_chain/),
 and the guard every append-only audit table shares."""
 
 from __future__ import annotations

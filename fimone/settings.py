@@ -286,7 +286,7 @@ FIELD_ENCRYPTION_KEY = (
     if PRODUCTION
     else env_str("FIELD_ENCRYPTION_KEY")
 )
-# The audit chains (fimone/audit_chain.py) are HMAC-SHA256 links under this key, kept outside the
+# The audit chains (``fimone.audit_chain``) are HMAC-SHA256 links under this key, kept outside the
 # database: whoever can write the database but not read this cannot recompute them. In development
 # it is derived from SECRET_KEY. Keys retired by a rotation still verify the links they wrote.
 AUDIT_CHAIN_KEY = env_secret(

@@ -12,15 +12,15 @@ from hooks.contract import (
     SessionStartHook,
     SuspendRun,
 )
-from hooks.registry import (
+from hooks.outcomes import (
     BadHookResult,
-    HookRegistry,
     HookTimeout,
     PostToolUseOutcome,
     PreToolUseOutcome,
     SessionStartOutcome,
     SideEffect,
 )
+from hooks.registry import HookRegistry
 
 __all__ = [
     "BadHookResult",

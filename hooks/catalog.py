@@ -14,9 +14,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from django.conf import settings
-from jsonschema import Draft202012Validator
 
+from fimone.fields import decrypt_text, encrypt_text
 from hooks.contract import GATE_PRIORITY, Band, Hook
+from hooks.kinds.base import DeclaredHook, MatchedHook, Matcher
+from hooks.kinds.command import CommandHook
+from hooks.kinds.http import HttpHook
+from hooks.kinds.python import load_python_hook
+from hooks.params import TUNABLE, hook_params_errors
 from hooks.registry import HookRegistry
 
 H = TypeVar("H", bound=type[Hook])
@@ -51,31 +56,6 @@ def _load_modules() -> None:
 def hook_catalog() -> Mapping[str, type[Hook]]:
     _load_modules()
     return dict(_CATALOG)
-
-
-def _schema_validator(cls: type[Hook]) -> Draft202012Validator:
-    validator = _VALIDATORS.get(cls)
-    if validator is None:
-        Draft202012Validator.check_schema(cls.params_schema)
-        validator = _VALIDATORS[cls] = Draft202012Validator(cls.params_schema)
-    return validator
-
-
-_VALIDATORS: dict[type[Hook], Draft202012Validator] = {}
-
-
-def hook_params_errors(cls: type[Hook], params: Any) -> list[str]:
-    """What is wrong with ``params`` for ``cls`` against its ``params_schema`` (the tunables
-    ``priority``, ``timeout`` and ``on_error`` apart, which every hook takes), in words an operator
-    reads: ``"max_chars: 5 is less than the minimum of 100"``. Empty when they are valid."""
-    if not isinstance(params, dict):
-        return ["params must be an object"]
-    own = {key: value for key, value in params.items() if key not in _TUNABLE}
-    problems = []
-    for error in sorted(_schema_validator(cls).iter_errors(own), key=lambda e: list(e.absolute_path)):
-        where = ".".join(str(p) for p in error.absolute_path)
-        problems.append(f"{where}: {error.message}" if where else error.message)
-    return problems
 
 
 def catalog_entries() -> list[dict[str, Any]]:
@@ -205,7 +185,6 @@ def build_registry(declaration: Any, *, system_hooks: Iterable[Hook] = ()) -> Ho
 # never opens an approval request.
 
 CHAIN_VERSION = 1
-_TUNABLE = ("priority", "timeout", "on_error")
 KINDS = ("class", "command", "python", "http")
 #: Kinds that run code of the declarer's choosing: only holders of ``agents.manage_code_hooks``
 #: may create or change them.
@@ -237,7 +216,7 @@ def _build_class(item: Mapping[str, Any]) -> Hook:
     if problems:
         raise HookDeclarationError(f"hook {name!r}: bad params: {'; '.join(problems[:5])}")
     hook = cls(**params)
-    Hook.__init__(hook, **{key: item.get(key) for key in _TUNABLE})
+    Hook.__init__(hook, **{key: item.get(key) for key in TUNABLE})
     return hook
 
 
@@ -257,8 +236,6 @@ def _secret_of(item: Mapping[str, Any]) -> Any:
     if item.get("secret") is not None:
         return item["secret"]
     if item.get("secret_enc"):
-        from fimone.fields import decrypt_text
-
         return decrypt_text(item["secret_enc"])
     return None
 
@@ -267,16 +244,11 @@ def build_item(item: Mapping[str, Any]) -> Hook:
     """The hook one declaration (or one recorded chain item) describes, or
     :class:`HookDeclarationError` naming the problem. Every check a run applies happens here, so
     saving a declaration and starting a run refuse the same things."""
-    from hooks.kinds.base import DeclaredHook, MatchedHook, Matcher
-    from hooks.kinds.command import CommandHook
-    from hooks.kinds.http import HttpHook
-    from hooks.kinds.python import load_python_hook
-
     kind = item.get("kind") or "class"
     name = item.get("name")
     if not isinstance(name, str) or not name:
         raise HookDeclarationError("a hook declaration needs a name")
-    tunables = {key: item.get(key) for key in _TUNABLE}
+    tunables = {key: item.get(key) for key in TUNABLE}
     declared = {"name": name, "point": item.get("point"), "matcher": item.get("matcher"), **tunables}
     try:
         if kind == "class":
@@ -309,7 +281,7 @@ def _record(item: Mapping[str, Any], hook: Hook, source: str) -> dict[str, Any]:
     kind = item.get("kind") or "class"
     params = dict(item.get("params") or {})
     if kind == "class":
-        params = {k: v for k, v in params.items() if k not in _TUNABLE}
+        params = {k: v for k, v in params.items() if k not in TUNABLE}
     record = {
         "kind": kind,
         "name": item["name"],
@@ -323,8 +295,6 @@ def _record(item: Mapping[str, Any], hook: Hook, source: str) -> dict[str, Any]:
     }
     secret = _secret_of(item)
     if kind == "http" and secret is not None:
-        from fimone.fields import encrypt_text
-
         record["secret_enc"] = encrypt_text(secret)
     return record
 
@@ -354,8 +324,8 @@ def resolve_chain(
         item = {
             "kind": "class",
             "name": name,
-            "params": {k: v for k, v in params.items() if k not in _TUNABLE},
-            **{k: params.get(k) for k in _TUNABLE},
+            "params": {k: v for k, v in params.items() if k not in TUNABLE},
+            **{k: params.get(k) for k in TUNABLE},
         }
         agent_records.append(_record(item, build_item(item), "config"))
     # Recorded in running order within each point: the agent's hooks, then the enforced ones.
@@ -380,8 +350,6 @@ def declared_band(source: Any, hook_class: type[Hook]) -> Band:
 
 
 def _declared_class(hook: Hook) -> type[Hook]:
-    from hooks.kinds.base import MatchedHook
-
     return type(hook.inner) if isinstance(hook, MatchedHook) else type(hook)
 
 
@@ -413,7 +381,7 @@ def registry_from_chain(chain: Any) -> HookRegistry:
                 if cls is None or getattr(cls, "system", False):
                     raise HookDeclarationError(f"hook {item['name']!r} is not declarable any more")
             # The tunables as resolved at the run's start, checked as a declaration would be.
-            hook = build_item({**item, **{key: item[key] for key in _TUNABLE}})
+            hook = build_item({**item, **{key: item[key] for key in TUNABLE}})
             hook.band = declared_band(item.get("source"), _declared_class(hook))
             hooks.append(hook)
         for name in chain["system"]:

@@ -20,7 +20,7 @@ from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOpera
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import Resolver404, resolve
 
-from portal.views import page_not_found, server_error
+from portal.views.errors import page_not_found, server_error
 
 log = logging.getLogger("django.request")
 

@@ -18,7 +18,7 @@ from django.utils.html import format_html
 
 from agents.admin.scoping import ORGANIZATION_LOOKUPS, OrganizationScopedAdmin, ReadOnlyAdminMixin
 from agents.services import ServiceError
-from workflows import services
+from workflows import checks, services
 from workflows.models import Workflow, WorkflowNodeRun, WorkflowRun
 
 # The organisation of each of this app's models, for the admin's per-organisation scoping.
@@ -61,7 +61,7 @@ class WorkflowAdmin(OrganizationScopedAdmin):
         """What a run started now would keep for its CONNECTOR nodes, in running order."""
         if obj.pk is None:
             return "—"
-        chain = services.workflow_chain(workflow=obj)
+        chain = checks.workflow_chain(workflow=obj)
         if "error" in chain:
             return f"cannot be built: {chain['error']}"
         declared = [f"{item['name']} ({item['point']}, {item['source']})" for item in chain["declared"]]

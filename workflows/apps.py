@@ -6,6 +6,9 @@ class WorkflowsConfig(AppConfig):
     verbose_name = "Workflows"
 
     def ready(self) -> None:
+        # Imported here, once the app registry is ready: these modules load models. The tasks
+        # module registers the Celery task the services enqueue by name (services.ADVANCE_TASK).
+        import workflows.tasks  # noqa: F401
         from agents.engine.runner import register_engine
         from agents.models import ExecutionPath
         from agents.signals import run_cancelled, run_settled

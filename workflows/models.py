@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import models
 
 from agents.models import Agent, Organization, Run
+from workflows.checks import workflow_check
 
 
 class Workflow(models.Model):
@@ -56,8 +57,6 @@ class Workflow(models.Model):
         return self.name
 
     def clean(self) -> None:
-        from workflows.services import workflow_check
-
         workflow_check(workflow=self)
 
 

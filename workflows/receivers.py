@@ -8,7 +8,9 @@ from typing import Any
 
 from django.db import transaction
 
+from workflows.engine import ConnectorNodeEngine
 from workflows.models import WorkflowNodeRun
+from workflows.services import dispatch_advance
 
 log = logging.getLogger(__name__)
 
@@ -16,8 +18,6 @@ log = logging.getLogger(__name__)
 def node_run_settled(sender: Any, *, run_id: int, **kwargs: Any) -> None:
     """A run stopped running (ended, parked or was cancelled): if it is a workflow node's, the
     workflow run walks on (or waits, or fails) once this transaction commits."""
-    from workflows.services import dispatch_advance
-
     workflow_run_id = (
         WorkflowNodeRun.objects.filter(run_id=run_id).values_list("workflow_run_id", flat=True).first()
     )
@@ -29,7 +29,5 @@ def engine_for_workflow_run(run_id: int) -> Callable[..., Any] | None:
     """The engine of a workflow's run: a CONNECTOR node's has no LLM; an AGENT node's run is its
     agent's own (``None``)."""
     if WorkflowNodeRun.objects.filter(run_id=run_id, kind="connector").exists():
-        from workflows.engine import ConnectorNodeEngine
-
         return ConnectorNodeEngine
     return None

@@ -14,6 +14,7 @@ import json
 import logging
 from typing import Any
 
+from celery import signature
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -25,7 +26,6 @@ from agents.models import (
     ConnectorAction,
     Conversation,
     ExecutionPath,
-    HookDeclaration,
     Membership,
     Run,
     RunStatus,
@@ -39,88 +39,17 @@ from agents.services import (
     run_start,
     run_starts_take,
 )
-from hooks.catalog import HookDeclarationError, resolve_chain
 from workflows import graph as g
+from workflows.checks import workflow_chain, workflow_check
 from workflows.models import NodeStatus, Workflow, WorkflowNodeRun, WorkflowRun, WorkflowStatus
 
 log = logging.getLogger(__name__)
 
+ADVANCE_TASK = "workflows.tasks.workflow_run_advance_task"
+"""The registered name of the Celery task that runs :func:`workflow_run_advance`."""
+
 
 # --- definitions ------------------------------------------------------------------------------------
-
-
-def workflow_chain(*, workflow: Workflow) -> dict[str, Any]:
-    """The hook chain a new run of ``workflow``'s CONNECTOR nodes keeps: its organisation's
-    enforced declarations, the workflow's own hooks, the system hooks (the gate last); or the
-    reason it cannot be built, recorded so the node fails closed with it."""
-    enforced = HookDeclaration.objects.filter(
-        organization_id=workflow.organization_id, enabled=True, agent__isnull=True
-    ).order_by("priority", "pk")
-    try:
-        return resolve_chain(
-            workflow.hooks,
-            require_confirmation_for_all=workflow.require_confirmation_for_all,
-            enforced=[row.as_item() for row in enforced],
-        )
-    except HookDeclarationError as exc:
-        return {"v": 1, "error": f"the workflow's hooks cannot be built: {exc}"}
-
-
-def workflow_check(*, workflow: Workflow) -> None:
-    """Raise ``ValidationError`` (by field) unless ``workflow`` could run: a valid graph whose
-    nodes point at agents and HTTP connector actions of its own organisation, hooks the catalog
-    can build, and a ``connector_agent`` of the organisation when it has CONNECTOR nodes."""
-    errors: dict[str, list[str]] = {}
-    try:
-        g.check_graph(workflow.graph)
-    except g.GraphError as exc:
-        errors["graph"] = exc.problems
-    else:
-        problems = _reference_problems(workflow)
-        if problems:
-            errors["graph"] = problems
-        has_connectors = any(node["type"] == g.CONNECTOR for node in workflow.graph["nodes"])
-        agent = workflow.connector_agent if workflow.connector_agent_id else None
-        if has_connectors and agent is None:
-            errors["connector_agent"] = ["a workflow with CONNECTOR nodes needs a connector agent"]
-        elif agent is not None and agent.organization_id != workflow.organization_id:
-            errors["connector_agent"] = ["must be an agent of the workflow's organisation"]
-    if not isinstance(workflow.hooks, list):
-        errors["hooks"] = ['must be a list of hooks, e.g. ["deny_tools"]']
-    else:
-        chain = workflow_chain(workflow=workflow)
-        if "error" in chain:
-            errors["hooks"] = [chain["error"]]
-    if errors:
-        raise ValidationError(errors)
-
-
-def _reference_problems(workflow: Workflow) -> list[str]:
-    nodes = workflow.graph["nodes"]
-    agent_ids = {n["agent"] for n in nodes if n["type"] == g.AGENT}
-    action_ids = {n["action"] for n in nodes if n["type"] == g.CONNECTOR}
-    agents = set(
-        Agent.objects.filter(pk__in=agent_ids, organization_id=workflow.organization_id).values_list(
-            "pk", flat=True
-        )
-    )
-    actions = set(
-        ConnectorAction.objects.filter(
-            pk__in=action_ids,
-            connector__organization_id=workflow.organization_id,
-            connector__kind="http",
-        ).values_list("pk", flat=True)
-    )
-    problems = []
-    for node in nodes:
-        if node["type"] == g.AGENT and node["agent"] not in agents:
-            problems.append(f"agent node {node['id']!r}: no agent {node['agent']} in this organisation")
-        if node["type"] == g.CONNECTOR and node["action"] not in actions:
-            problems.append(
-                f"connector node {node['id']!r}: "
-                f"no HTTP connector action {node['action']} in this organisation"
-            )
-    return problems
 
 
 def _service_error(exc: ValidationError) -> ServiceError:
@@ -200,9 +129,10 @@ def workflow_run_start(*, workflow: Workflow, user: Any, input: str) -> Workflow
 def dispatch_advance(workflow_run_id: int) -> None:
     """Advance a workflow run: in a Celery worker, or here (embedded). Call once committed."""
     if settings.RUN_EXECUTOR == "celery":
-        from workflows.tasks import workflow_run_advance_task
-
-        workflow_run_advance_task.delay(workflow_run_id)
+        # By the task's registered name: the task module sits above this one (it calls
+        # workflow_run_advance). The signature resolves to the registered task, so eager mode and
+        # routing are those of ``.delay``; WorkflowsConfig.ready imports the tasks module.
+        signature(ADVANCE_TASK).delay(workflow_run_id)
         return
     try:
         workflow_run_advance(workflow_run_id=workflow_run_id)

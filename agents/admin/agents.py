@@ -23,6 +23,7 @@ from agents.admin.scoping import OrganizationScopedAdmin, manages
 from agents.chain_trial import NO_RESULT, TrialError, agent_tool_specs, chain_trial
 from agents.checks import API_KEY_MISPLACED, hook_chain_of, hooks_declaration
 from agents.config_editor import BuiltinToolsField, ModelConfigField
+from agents.hook_declarations import hook_declarations_adopt_config
 from agents.hook_editor import ToolArgsField, chain_rows, gate_reasons
 from agents.models import Agent, HookDeclaration, Membership, Role, ToolExecution
 from fimone.forms import WriteOnlySecretsForm, secrets_state
@@ -383,6 +384,4 @@ class AgentAdmin(
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
         # The JSON form (model_config_json.hooks.class_hooks) is still accepted: it becomes rows.
-        from agents.hook_declarations import hook_declarations_adopt_config
-
         hook_declarations_adopt_config(agent=form.instance)

@@ -13,6 +13,7 @@ from django.db.models import Field, JSONField, QuerySet
 from django.http import HttpRequest
 
 from agents.admin.bound_secrets import SecretsEntryFormMixin
+from agents.hook_declarations import check_may_change_kinds
 from agents.hook_editor import OWN_PREFIX, HookParamsField, chooses_tools, hook_choices
 from agents.models import HookDeclaration, Membership, Organization, Role
 from agents.services import ServiceError
@@ -145,8 +146,6 @@ class HookDeclarationFormSet(forms.BaseInlineFormSet):
 
     def clean(self) -> None:
         super().clean()
-        from agents.hook_declarations import check_may_change_kinds
-
         kinds: set[str] = set()
         for form in self.forms:
             if not form.has_changed() and form not in self.deleted_forms:

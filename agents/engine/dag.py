@@ -28,7 +28,7 @@ from typing import Any
 from django.conf import settings
 
 from agents import events as ev
-from agents.engine import store
+from agents.engine import child_driver, child_runs
 from agents.engine.base import RunEngine, RunFailed
 from agents.engine.db import db
 from agents.engine.delegation import delegates_of
@@ -207,7 +207,7 @@ class DagEngine(RunEngine):
         for step_id, step in steps.items():
             if step["status"] in ("running", "waiting"):
                 # Started earlier: ended meanwhile (the verdict came), or to continue (a crash).
-                child = await db(store.child_state, run_id=step["run_id"])
+                child = await db(child_runs.child_state, run_id=step["run_id"])
                 await self._settle(step_id, child, driven=False)
         while True:
             failed = [i for i, s in steps.items() if s["status"] == "failed"]
@@ -233,14 +233,12 @@ class DagEngine(RunEngine):
             raise RunFailed(f"step {failed[0]!r} failed: {first['error'] or 'no reason given'}", "steps")
         return [i for i, s in steps.items() if s["status"] == "waiting"]
 
-    async def _step(self, step: dict[str, Any]) -> store.ChildState:
+    async def _step(self, step: dict[str, Any]) -> child_runs.ChildState:
         """Open the step's child run (the same one if it was opened before) and drive it."""
-        from agents.engine.runner import child_drive  # the runner imports this module
-
         state = self.state["steps"][step["id"]]
         if state["run_id"] is None:
             child = await db(
-                store.child_run_open,
+                child_runs.child_run_open,
                 parent_id=self.run_id,
                 call_id=f"step:{step['id']}",
                 agent_id=self.run.agent_id,
@@ -252,12 +250,12 @@ class DagEngine(RunEngine):
             state["run_id"], state["status"] = child.run_id, "running"
             self.journal.emit(ev.DAG_STEP_STARTED, {"step": step["id"], "run_id": child.run_id})
             await self.journal.save()
-        await child_drive(
+        await child_driver.child_drive(
             state["run_id"], provider_factory=self.provider_factory, tools_factory=self.tools_factory
         )
-        return await db(store.child_state, run_id=state["run_id"])
+        return await db(child_runs.child_state, run_id=state["run_id"])
 
-    async def _settle(self, step_id: str, child: store.ChildState, *, driven: bool) -> None:
+    async def _settle(self, step_id: str, child: child_runs.ChildState, *, driven: bool) -> None:
         """Record what the step's run has come to. ``driven``: we just tried to drive it."""
         state = self.state["steps"][step_id]
         before = state["status"]
@@ -290,7 +288,7 @@ class DagEngine(RunEngine):
         await self.journal.relay_approvals(child_run_ids=run_ids)
 
         async def still_waiting() -> bool:
-            return await db(store.children_all_unfinished, run_ids=run_ids)
+            return await db(child_runs.children_all_unfinished, run_ids=run_ids)
 
         return await self.journal.park(
             tool_call_id=f"step:{waiting[0]}",

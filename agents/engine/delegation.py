@@ -22,7 +22,7 @@ from typing import Any
 from django.conf import settings
 
 from agents.checks import hook_chain_of, sandbox_chain_of
-from agents.engine import store
+from agents.engine import child_driver, child_runs
 from agents.engine.db import db
 from agents.models import Agent, ExecutionPath, Run, RunStatus
 from agents.tools.base import ReentrantTool, ToolError, ToolSpec, ToolSuspension
@@ -53,17 +53,17 @@ def delegation_tools(*, run: Run, options: dict[str, Any]) -> dict[str, CallAgen
 
 def _delegate_open(
     *, caller_id: int, call_id: str, agent_id: int, input: str, sandbox: dict[str, Any] | None
-) -> store.ChildState:
+) -> child_runs.ChildState:
     """The delegate's run for this call, created the first time with the delegate's own chain —
     or, inside an eval (``sandbox``), the eval's sandboxed chain of the delegate: it inherits the
     sandbox, so it reaches nothing outside and never asks a person (DESIGN §1.2)."""
     existing = Run.objects.filter(parent_run_id=caller_id, parent_call_id=call_id).first()
     if existing is not None:
-        return store.ChildState(existing.pk, existing.status, existing.output, existing.error)
+        return child_runs.ChildState(existing.pk, existing.status, existing.output, existing.error)
     agent = Agent.objects.select_related("organization").get(pk=agent_id)
     # The delegate's own hooks, not the caller's.
     chain = hook_chain_of(agent) if sandbox is None else sandbox_chain_of(agent, sandbox=sandbox)
-    return store.child_run_open(
+    return child_runs.child_run_open(
         parent_id=caller_id,
         call_id=call_id,
         agent_id=agent_id,
@@ -104,7 +104,7 @@ class CallAgentTool(ReentrantTool):
 
     async def _refusal(self, target_id: int, name: str) -> str | None:
         """Why calling ``target_id`` from this run is refused (a cycle, too deep), else ``None``."""
-        lineage = await db(store.run_lineage, run_id=self.caller_id)
+        lineage = await db(child_runs.run_lineage, run_id=self.caller_id)
         if any(agent_id == target_id for agent_id, _ in lineage):
             return (
                 f"Refused: {name} is already working on this request further up the chain of "
@@ -120,8 +120,6 @@ class CallAgentTool(ReentrantTool):
         return None
 
     async def run_call(self, args: dict[str, Any], *, call_id: str) -> Any:
-        from agents.engine.runner import child_drive  # the runner imports the engines
-
         name = args["agent"]
         target_id = self.delegates.get(name)
         if target_id is None:
@@ -140,8 +138,8 @@ class CallAgentTool(ReentrantTool):
             sandbox=self.sandbox,
         )
         if child.status not in (RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED):
-            await child_drive(child.run_id, **self.options)
-            child = await db(store.child_state, run_id=child.run_id)
+            await child_driver.child_drive(child.run_id, **self.options)
+            child = await db(child_runs.child_state, run_id=child.run_id)
         if child.status == RunStatus.COMPLETED:
             return child.output
         if child.status in (RunStatus.FAILED, RunStatus.CANCELLED):
@@ -149,7 +147,7 @@ class CallAgentTool(ReentrantTool):
         run_id = child.run_id
 
         async def still_waiting() -> bool:
-            return await db(store.children_all_unfinished, run_ids=[run_id])
+            return await db(child_runs.children_all_unfinished, run_ids=[run_id])
 
         return ToolSuspension(
             reason=f"{name} waits for an answer",

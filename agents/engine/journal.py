@@ -25,8 +25,9 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents import events as ev
+from agents import executors
 from agents.consumers import run_group
-from agents.engine import store
+from agents.engine import child_runs, store
 from agents.engine.db import db
 from agents.models import Run, RunStatus
 from agents.tools.redaction import redact_credentials
@@ -345,7 +346,7 @@ class RunJournal:
         watches this run sees what it waits for and, if they may, decides it there."""
         assert self.checkpoint is not None
         relayed: list[Any] = self.checkpoint.setdefault("relayed_approvals", [])
-        for child_id, payload in await db(store.pending_approvals, run_ids=child_run_ids):
+        for child_id, payload in await db(child_runs.pending_approvals, run_ids=child_run_ids):
             if payload.get("request_id") in relayed:
                 continue
             relayed.append(payload.get("request_id"))
@@ -382,9 +383,9 @@ class RunJournal:
         if still_waiting is not None and not await still_waiting():
             # The answer arrived while we were parking: its resume found the run still running
             # and gave up, so resume it ourselves (claims are idempotent).
-            from agents.executors import dispatch_resume
-
-            dispatch_resume(self.run_id, reason="the awaited answer arrived while the run was parking")
+            executors.dispatch_resume(
+                self.run_id, reason="the awaited answer arrived while the run was parking"
+            )
         return RunStatus.AWAITING_APPROVAL
 
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agents import executors
-from agents.engine import store
+from agents.engine import child_driver, child_runs, store
 from agents.engine.dag import DagEngine
 from agents.engine.db import db
 from agents.engine.react import ReactEngine
@@ -61,7 +61,7 @@ async def _engine(run_id: int, owner: str, options: dict[str, Any]) -> Any:
 async def _wake_parent(run_id: int, status: str | None) -> None:
     if status not in TERMINAL_RUN_STATUSES:
         return
-    parent_id = await db(store.parent_to_wake, run_id=run_id)
+    parent_id = await db(child_runs.parent_to_wake, run_id=run_id)
     if parent_id is not None:
         executors.dispatch_resume(parent_id, reason=f"its child run {run_id} ended {status}")
 
@@ -103,3 +103,9 @@ async def child_drive(run_id: int, **engine_options: Any) -> str | None:
         return None
     engine = await _engine(run_id, owner, engine_options)
     return await engine.execute(resumed_reason="lease expired")
+
+
+# This module is where runs are driven: dispatching (``agents.executors``) and engines' children
+# (``agents.engine.child_driver``) reach it through what it installs here, not by importing it.
+executors.install_driver(execute=run_execute, resume=run_resume)
+child_driver.install_child_driver(child_drive)

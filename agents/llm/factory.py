@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from agents.llm.base import LLMConfigError, LLMProvider
+from agents.llm.scripted import ScriptedProvider, check_script
 
 PROVIDERS = ("scripted", "openai")
 
@@ -17,8 +18,6 @@ def check_model_config(config: Any) -> None:
     if provider not in PROVIDERS:
         raise LLMConfigError(f"unknown provider {provider!r} (known: {', '.join(PROVIDERS)})")
     if provider == "scripted":
-        from agents.llm.scripted import check_script
-
         check_script(config.get("script"))
     elif not isinstance(config.get("model"), str) or not config["model"]:
         raise LLMConfigError('the openai provider needs "model"')
@@ -31,6 +30,8 @@ def check_credentials(config: Any) -> None:
     agent's secret ``api_key`` merged in, as ``Agent.provider_config()`` builds it) may be used:
     an openai agent with its own ``base_url`` must bring its own key."""
     if isinstance(config, dict) and config.get("provider", "scripted") == "openai":
+        # Imported when an openai agent is checked: the openai SDK is heavy to load, and a
+        # deployment of scripted agents only never needs it.
         from agents.llm.openai_compat import check_credentials as check_openai_credentials
 
         check_openai_credentials(config)
@@ -39,9 +40,7 @@ def check_credentials(config: Any) -> None:
 def provider_for(config: dict[str, Any]) -> LLMProvider:
     check_model_config(config)
     if config.get("provider", "scripted") == "scripted":
-        from agents.llm.scripted import ScriptedProvider
-
         return ScriptedProvider(config["script"])
-    from agents.llm.openai_compat import OpenAICompatibleProvider
+    from agents.llm.openai_compat import OpenAICompatibleProvider  # the openai SDK: loaded on first use
 
     return OpenAICompatibleProvider.from_config(config)

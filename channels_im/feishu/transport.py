@@ -19,7 +19,7 @@ from channels_im.cards import card_facts
 from channels_im.feishu import inbound
 from channels_im.feishu.cards import card_json, connection_check_card, request_card
 from channels_im.feishu.client import call, sdk_client
-from channels_im.feishu.config import FeishuConfigError, FeishuSettings, feishu_settings
+from channels_im.feishu.config import DEFAULT_DOMAIN, FeishuConfigError, FeishuSettings, feishu_settings
 from channels_im.providers import register_provider
 
 if TYPE_CHECKING:
@@ -38,6 +38,7 @@ class FeishuChannel(Channel):
     """Approval cards in a Feishu group chat (one bot app, one chat per configuration)."""
 
     kind = "feishu"
+    secrets_address_setting = ("domain", DEFAULT_DOMAIN)
 
     def __init__(self, config: Any = None) -> None:
         super().__init__(config)

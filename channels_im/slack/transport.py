@@ -25,7 +25,7 @@ from channels_im.cards import card_facts
 from channels_im.providers import register_provider
 from channels_im.slack import inbound
 from channels_im.slack.blocks import approval_blocks, decided_blocks, escape, fallback_text
-from channels_im.slack.config import parse_message_ref, signing_secret, slack_settings
+from channels_im.slack.config import DEFAULT_API_URL, parse_message_ref, signing_secret, slack_settings
 from channels_im.slack.inbound import SIGNATURE_WINDOW_SECONDS
 
 __all__ = ["SIGNATURE_WINDOW_SECONDS", "SlackChannel", "parse_message_ref", "slack_settings"]
@@ -85,6 +85,7 @@ class SlackChannel(Channel):
     """A Slack channel that approval cards are posted to by a bot, and whose buttons call back."""
 
     kind = "slack"
+    secrets_address_setting = ("api_url", DEFAULT_API_URL)
 
     # --- outbound -------------------------------------------------------------------------------
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from channels_im.base import Channel
+from channels_im.providers import register_provider
 
 
+@register_provider
 class WebChannel(Channel):
     kind = "web"
 

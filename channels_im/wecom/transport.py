@@ -30,7 +30,7 @@ from channels_im.cards import card_facts
 from channels_im.providers import register_provider
 from channels_im.wecom import client, inbound
 from channels_im.wecom.cards import connection_check_card, request_card, settled_card
-from channels_im.wecom.config import WecomConfigError, WecomSettings, wecom_settings
+from channels_im.wecom.config import DEFAULT_API_BASE, WecomConfigError, WecomSettings, wecom_settings
 
 if TYPE_CHECKING:
     from approvals.services import DecisionOutcome
@@ -61,6 +61,7 @@ class WecomChannel(Channel):
     """Approval cards sent by one WeCom self-built app to configured members, departments or tags."""
 
     kind = "wecom"
+    secrets_address_setting = ("api_base", DEFAULT_API_BASE)
     callback_methods = frozenset({"GET", "POST"})
 
     def __init__(self, config: Any = None) -> None:

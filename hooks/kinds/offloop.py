@@ -52,7 +52,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from hooks.contract import HookContext
-from hooks.registry import HookTimeout
+from hooks.outcomes import HookTimeout
 
 logger = logging.getLogger(__name__)
 

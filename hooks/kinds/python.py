@@ -26,6 +26,7 @@ from django.conf import settings
 from hooks.contract import Hook, HookContext, HookPoint, HookResult, OnError
 from hooks.kinds.base import DeclaredHook, MatchedHook, Matcher, parse_point
 from hooks.kinds.offloop import hook_threads
+from hooks.params import hook_params_errors
 
 
 class CallableHook(DeclaredHook):
@@ -121,8 +122,6 @@ def load_python_hook(
             raise ValueError(f"{path!r} is a system hook and cannot be declared")
         if getattr(target, "point", None) is not point:
             raise ValueError(f"{path!r} is a {getattr(target, 'point', '?')} hook, not {point}")
-        from hooks.catalog import hook_params_errors
-
         problems = hook_params_errors(target, params)
         if problems:
             raise ValueError("; ".join(problems[:5]))

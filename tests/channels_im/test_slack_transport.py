@@ -19,8 +19,8 @@ from slack_sdk.errors import SlackApiError
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
 from channels_im.base import DeliveryError
-from channels_im.delivery import channel_for
 from channels_im.models import ChannelConfig
+from channels_im.providers import channel_for
 from channels_im.slack.blocks import SECTION_TEXT_LIMIT
 from channels_im.slack.transport import SlackChannel, parse_message_ref
 from tests.agents.engine_kit import Harness

@@ -12,7 +12,9 @@ from hooks import (
     HookRegistry,
     HookResult,
     PostToolUseHook,
+    PostToolUseOutcome,
     PreToolUseHook,
+    PreToolUseOutcome,
     SessionStartHook,
     SuspendRun,
 )
@@ -150,6 +152,68 @@ async def test_an_async_should_trigger_is_awaited() -> None:
     registry = HookRegistry([AsyncFilter()])
     assert (await registry.run_pre_tool_use(ctx(amount=5))).allow
     assert not (await registry.run_pre_tool_use(ctx(amount=500))).allow
+
+
+class _Later:
+    """An awaitable that is not a coroutine (only ``__await__``), answering after a loop turn."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    def __await__(self) -> Any:
+        yield from asyncio.sleep(0).__await__()
+        return self.answer
+
+
+@pytest.mark.parametrize(
+    ("answer", "runs"),
+    [
+        (1, True),
+        ("yes", True),
+        (0, False),
+        (None, False),
+        ("", False),
+        (_Later(True), True),
+        (_Later(0), False),
+    ],
+    ids=["1", "text", "0", "None", "empty", "awaitable-true", "awaitable-falsy"],
+)
+async def test_should_trigger_answers_other_than_bools_count_by_their_truth(answer: Any, runs: bool) -> None:
+    class Answers(Blocker):
+        def should_trigger(self, ctx: HookContext) -> Any:
+            return answer
+
+    out = await HookRegistry([Answers()]).run_pre_tool_use(ctx())
+    assert out.allow is not runs
+
+
+async def test_a_filter_set_on_the_instance_is_honoured() -> None:
+    blocker = Blocker()
+    blocker.should_trigger = lambda ctx: False  # type: ignore[method-assign]
+    assert (await HookRegistry([blocker]).run_pre_tool_use(ctx())).allow
+
+
+async def test_the_outcomes_of_a_quiet_chain_are_complete() -> None:
+    class Quiet(PreToolUseHook):
+        def should_trigger(self, ctx: HookContext) -> bool:
+            return False
+
+        async def execute(self, ctx: HookContext) -> HookResult:
+            return HookResult()
+
+    class QuietAfter(PostToolUseHook):
+        async def execute(self, ctx: HookContext) -> HookResult:
+            return HookResult()
+
+    registry = HookRegistry([Quiet(), QuietAfter()])
+    context = ctx(amount=1)
+    pre = await registry.run_pre_tool_use(context)
+    context.tool_result = "ok"
+    post = await registry.run_post_tool_use(context)
+
+    assert pre == PreToolUseOutcome(allow=True, tool_args={"amount": 1})
+    assert post == PostToolUseOutcome(result="ok")
+    assert pre.side_effects is not post.side_effects
 
 
 async def test_post_tool_use_results_chain_and_side_effects_are_attributed() -> None:

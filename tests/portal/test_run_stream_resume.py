@@ -83,7 +83,7 @@ def test_a_resumed_stream_sends_the_missed_events_then_live_ones_without_doubles
 def test_an_event_committed_during_the_replay_arrives_once_and_in_order(personas, run, monkeypatch) -> None:
     """Subscribed before the replay reads the database: an event committed between the two is in
     both the replay and the live queue, and is sent once; one committed after is sent live."""
-    from agents import selectors
+    from agents import consumers, selectors
 
     original = selectors.run_event_page_after.func
 
@@ -95,7 +95,8 @@ def test_an_event_committed_during_the_replay_arrives_once_and_in_order(personas
 
     from channels.db import database_sync_to_async
 
-    monkeypatch.setattr(selectors, "run_event_page_after", database_sync_to_async(page_then_commit))
+    # The consumer reads its pages through the name it imported.
+    monkeypatch.setattr(consumers, "run_event_page_after", database_sync_to_async(page_then_commit))
     cookie = session_cookie(personas.member)
 
     async def scenario() -> list[dict]:

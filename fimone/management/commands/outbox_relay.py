@@ -10,6 +10,9 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from fimone.celery import app
+from fimone.outbox import relay_forever
+
 
 class Command(BaseCommand):
     help = "Send the Celery tasks queued in the outbox as their transactions commit (PostgreSQL)."
@@ -17,9 +20,6 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         if connections[DEFAULT_DB_ALIAS].vendor != "postgresql":
             raise CommandError("the outbox relay needs PostgreSQL (DATABASE_URL=postgres://…)")
-        from fimone.celery import app
-        from fimone.outbox import relay_forever
-
         stop = threading.Event()
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())

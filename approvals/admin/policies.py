@@ -1,14 +1,11 @@
-"""The admin of approver policies and of the approval record.
+"""The admin of approver policies (an organisation's default, or one agent's) and their
+escalation tiers.
 
-Approver policies (an organisation's default, or one agent's) are configured here by operators
-and organisation admins of the policy's organisation; their changes are recorded (who, when, old
-and new values). Separation of duties (DESIGN §1.13) is checked on save: a policy or tier names
-only approvers and admins of its organisation, and only organisation admins (and superusers) set
-``allow_self_approval`` and ``allow_initiator`` (shown disabled to others; a forged change is a
-form error). Confirmation requests are read-only for everyone, superusers included: they are
-written only by ``approvals.services`` (DESIGN §1.4, §1.8); the page shows their full arguments,
-the arguments the model proposed when a hook rewrote them, the append-only event log, and links to
-the run and the agent. Deciding is not done here: approvers decide in the inbox or their channel.
+Policies are configured here by operators and organisation admins of the policy's organisation;
+their changes are recorded (who, when, old and new values). Separation of duties (DESIGN §1.13)
+is checked on save: a policy or tier names only approvers and admins of its organisation, and only
+organisation admins (and superusers) set ``allow_self_approval`` and ``allow_initiator`` (shown
+disabled to others; a forged change is a form error).
 """
 
 from __future__ import annotations
@@ -19,40 +16,22 @@ from django import forms
 from django.contrib import admin
 from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import ObjectDoesNotExist
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.urls import reverse
-from django.utils.html import format_html, format_html_join
 
-from agents import events as ev
 from agents import selectors as agent_selectors
-from agents.admin.scoping import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin, ReadOnlyAdminMixin
-from agents.models import Membership, Role, RunEvent
-from approvals.gate import pretty_arguments
-from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, EscalationTier
+from agents.admin.scoping import OrganizationScopedFieldsMixin
+from agents.models import Membership, Role
+from approvals.admin.scoping import managed_only, manages, visible
+from approvals.models import ApproverPolicy, EscalationTier
 from approvals.policy import APPROVER_ROLES, is_organisation_admin, non_approvers
 from approvals.selectors import display_name
 from fimone.history import ConfigHistoryAdmin
 from fimone.humanize import duration_text
 
-
-def _visible(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-    if request.user.is_superuser:
-        return queryset
-    return queryset.filter(
-        organization_id__in=agent_selectors.organization_ids_of(user=request.user, roles=ADMIN_VIEWER_ROLES)
-    )
-
-
-def _manages(request: HttpRequest, obj: Model | None) -> bool:
-    if obj is None or request.user.is_superuser:
-        return True
-    managed = agent_selectors.organization_ids_of(user=request.user, roles=agent_selectors.ORG_MANAGER_ROLES)
-    return managed.filter(organization_id=obj.organization_id).exists()  # type: ignore[attr-defined]
-
-
 ADMIN_SETTINGS = ("allow_self_approval", "allow_initiator")
 """Policy settings only an organisation admin (or a superuser) sets: who may approve their own call."""
+
 
 SEPARATION_OF_DUTIES = (
     "Operators decide nothing unless they are also approvers: whoever configures an agent, its "
@@ -209,7 +188,7 @@ class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     verbose_name_plural = "Escalation tiers — if nobody decides in time, ask these people too"
 
     def _may_edit(self, request: HttpRequest, obj: Any) -> bool:
-        return request.user.has_perm("approvals.change_approverpolicy") and _manages(request, obj)
+        return request.user.has_perm("approvals.change_approverpolicy") and manages(request, obj)
 
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_manytomany(db_field, request, **kwargs)
@@ -231,7 +210,7 @@ class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "channel_config" and not request.user.is_superuser:
-            kwargs["queryset"] = _managed_only(request, db_field.related_model._default_manager.all())
+            kwargs["queryset"] = managed_only(request, db_field.related_model._default_manager.all())
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
@@ -299,7 +278,7 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     inlines = (EscalationTierInline,)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApproverPolicy]:
-        return _visible(request, super().get_queryset(request))
+        return visible(request, super().get_queryset(request))
 
     def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
         form = super().get_form(request, obj, change=change, **kwargs)
@@ -333,14 +312,14 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         if db_field.name == "channel_config" and not request.user.is_superuser:
             # Only the channels of the organisations the staff user manages.
-            kwargs["queryset"] = _managed_only(request, db_field.related_model._default_manager.all())
+            kwargs["queryset"] = managed_only(request, db_field.related_model._default_manager.all())
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def has_change_permission(self, request: HttpRequest, obj: ApproverPolicy | None = None) -> bool:
-        return super().has_change_permission(request, obj) and _manages(request, obj)
+        return super().has_change_permission(request, obj) and manages(request, obj)
 
     def has_delete_permission(self, request: HttpRequest, obj: ApproverPolicy | None = None) -> bool:
-        return super().has_delete_permission(request, obj) and _manages(request, obj)
+        return super().has_delete_permission(request, obj) and manages(request, obj)
 
     @admin.display(description="who may decide")
     def deciders(self, obj: ApproverPolicy) -> str:
@@ -374,207 +353,3 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     @admin.display(description="waits before suspending", ordering="inline_wait_seconds")
     def inline_wait(self, obj: ApproverPolicy) -> str:
         return f"{obj.inline_wait_seconds} s"
-
-
-def _managed_only(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
-    managed = agent_selectors.organization_ids_of(user=request.user, roles=agent_selectors.ORG_MANAGER_ROLES)
-    return queryset.filter(organization_id__in=managed)
-
-
-class ConfirmationEventInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = ConfirmationEvent
-    extra = 0
-    can_delete = False
-    fields = ("created_at", "kind", "who", "details_text")
-    readonly_fields = fields
-    ordering = ("created_at", "pk")
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ConfirmationEvent]:
-        return super().get_queryset(request).select_related("actor")
-
-    @admin.display(description="by")
-    def who(self, obj: ConfirmationEvent) -> str:
-        return display_name(obj.actor) if obj.actor_id else obj.actor_external_id or "system"
-
-    @admin.display(description="details")
-    def details_text(self, obj: ConfirmationEvent) -> str:
-        """The details as the inbox's event log reads them (names, not user ids), the exact
-        JSON one click away."""
-        if not obj.details:
-            return "—"
-        from approvals.views import EventLine  # the one reading of an event for people
-
-        [line] = EventLine.lines_of(obj.request, [obj])
-        rows = format_html_join("", "<div><strong>{}</strong>: {}</div>", line.rows)
-        return format_html(
-            '{}<details><summary>Show JSON</summary><pre class="fim-pre">{}</pre></details>',
-            rows,
-            line.details,
-        )
-
-
-@admin.register(ConfirmationRequest)
-class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    """Read-only, for everyone: the record of one tool call's approval."""
-
-    list_display = (
-        "tool_name",
-        "status",
-        "organization",
-        "agent",
-        "requester",
-        "decider",
-        "channel",
-        "created_at",
-        "time_to_decision",
-    )
-    list_select_related = ("organization", "agent", "requested_by", "responded_by")
-    list_filter = (
-        "status",
-        "channel",
-        "mode",
-        ("organization", admin.RelatedOnlyFieldListFilter),
-        ("agent", admin.RelatedOnlyFieldListFilter),
-    )
-    search_fields = ("=id", "tool_name", "tool_call_id", "agent__name", "requested_by__username")
-    date_hierarchy = "created_at"
-    inlines = (ConfirmationEventInline,)
-    fieldsets = (
-        (None, {"fields": ("tool_name", "status", "organization", "agent_link", "run_link", "tool_call_id")}),
-        (
-            "Arguments",
-            {"fields": ("arguments", "args_sha256", "edited", "proposed_arguments")},
-        ),
-        (
-            "Decision",
-            {
-                "fields": (
-                    "requester",
-                    "approver_names",
-                    "allow_self_approval",
-                    "approvals_required",
-                    "any_rejection_rejects",
-                    "escalation_level",
-                    "decider",
-                    "responded_by_external_id",
-                    "responded_at",
-                    "time_to_decision",
-                    "reason",
-                )
-            },
-        ),
-        (
-            "Delivery",
-            {
-                "fields": (
-                    "mode",
-                    "channel",
-                    "channel_config",
-                    "external_message_id",
-                    "created_at",
-                    "expires_at",
-                ),
-                "classes": ("collapse",),
-            },
-        ),
-    )
-    readonly_fields = (
-        "tool_name",
-        "status",
-        "organization",
-        "agent_link",
-        "run_link",
-        "tool_call_id",
-        "arguments",
-        "proposed_arguments",
-        "args_sha256",
-        "edited",
-        "requester",
-        "approver_names",
-        "allow_self_approval",
-        "approvals_required",
-        "any_rejection_rejects",
-        "escalation_level",
-        "decider",
-        "responded_by_external_id",
-        "responded_at",
-        "time_to_decision",
-        "reason",
-        "mode",
-        "channel",
-        "channel_config",
-        "external_message_id",
-        "created_at",
-        "expires_at",
-    )
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ConfirmationRequest]:
-        return _visible(request, super().get_queryset(request))
-
-    @admin.display(description="requested by", ordering="requested_by__username")
-    def requester(self, obj: ConfirmationRequest) -> str:
-        return display_name(obj.requested_by)
-
-    @admin.display(description="decided by", ordering="responded_by__username")
-    def decider(self, obj: ConfirmationRequest) -> str:
-        if obj.responded_by_id:
-            return display_name(obj.responded_by)
-        return obj.responded_by_external_id or "—"
-
-    @admin.display(description="time to decision")
-    def time_to_decision(self, obj: ConfirmationRequest) -> str:
-        if obj.responded_at is None:
-            return "—"
-        return duration_text((obj.responded_at - obj.created_at).total_seconds())
-
-    @admin.display(description="who could decide")
-    def approver_names(self, obj: ConfirmationRequest) -> str:
-        return ", ".join(sorted(display_name(user) for user in obj.approvers.all())) or "—"
-
-    @admin.display(description="arguments (as approved)")
-    def arguments(self, obj: ConfirmationRequest) -> str:
-        return format_html('<pre class="fim-pre">{}</pre>', pretty_arguments(obj.tool_args))
-
-    @admin.display(description="changed by an approver")
-    def edited(self, obj: ConfirmationRequest) -> str:
-        if not obj.was_edited:
-            return "no"
-        return format_html(
-            '{} changed them before approving; before the change:<pre class="fim-pre">{}</pre>',
-            display_name(obj.edited_by),
-            pretty_arguments(obj.proposed_args),
-        )
-
-    @admin.display(description="arguments the model proposed")
-    def proposed_arguments(self, obj: ConfirmationRequest) -> str:
-        proposed = (
-            RunEvent.objects.filter(
-                run_id=obj.run_id, type=ev.TOOL_PROPOSED, payload__tool_call_id=obj.tool_call_id
-            )
-            .values_list("payload", flat=True)
-            .first()
-        )
-        if proposed is None:
-            return "—"
-        arguments = proposed.get("arguments")
-        if arguments == obj.tool_args:
-            return "the same (no hook rewrote them)"
-        return format_html(
-            '<pre class="fim-pre">{}</pre><p class="help">A hook rewrote these before the request.</p>',
-            pretty_arguments(arguments),
-        )
-
-    @admin.display(description="agent")
-    def agent_link(self, obj: ConfirmationRequest) -> str:
-        return format_html(
-            '<a href="{}">{}</a>', reverse("admin:agents_agent_change", args=[obj.agent_id]), obj.agent.name
-        )
-
-    @admin.display(description="run")
-    def run_link(self, obj: ConfirmationRequest) -> str:
-        # The run's record in the admin: its status and its events (the transcript).
-        return format_html(
-            '<a href="{}">Run #{} — transcript and events</a>',
-            reverse("admin:agents_run_change", args=[obj.run_id]),
-            obj.run_id,
-        )

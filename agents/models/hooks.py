@@ -1,0 +1,148 @@
+"""Hook declarations: the hooks an agent runs, and those its organisation enforces on every agent.
+
+A declaration is checked by building it as a run would (``hooks.catalog.build_item``); an http
+hook's signing secret is bound to its URL's origin (:mod:`agents.models.bound_secrets`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models
+from simple_history.models import HistoricalRecords
+
+from agents.models.agents import Agent
+from agents.models.bound_secrets import SecretsBoundQuerySet, SecretsBoundToAddress
+from agents.models.organisations import Organization
+from fimone.egress import url_origin
+from fimone.fields import EncryptedJSONField
+from hooks.catalog import CODE_KINDS, HookDeclarationError, build_item
+
+
+class HookDeclaration(SecretsBoundToAddress, models.Model):
+    """One hook an agent runs, or, with no agent, one its organisation *enforces* on every agent.
+
+    Kinds (``hooks.catalog.KINDS``): ``class`` names a catalog hook and ``params`` are its
+    parameters; ``command`` has ``{"argv": [...], "env": {...}}``; ``python`` has
+    ``{"path": "package.module.Name", ...params}``; ``http`` has ``{"url": ...}`` and its signing
+    ``secret`` (encrypted), bound to the origin of the URL it was entered for: changing the URL's
+    scheme, host or port needs the secret again (:class:`SecretsBoundToAddress`). Everything is
+    checked on :meth:`clean` by building the hook exactly as
+    a run would (``hooks.catalog.build_item``). ``priority``, ``timeout`` and ``on_error`` left
+    empty take the kind's (or the catalog class's) defaults.
+
+    Enforced hooks run for every agent of the organisation, after the agent's own hooks of the
+    same point, so they have the last word (``hooks.catalog`` states the ordering rule); only the
+    organisation's row can
+    disable one. Creating or changing a command, python or http declaration needs the
+    ``agents.manage_code_hooks`` permission (checked by the services, the admin and the import).
+    """
+
+    class Kind(models.TextChoices):
+        CLASS = "class", "Catalog hook"
+        COMMAND = "command", "Command"
+        PYTHON = "python", "Python"
+        HTTP = "http", "HTTP"
+
+    class Point(models.TextChoices):
+        PRE_TOOL_USE = "PreToolUse", "Before a tool call (PreToolUse)"
+        POST_TOOL_USE = "PostToolUse", "After a tool call (PostToolUse)"
+        SESSION_START = "SessionStart", "When a run starts (SessionStart)"
+
+    class OnError(models.TextChoices):
+        DEFAULT = "", "Kind default"
+        BLOCK = "block", "Block (fail closed)"
+        ALLOW = "allow", "Allow"
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="hook_declarations", verbose_name="organisation"
+    )
+    agent = models.ForeignKey(
+        Agent,
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="hook_declarations",
+        help_text="Empty: enforced on every agent of the organisation.",
+    )
+    name = models.CharField(max_length=100, help_text="Class hooks: the catalog name. Other kinds: a label.")
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.CLASS)
+    point = models.CharField(
+        max_length=16, choices=Point.choices, blank=True, help_text="Empty: the catalog class's point."
+    )
+    matcher = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text='Tool names it runs for: empty or "*" for all, a glob ("oa__*"), or "re:<regex>".',
+    )
+    priority = models.IntegerField(null=True, blank=True, help_text="Lower runs earlier; below the gate.")
+    timeout = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    on_error = models.CharField(max_length=8, choices=OnError.choices, blank=True)
+    enabled = models.BooleanField(default=True)
+    params = models.JSONField(default=dict, blank=True)
+    secret = EncryptedJSONField(
+        null=True, blank=True, help_text="http hooks: the HMAC-SHA256 signing secret. Encrypted, never shown."
+    )
+    # Every change is recorded (who, when, old and new values); the secret is never copied.
+    history = HistoricalRecords(excluded_fields=["secret"])
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = SecretsBoundQuerySet.as_manager()
+    secrets_field = "secret"
+    secrets_address_fields = frozenset({"kind", "params"})
+
+    class Meta:
+        ordering = ["organization", "agent", "priority", "pk"]
+        permissions = [("manage_code_hooks", "Can create or change command, python and http hooks")]
+        indexes = [models.Index(fields=["organization", "agent"])]
+
+    def __str__(self) -> str:
+        owner = self.agent if self.agent_id else f"{self.organization} (enforced)"
+        return f"{self.name} [{self.kind}] on {owner}"
+
+    @property
+    def is_enforced(self) -> bool:
+        return self.agent_id is None
+
+    def secrets_address(self) -> Any:
+        if self.kind == self.Kind.HTTP and isinstance(self.params, dict):
+            return (self.kind, url_origin(self.params.get("url")))
+        return (self.kind,)
+
+    @property
+    def is_code(self) -> bool:
+        return self.kind in CODE_KINDS
+
+    def as_item(self) -> dict[str, Any]:
+        """The declaration as ``hooks.catalog`` reads it (the secret in clear, in memory only)."""
+        return {
+            "kind": self.kind,
+            "name": self.name,
+            "point": self.point or None,
+            "matcher": self.matcher,
+            "params": self.params,
+            "priority": self.priority,
+            "timeout": self.timeout,
+            "on_error": self.on_error or None,
+            "secret": self.secret if self.kind == self.Kind.HTTP else None,
+        }
+
+    def clean(self) -> None:
+        if (
+            self.agent_id is not None
+            and self.organization_id is not None
+            and self.agent.organization_id != self.organization_id
+        ):
+            raise ValidationError({"agent": "the agent belongs to another organisation"})
+        if not isinstance(self.params, dict):
+            raise ValidationError({"params": "must be a JSON object"})
+        if self.kind != self.Kind.HTTP and self.secret is not None:
+            raise ValidationError({"secret": "only http hooks have a secret"})
+        try:
+            hook = build_item(self.as_item())
+        except HookDeclarationError as exc:
+            raise ValidationError({"params": str(exc)}) from None
+        if not self.point:
+            self.point = str(hook.point)
