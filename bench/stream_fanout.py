@@ -126,6 +126,12 @@ def main() -> None:
     parser.add_argument("--executor", choices=("celery", "embedded"), default="celery")
     parser.add_argument("--workers", type=int, default=2, help="Celery worker processes (celery executor)")
     parser.add_argument(
+        "--worker-nice",
+        type=int,
+        default=10,
+        help="the Celery workers' niceness (Procfile's WORKER_NICE, 10 by default; 0: as the servers)",
+    )
+    parser.add_argument(
         "--api", choices=("separate", "same"), default="separate", help="where runs are started and decided"
     )
     opts = parser.parse_args()
@@ -216,6 +222,7 @@ def main() -> None:
         workers = [
             subprocess.Popen(
                 [
+                    *(["nice", "-n", str(opts.worker_nice)] if opts.worker_nice else []),
                     sys.executable,
                     "-m",
                     "celery",
