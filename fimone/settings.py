@@ -115,6 +115,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     # The portal's 404 and 500 pages for people's paths while DEBUG is on (async-capable).
     "portal.middleware.PortalErrorPages",
+    # A Redis that does not answer makes a 503 with Retry-After, not a 500 (async-capable).
+    "portal.middleware.StoreUnavailable",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # Who made a configuration change, for its history (async-capable).
     "simple_history.middleware.HistoryRequestMiddleware",

@@ -11,8 +11,9 @@ requests cannot slip past the limit the way DRF's read-then-write history can, a
 request is not counted. Callers without an HTTP request of the user (a card click from a chat,
 mapped to the user) count with :meth:`~ScopedUserRateThrottle.refusal_for_user`, or on the event
 loop :meth:`~ScopedUserRateThrottle.refusal_for_user_async` (one Redis round trip when within the
-rate, same counters). A store that cannot be reached raises (Redis's error): DRF then answers 500,
-and each caller outside DRF decides (a card click is let through, logged).
+rate, same counters). A store that cannot be reached raises (Redis's error): a request then answers
+503 with ``Retry-After`` (``portal.middleware.StoreUnavailable``), and each caller outside a
+request decides (a card click is let through, logged).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The portal's own 404 and 500 pages for people's pages, also in development (``DEBUG``).
+"""The portal's own 404 and 500 pages for people's pages, also in development (``DEBUG``), and a
+503 instead of a 500 when a shared store (Redis) does not answer.
 
 With ``DEBUG`` off, Django answers errors with ``fimone.urls``' handlers (the portal's pages).
 With it on (``make run``), it would show its debug pages instead: the URL list for a 404, a
@@ -17,10 +18,11 @@ from typing import Any
 from asgiref.sync import iscoroutinefunction, markcoroutinefunction, sync_to_async
 from django.conf import settings
 from django.core.exceptions import BadRequest, PermissionDenied, SuspiciousOperation
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.urls import Resolver404, resolve
+from redis.exceptions import RedisError
 
-from portal.views.errors import page_not_found, server_error
+from portal.views.errors import error_page, page_not_found, server_error
 
 log = logging.getLogger("django.request")
 
@@ -87,3 +89,45 @@ class PortalErrorPages:
 
 def _not_found(request: HttpRequest) -> HttpResponse:
     return page_not_found(request)
+
+
+UNAVAILABLE_RETRY_SECONDS = 5
+"""What a 503 tells the client to wait (``Retry-After``): Redis restarts in seconds."""
+
+
+class StoreUnavailable:
+    """Answers 503 with ``Retry-After``, never a 500, when a request fails because Redis (the
+    request rates, the channel layer, the replay memory) does not answer: JSON ``{"detail": …}``
+    for the API and the other machine paths, the portal's error page for people's pages (a
+    rate is counted before the action it guards, so a refused start started nothing). Sync and
+    async capable; it only acts in ``process_exception``."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable[[HttpRequest], Any]) -> None:
+        self.get_response = get_response
+        if iscoroutinefunction(get_response):
+            markcoroutinefunction(self)
+
+    def __call__(self, request: HttpRequest) -> Any:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not isinstance(exception, RedisError):
+            return None
+        log.warning("Service Unavailable (Redis: %s): %s", type(exception).__name__, request.path)
+        if for_people(request.path_info):
+            response = error_page(
+                request,
+                503,
+                "Briefly unavailable",
+                "A service this page needs did not answer. Try again in a few seconds.",
+            )
+        else:
+            response = JsonResponse(
+                {"detail": "A service this request needs did not answer. Try again in a few seconds."},
+                status=503,
+            )
+        response["Retry-After"] = str(UNAVAILABLE_RETRY_SECONDS)
+        return response

@@ -184,8 +184,8 @@ def test_other_organisations_history_is_not_reachable(governed, agent) -> None:
 
 def test_the_agents_history_lists_its_hook_changes_with_what_changed(governed, agent) -> None:
     from agents.models import HookDeclaration
-    from tests.agents.test_admin import agent_form as full_form
-    from tests.agents.test_admin import hook_rows
+    from tests.agents.admin_forms import agent_form as full_form
+    from tests.agents.admin_forms import hook_rows
     from tests.agents.test_hook_editor import editor_row, post_rows
 
     condition = {"conditions__0__field": "amount", "conditions__0__op": ">=", "conditions__0__value": "50000"}

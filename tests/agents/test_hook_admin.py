@@ -10,7 +10,7 @@ import pytest
 
 from agents.models import Agent, HookDeclaration, Membership, Organization
 from tests.admin_kit import logged_in, page_text, url
-from tests.agents.test_admin import agent_form, grant, hook_rows, organization_form
+from tests.agents.admin_forms import agent_form, grant, hook_rows, organization_form
 from tests.personas import make_agent, make_hook, scripted
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "hooks" / "scripts"

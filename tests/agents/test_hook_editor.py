@@ -26,7 +26,7 @@ from agents.rate_limit import ConnectorRateLimit
 from approvals.models import ConfirmationRequest
 from hooks.contract import HookContext
 from tests.admin_kit import logged_in, page_text, url
-from tests.agents.test_admin import agent_form, hook_rows, organization_form
+from tests.agents.admin_forms import agent_form, hook_rows, organization_form
 from tests.personas import make_action, make_agent, make_hook, make_http_connector, scripted
 
 pytestmark = pytest.mark.django_db
