@@ -117,12 +117,19 @@ class StoreUnavailable:
         if not isinstance(exception, RedisError):
             return None
         log.warning("Service Unavailable (Redis: %s): %s", type(exception).__name__, request.path)
-        if for_people(request.path_info):
+        if for_people(request.path_info) and "application/json" in request.headers.get("Accept", ""):
+            # The page's own scripts (a decision, Stop) show ``message`` where they asked.
+            message = "A service this needs did not answer. Try again in a few seconds."
+            response = JsonResponse({"ok": False, "accepted": False, "message": message}, status=503)
+        elif for_people(request.path_info):
             response = error_page(
                 request,
                 503,
                 "Briefly unavailable",
                 "A service this page needs did not answer. Try again in a few seconds.",
+                # A message being sent is kept in a form that sends it again: nothing typed is lost.
+                draft=request.POST.get("message", "") if request.method == "POST" else "",
+                retry_url=request.path if request.method == "POST" else "",
             )
         else:
             response = JsonResponse(

@@ -58,3 +58,21 @@ def test_a_chat_page_answers_with_a_page_that_says_to_try_again(personas) -> Non
     assert "Try again in a few seconds." in response.text
     assert "Traceback" not in response.text and "ConnectionError" not in response.text
     assert Run.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_the_pages_own_script_gets_a_message_it_can_show(personas) -> None:
+    agent = make_agent(personas.org, personas.operator)
+    member = Client(raise_request_exception=False)
+    member.force_login(personas.member)
+
+    response = member.post(f"/agents/{agent.pk}/", {"message": "hello"}, HTTP_ACCEPT="application/json")
+
+    assert response.status_code == 503
+    assert response["Retry-After"] == "5"
+    assert response.json() == {
+        "ok": False,
+        "accepted": False,
+        "message": "A service this needs did not answer. Try again in a few seconds.",
+    }
+    assert Run.objects.count() == 0
