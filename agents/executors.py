@@ -37,6 +37,12 @@ class EmbeddedExecutor:
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
 
+    def owns_running_loop(self) -> bool:
+        """Whether the running loop lives as long as the process (the server's, bound here, or
+        this executor's own), rather than being made for one task."""
+        loop = asyncio.get_running_loop()
+        return loop is self._loop or loop is self._own_loop
+
     def _target_loop(self) -> asyncio.AbstractEventLoop:
         if self._loop is not None and not self._loop.is_closed():
             return self._loop

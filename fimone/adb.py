@@ -20,11 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
+from django.db import utils as django_db
 from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
@@ -49,16 +51,28 @@ async def _configure(connection: AsyncConnection) -> None:
         await connection.execute("SELECT set_config('TimeZone', %s, false)", [wanted])
 
 
-async def _open() -> AsyncConnectionPool:
-    wrapper = connections[DEFAULT_DB_ALIAS]
-    params = wrapper.get_connection_params()  # Django's adapters and credentials; no I/O
+def _connection_params() -> dict[str, Any]:
+    params = connections[DEFAULT_DB_ALIAS].get_connection_params()  # Django's adapters; no I/O
     params.pop("cursor_factory", None)  # Django's synchronous cursor classes
     # psycopg prepares nothing, even when asked, without a threshold (see settings).
     params["prepare_threshold"] = 2**31 - 1 if _prepare() else None
     params["autocommit"] = True
+    return params
+
+
+async def connect() -> AsyncConnection:
+    """One connection of the loop's own, configured as the pool's are, outside any pool: for a
+    loop that lives less long than a pool would (the caller closes it)."""
+    connection = await AsyncConnection.connect(**_connection_params())
+    await _configure(connection)
+    return connection
+
+
+async def _open() -> AsyncConnectionPool:
+    wrapper = connections[DEFAULT_DB_ALIAS]
     sizes = wrapper.settings_dict["OPTIONS"].get("pool") or {}
     pool = AsyncConnectionPool(
-        kwargs=params,
+        kwargs=_connection_params(),
         min_size=sizes.get("min_size", 1),
         max_size=sizes.get("max_size", 20),
         timeout=sizes.get("timeout", 10.0),
@@ -98,3 +112,30 @@ async def close() -> None:
     opening = _pools.pop(asyncio.get_running_loop(), None)
     if opening is not None and opening.done() and not opening.cancelled() and opening.exception() is None:
         await opening.result().close()
+
+
+# Most specific first, as Django's own wrapper (``django.db.utils.DatabaseErrorWrapper``) checks them.
+_DJANGO_ERRORS = (
+    "DataError",
+    "OperationalError",
+    "IntegrityError",
+    "InternalError",
+    "ProgrammingError",
+    "NotSupportedError",
+    "DatabaseError",
+    "InterfaceError",
+    "Error",
+)
+
+
+@contextlib.contextmanager
+def django_errors() -> Iterator[None]:
+    """Raise psycopg's exceptions as Django's (``django.db.IntegrityError``, …), as the ORM
+    would: callers catch the same exceptions whichever way a statement ran."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        for name in _DJANGO_ERRORS:
+            if isinstance(exc, getattr(psycopg, name)):
+                raise getattr(django_db, name)(*exc.args) from exc
+        raise

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agents import events as ev
+from agents.engine import batch, store
 from agents.engine import chain as chains
-from agents.engine import store
 from agents.engine.db import db
 from agents.engine.journal import RunJournal
 from agents.llm.base import DeltaCallback, LLMError, LLMProvider, LLMResponse
@@ -111,7 +111,7 @@ class RunEngine(ABC):
             return await self._drive()
         except RunFailed as failure:
             return await journal.finish(RunStatus.FAILED, error=failure.error, stage=failure.stage)
-        except store.LeaseLost:
+        except batch.LeaseLost:
             return await journal.after_lease_lost()
         except Exception as exc:
             log.exception("%s %s crashed", self.crash_label, self.run_id)
@@ -121,6 +121,7 @@ class RunEngine(ABC):
         finally:
             heartbeat.cancel()
             await journal.flush_stream()  # the run's last events reach the stream before it returns
+            await journal.close()
 
     async def _opened(self) -> None:
         """Read what the engine needs besides the run, once it is open and before it starts or

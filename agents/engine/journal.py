@@ -27,8 +27,9 @@ from django.utils import timezone
 from agents import events as ev
 from agents import executors
 from agents.consumers import run_group
-from agents.engine import child_runs, store
+from agents.engine import batch, child_runs, store
 from agents.engine.db import db
+from agents.engine.loop_writes import LoopWriter
 from agents.models import Run, RunStatus
 from agents.tools.redaction import redact_credentials
 from hooks import SideEffect
@@ -51,7 +52,7 @@ class RunJournal:
         self.owner = owner
         self.layer = get_channel_layer()
         self.checkpoint: dict[str, Any] | None = None
-        self._buffer: list[store.QueuedEvent] = []
+        self._buffer: list[batch.QueuedEvent] = []
         self._write_lock = asyncio.Lock()
         self._seq = 0
         self._delta_index = 0
@@ -59,21 +60,29 @@ class RunJournal:
         self._stored_messages = 0
         self._outbox: deque[dict[str, Any]] = deque()
         self._sender: asyncio.Task[None] | None = None
+        self._writer: LoopWriter | None = None
 
     # --- opening ----------------------------------------------------------------------------------
 
     async def open(self) -> Run:
         """Load the run, its last ``seq`` and its checkpoint (messages included), or leave
         :attr:`checkpoint` ``None`` for a run that never saved one."""
-        run = await db(store.run_load, run_id=self.run_id)
-        self._seq = await db(store.last_seq, run_id=self.run_id)
-        checkpoint = dict(run.checkpoint or {})
-        if checkpoint:
-            count = checkpoint.pop("message_count", 0)
-            checkpoint["messages"] = await db(store.messages_load, run_id=self.run_id, count=count)
-            self._stored_messages = count
+        opening = await db(store.run_open, run_id=self.run_id)
+        run = opening.run
+        self._seq = opening.last_seq
+        if opening.messages is not None:
+            checkpoint = dict(run.checkpoint)
+            self._stored_messages = checkpoint.pop("message_count", 0)
+            checkpoint["messages"] = opening.messages
             self.checkpoint = checkpoint
+        if opening.writes_on_loop:
+            self._writer = LoopWriter(pooled=executors.embedded.owns_running_loop())
         return run
+
+    async def close(self) -> None:
+        """Release what the journal holds (a connection of the run's own): the run stopped."""
+        if self._writer is not None:
+            await self._writer.close()
 
     # --- events -----------------------------------------------------------------------------------
 
@@ -85,7 +94,7 @@ class RunJournal:
     def emit(self, type_: str, payload: dict[str, Any]) -> None:
         """Queue an event; it is stored and pushed by the next :meth:`commit`."""
         self._seq += 1
-        self._buffer.append(store.QueuedEvent(self._seq, type_, payload))
+        self._buffer.append(batch.QueuedEvent(self._seq, type_, payload))
 
     async def publish(self, type_: str, payload: dict[str, Any], *, at_once: bool = True) -> None:
         """Emit an event; ``at_once`` stores and pushes it now, otherwise it goes with the run's
@@ -97,12 +106,12 @@ class RunJournal:
     def retract(self, seq: int) -> None:
         """Withdraw a queued, not yet stored event (an ending that did not happen); later queued
         events move down one, so seqs stay gap-free."""
-        kept: list[store.QueuedEvent] = []
+        kept: list[batch.QueuedEvent] = []
         for event in self._buffer:
             if event.seq == seq:
                 continue
             kept.append(
-                event if event.seq < seq else store.QueuedEvent(event.seq - 1, event.type, event.payload)
+                event if event.seq < seq else batch.QueuedEvent(event.seq - 1, event.type, event.payload)
             )
         if len(kept) < len(self._buffer):
             self._buffer = kept
@@ -150,9 +159,10 @@ class RunJournal:
         op: Callable[[], Any] | None = None,
         *,
         check_lease: bool = False,
-        writes: tuple[store.Write, ...] = (),
-        facts: tuple[store.Write, ...] = (),
+        writes: tuple[batch.Write, ...] = (),
+        facts: tuple[batch.Write, ...] = (),
         cancelled_ok: bool = False,
+        durable: bool = True,
     ) -> Any:
         """Store queued events, the checkpoint if it changed, ``writes`` and ``op`` in one
         transaction, then push the events, in seq order.
@@ -161,42 +171,64 @@ class RunJournal:
         own; the write that precedes a tool's execution always carries it (and its lease check).
         Under a lease check everything but ``facts`` is written only if the run is still ours
         and not cancelled (``cancelled_ok``: still ours); ``facts`` (a tool's outcome) are
-        written in the same transaction whatever happened to the run meanwhile.
+        written in the same transaction whatever happened to the run meanwhile. ``durable=False``
+        (a tool's outcome only: :mod:`agents.engine.loop_writes` says why that is safe) lets the
+        commit return before the database's disk has it.
         """
         async with self._write_lock:
-            batch, self._buffer = self._buffer, []
+            queued, self._buffer = self._buffer, []
             snapshot = self.checkpoint_snapshot() if self._checkpoint_dirty else None
-            if not batch and op is None and snapshot is None and not writes and not facts:
+            if not queued and op is None and snapshot is None and not writes and not facts:
                 return None
             self._checkpoint_dirty = False
             guard = None
-            parts: list[store.Write] = []
+            parts: list[batch.Write] = []
             if snapshot is not None:  # also verifies the lease
                 state, new_messages = snapshot
-                guard = store.Guard(self.run_id, self.owner, state, cancelled_ok=cancelled_ok)
+                guard = batch.Guard(self.run_id, self.owner, state, cancelled_ok=cancelled_ok)
                 first = state["message_count"] - len(new_messages)
                 parts.append(store.message_rows(run_id=self.run_id, first=first, messages=new_messages))
             elif check_lease:
-                guard = store.Guard(self.run_id, self.owner, cancelled_ok=cancelled_ok)
+                guard = batch.Guard(self.run_id, self.owner, cancelled_ok=cancelled_ok)
             parts.extend(writes)
             stamp = timezone.now()
-            parts.append(store.event_rows(run_id=self.run_id, events=batch, stamp=stamp))
+            parts.append(store.event_rows(run_id=self.run_id, events=queued, stamp=stamp))
             try:
-                result = await db(store.write, guard=guard, writes=parts, op=op, facts=facts)
-            except store.LeaseLost:
+                if op is None and self._writer is not None:
+                    result = await self._write_on_loop(guard, parts, facts, durable=durable)
+                else:
+                    result = await db(store.write, guard=guard, writes=parts, op=op, facts=facts)
+            except batch.LeaseLost:
                 # Keep the events: if the run was cancelled they are stored with its ending.
-                self._buffer[:0] = batch
+                self._buffer[:0] = queued
                 raise
             except Exception:
                 # Nothing was written: keep the events and the checkpoint to save, so seqs stay
                 # gap-free whatever the caller does next.
-                self._buffer[:0] = batch
+                self._buffer[:0] = queued
                 self._checkpoint_dirty = self._checkpoint_dirty or snapshot is not None
                 raise
             if snapshot is not None:
                 self._stored_messages = snapshot[0]["message_count"]
-            self._push(batch, stamp)
+            self._push(queued, stamp)
             return result
+
+    async def _write_on_loop(
+        self,
+        guard: batch.Guard | None,
+        writes: list[batch.Write],
+        facts: tuple[batch.Write, ...],
+        *,
+        durable: bool,
+    ) -> None:
+        """:func:`agents.engine.store.write` without ``op``, run on the loop (PostgreSQL)."""
+        assert self._writer is not None
+        statement = batch.postgres_statement(guard, batch.non_empty(writes), batch.non_empty(facts))
+        if statement is None:
+            return
+        held = await self._writer.run(*statement, durable=durable)
+        if guard is not None and not held:
+            raise batch.lease_lost(guard)
 
     def checkpoint_snapshot(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The checkpoint to store and the messages appended since the last save.
@@ -219,8 +251,8 @@ class RunJournal:
 
     # --- the stream -------------------------------------------------------------------------------
 
-    def _push(self, batch: list[store.QueuedEvent], stamp: dt.datetime) -> None:
-        if self.layer is None or not batch:
+    def _push(self, queued: list[batch.QueuedEvent], stamp: dt.datetime) -> None:
+        if self.layer is None or not queued:
             return
         created_at = stamp.isoformat()
         events = [
@@ -231,7 +263,7 @@ class RunJournal:
                 "payload": event.payload,
                 "created_at": created_at,
             }
-            for event in batch
+            for event in queued
         ]
         # One channel-layer message per commit, not per event: each send is several Redis calls.
         self._send_soon({"type": "run.events", "events": events})
@@ -312,7 +344,7 @@ class RunJournal:
                 ),
                 check_lease=True,
             )
-        except store.LeaseLost:
+        except batch.LeaseLost:
             self.retract(ending)
             return await self.after_lease_lost()
         return status
@@ -332,7 +364,7 @@ class RunJournal:
                     check_lease=True,
                     cancelled_ok=True,
                 )
-            except store.LeaseLost:
+            except batch.LeaseLost:
                 pass  # taken over meanwhile: the new holder ends it
             else:
                 return RunStatus.CANCELLED
@@ -377,7 +409,7 @@ class RunJournal:
                 ),
                 check_lease=True,
             )
-        except store.LeaseLost:
+        except batch.LeaseLost:
             self.retract(parking)
             return await self.after_lease_lost()
         if still_waiting is not None and not await still_waiting():

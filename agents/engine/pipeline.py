@@ -27,7 +27,7 @@ from typing import Any
 from django.db import IntegrityError
 
 from agents import events as ev
-from agents.engine import jsonsafe, store
+from agents.engine import batch, jsonsafe, store
 from agents.engine.db import db
 from agents.engine.journal import RunJournal
 from agents.models import ToolExecution
@@ -320,7 +320,7 @@ class ToolPipeline:
                     duration_ms=duration,
                 ),
             )
-        except store.LeaseLost:
+        except batch.LeaseLost:
             raise  # the outcome was written all the same (a fact); the run ends as cancelled or lost
         except Exception as exc:
             # Anything else failing once the tool returned (a bug, the database refusing the
@@ -338,7 +338,7 @@ class ToolPipeline:
         *,
         confirmation_request_id: str | None = None,
         run_hooks: bool = True,
-        record: store.Write | None = None,
+        record: batch.Write | None = None,
     ) -> Observation:
         """The observation of a call that ran: its PostToolUse chain over ``result`` (none for an
         eval's dry run, ``run_hooks=False``), its ``tool.finished`` and the outcome's write."""
@@ -369,7 +369,9 @@ class ToolPipeline:
         )
         # The outcome of a tool that ran is recorded even if the run was cancelled meanwhile: the
         # run then ends cancelled after it, never leaving the execution "started".
-        await journal.commit(facts=(record,) if record is not None else ())
+        # Not durable: a database crash that loses it leaves the call started, never ended, which
+        # reads back as "outcome unknown", never as a call to run again (DESIGN §1.5).
+        await journal.commit(facts=(record,) if record is not None else (), durable=False)
         return Observation(observation)
 
     async def _unrecorded(

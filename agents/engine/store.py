@@ -20,7 +20,8 @@ from django.db.models import Max, Q
 from django.utils import timezone
 
 from agents import events as ev
-from agents.engine import jsonsafe
+from agents.engine import batch, jsonsafe
+from agents.engine.batch import Change, Guard, QueuedEvent, Rows, Write
 from agents.models import (
     Run,
     RunEvent,
@@ -31,10 +32,6 @@ from agents.models import (
 from agents.signals import run_cancelled, run_settled
 
 T = TypeVar("T")
-
-
-class LeaseLost(Exception):
-    """Another process took this run over (our lease expired) or it was cancelled under us."""
 
 
 def args_sha256(args: Any) -> str:
@@ -60,6 +57,30 @@ def run_claim(*, run_id: int, owner: str, from_statuses: tuple[str, ...]) -> boo
     if won:
         Run.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
     return bool(won)
+
+
+@dataclass(frozen=True, slots=True)
+class Opening:
+    """What a journal reads when it opens a run (one trip to the database thread)."""
+
+    run: Run
+    last_seq: int
+    messages: list[dict[str, Any]] | None
+    """The checkpoint's stored messages; ``None`` for a run that never saved a checkpoint."""
+    writes_on_loop: bool
+    """Whether the run's step writes may run on the event loop (:mod:`agents.engine.loop_writes`):
+    PostgreSQL, and this thread's connection is not inside a caller's transaction."""
+
+
+def run_open(*, run_id: int) -> Opening:
+    run = run_load(run_id=run_id)
+    count = (run.checkpoint or {}).get("message_count", 0) if run.checkpoint else None
+    return Opening(
+        run=run,
+        last_seq=last_seq(run_id=run_id),
+        messages=messages_load(run_id=run_id, count=count) if count is not None else None,
+        writes_on_loop=_postgres() and not connection.in_atomic_block,
+    )
 
 
 def run_load(*, run_id: int) -> Run:
@@ -103,58 +124,8 @@ def previous_messages(*, run: Run) -> list[dict[str, Any]]:
 
 
 # --- the hot path ---------------------------------------------------------------------------------
-# Events, messages and tool executions are written on every step of every run. They are built as
-# plain SQL: on a small CPU, building them through the ORM cost several times what the database
-# takes to run them. On PostgreSQL a step's writes travel as ONE statement (data-modifying CTEs,
-# rows passed as one JSON document): one round trip, and in autocommit one transaction, instead
-# of a BEGIN, a statement per table and a COMMIT.
-
-
-@dataclass(frozen=True, slots=True)
-class Rows:
-    """Rows to insert into one table. Values of ``json_columns`` are JSON values (not text)."""
-
-    table: str
-    columns: tuple[str, ...]
-    values: list[tuple[Any, ...]]
-    json_columns: frozenset[str] = frozenset()
-
-
-@dataclass(frozen=True, slots=True)
-class Change:
-    """``UPDATE table SET <assignments> WHERE <where>``; ``params`` fill both, in that order.
-    ``{json}`` in ``assignments`` stands for a JSON-typed placeholder."""
-
-    table: str
-    assignments: str
-    where: str
-    params: list[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Guard:
-    """The condition a batch is written under: the run is still ``running``, held by ``owner``
-    and not cancelled. With a ``checkpoint``, the same statement stores it. ``cancelled_ok`` drops
-    the last condition: the write that ends a cancelled run is made by the holder that saw it."""
-
-    run_id: int
-    owner: str
-    checkpoint: dict[str, Any] | None = None
-    cancelled_ok: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class QueuedEvent:
-    """An event numbered by the engine, stored by its next write and pushed after it."""
-
-    seq: int
-    type: str
-    payload: dict[str, Any]
-
-
-Write = Rows | Change
-_RUN_HELD = "id = %s AND lease_owner = %s AND status = %s AND NOT cancel_requested"
-_RUN_HELD_CANCELLED_OK = "id = %s AND lease_owner = %s AND status = %s"
+# A step's writes (events, messages, tool executions) are plain SQL built in ``agents.engine.batch``;
+# on PostgreSQL one statement, elsewhere one transaction of plain statements.
 
 
 def _postgres() -> bool:
@@ -167,14 +138,6 @@ def _json_placeholder() -> str:
 
 def _table(model: type) -> str:
     return connection.ops.quote_name(model._meta.db_table)
-
-
-def _guard_params(guard: Guard) -> list[Any]:
-    return [guard.run_id, guard.owner, RunStatus.RUNNING.value]
-
-
-def _held(guard: Guard) -> str:
-    return _RUN_HELD_CANCELLED_OK if guard.cancelled_ok else _RUN_HELD
 
 
 def event_rows(*, run_id: int, events: list[QueuedEvent], stamp: dt.datetime) -> Rows:
@@ -252,75 +215,28 @@ def _guard_plain(guard: Guard) -> bool:
     """Whether the run is held as ``guard`` says (storing its checkpoint if so). The row is
     locked until the transaction ends, so a cancel cannot slip in between the check and the
     writes it guards."""
-    held_sql = _held(guard)
+    held_sql = batch.held_condition(guard)
     with connection.cursor() as cursor:
         if guard.checkpoint is not None:
             cursor.execute(
                 f"UPDATE {_table(Run)} SET checkpoint = {_json_placeholder()} WHERE {held_sql}",  # noqa: S608
-                [jsonsafe.dumps(guard.checkpoint), *_guard_params(guard)],
+                [jsonsafe.dumps(guard.checkpoint), *batch.guard_params(guard)],
             )
             return bool(cursor.rowcount)
         lock = " FOR UPDATE" if _postgres() else ""  # SQLite: the write lock serialises anyway
-        cursor.execute(f"SELECT 1 FROM {_table(Run)} WHERE {held_sql}{lock}", _guard_params(guard))  # noqa: S608
+        cursor.execute(f"SELECT 1 FROM {_table(Run)} WHERE {held_sql}{lock}", batch.guard_params(guard))  # noqa: S608
         return cursor.fetchone() is not None
 
 
-def _lease_lost(guard: Guard) -> LeaseLost:
-    return LeaseLost(f"run {guard.run_id} is no longer held by {guard.owner} or was cancelled")
-
-
-def _jsonable(value: Any) -> Any:
-    return value.isoformat() if isinstance(value, dt.datetime) else value
-
-
-def _write_postgres(guard: Guard | None, writes: list[Write], facts: list[Write] = ()) -> None:
-    """All of ``writes`` and ``facts`` as one statement. Under a guard every part of ``writes`` is
-    conditioned on the guard's row (``EXISTS (SELECT 1 FROM held)``): it writes everything or
-    nothing; ``facts`` are written either way. Rows travel as one JSON array per table, typed by
-    ``jsonb_populate_recordset`` against the table's row type."""
-    parts: list[str] = []
-    params: list[Any] = []
-    if guard is not None:
-        held_sql = _held(guard)
-        if guard.checkpoint is not None:
-            parts.append(
-                f"held AS (UPDATE {_table(Run)} SET checkpoint = %s::jsonb WHERE {held_sql} RETURNING id)"  # noqa: S608
-            )
-            params.append(jsonsafe.dumps(guard.checkpoint))
-        else:
-            parts.append(f"held AS (SELECT id FROM {_table(Run)} WHERE {held_sql} FOR UPDATE)")  # noqa: S608
-        params.extend(_guard_params(guard))
-    quote = connection.ops.quote_name
-    tagged = [(w, guard is not None) for w in writes] + [(w, False) for w in facts]
-    for number, (write, guarded) in enumerate(tagged):
-        table = quote(write.table)
-        condition = ""
-        if isinstance(write, Rows):
-            if guarded:
-                condition = " WHERE EXISTS (SELECT 1 FROM held)"
-            names = ", ".join(quote(c) for c in write.columns)
-            parts.append(
-                f"w{number} AS (INSERT INTO {table} ({names}) SELECT {names} "  # noqa: S608
-                f"FROM jsonb_populate_recordset(NULL::{table}, %s::jsonb){condition})"
-            )
-            rows = [
-                {c: _jsonable(v) for c, v in zip(write.columns, row, strict=True)} for row in write.values
-            ]
-            params.append(jsonsafe.dumps(rows))
-        else:
-            if guarded:
-                condition = " AND EXISTS (SELECT 1 FROM held)"
-            assignments = write.assignments.format(json="%s::jsonb")
-            parts.append(f"w{number} AS (UPDATE {table} SET {assignments} WHERE {write.where}{condition})")  # noqa: S608
-            params.extend(write.params)
-    if not parts:
+def _write_postgres(guard: Guard | None, writes: list[Write], facts: list[Write]) -> None:
+    statement = batch.postgres_statement(guard, writes, facts)
+    if statement is None:
         return
-    tail = "SELECT count(*) FROM held" if guard is not None else "SELECT 1"
     with connection.cursor() as cursor:
-        cursor.execute(f"WITH {', '.join(parts)} {tail}", params)
+        cursor.execute(*statement)
         held = cursor.fetchone()[0]
     if guard is not None and not held:
-        raise _lease_lost(guard)
+        raise batch.lease_lost(guard)
 
 
 def _apply_plain(items: list[Write] | tuple[Write, ...]) -> None:
@@ -349,11 +265,7 @@ def write(
     """
     if op is None and _postgres():
         # One statement is one transaction in autocommit, and atomic inside a caller's block.
-        _write_postgres(
-            guard,
-            [w for w in writes if not (isinstance(w, Rows) and not w.values)],
-            [w for w in facts if not (isinstance(w, Rows) and not w.values)],
-        )
+        _write_postgres(guard, batch.non_empty(writes), batch.non_empty(facts))
         return None
     with transaction.atomic():
         held = guard is None or _guard_plain(guard)
@@ -362,7 +274,7 @@ def write(
             result = op() if op is not None else None
             _apply_plain(writes)
     if not held:
-        raise _lease_lost(guard)
+        raise batch.lease_lost(guard)
     return result
 
 

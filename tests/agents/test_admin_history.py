@@ -186,7 +186,7 @@ def test_the_agents_history_lists_its_hook_changes_with_what_changed(governed, a
     from agents.models import HookDeclaration
     from tests.agents.admin_forms import agent_form as full_form
     from tests.agents.admin_forms import hook_rows
-    from tests.agents.test_hook_editor import editor_row, post_rows
+    from tests.agents.hook_editor_kit import editor_row, post_rows
 
     condition = {"conditions__0__field": "amount", "conditions__0__op": ">=", "conditions__0__value": "50000"}
     row = editor_row("confirm_when", tools="oa__purchase_pay", mode="", reason="", **condition)

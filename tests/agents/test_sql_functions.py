@@ -21,7 +21,7 @@ from agents.guards import ToolFacts, write_reason
 from agents.tools.base import ToolError
 from agents.tools.database import DRIVERS
 from agents.tools.sql_guard import READ_FUNCTIONS, Dialect, classify_sql
-from tests.agents.test_sql_tools import PURCHASES, Ledger, _postgres_ledger, _sqlite_ledger, call
+from tests.agents.sql_kit import PURCHASES, Ledger, _postgres_ledger, _sqlite_ledger, call
 from tests.personas import Personas
 
 

@@ -6,7 +6,7 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agents.engine import store
+from agents.engine import batch, store
 from agents.models import Run, RunEvent, RunMessage, RunStatus, ToolExecution
 from agents.services import run_start
 from tests.personas import make_agent
@@ -22,8 +22,8 @@ def held_run(personas, monkeypatch) -> Run:
     return run
 
 
-def step(run: Run, *, seq: int = 1, call_id: str = "call-1") -> list[store.Write]:
-    events = [store.QueuedEvent(seq, "tool.started", {"tool_call_id": call_id, "note": "ünï ✓"})]
+def step(run: Run, *, seq: int = 1, call_id: str = "call-1") -> list[batch.Write]:
+    events = [batch.QueuedEvent(seq, "tool.started", {"tool_call_id": call_id, "note": "ünï ✓"})]
     return [
         store.message_rows(run_id=run.pk, first=0, messages=[{"role": "user", "content": "hi"}]),
         store.execution_begin(run_id=run.pk, tool_call_id=call_id, tool_name="noop", args={"b": 2, "a": [1]}),
@@ -32,7 +32,7 @@ def step(run: Run, *, seq: int = 1, call_id: str = "call-1") -> list[store.Write
 
 
 def test_a_step_stores_its_checkpoint_messages_execution_and_events_together(held_run) -> None:
-    store.write(guard=store.Guard(held_run.pk, OWNER, {"v": 1, "message_count": 1}), writes=step(held_run))
+    store.write(guard=batch.Guard(held_run.pk, OWNER, {"v": 1, "message_count": 1}), writes=step(held_run))
 
     held_run.refresh_from_db()
     assert held_run.checkpoint == {"v": 1, "message_count": 1}
@@ -50,10 +50,10 @@ def test_a_step_stores_its_checkpoint_messages_execution_and_events_together(hel
 
 def test_nothing_of_a_step_is_written_once_another_worker_holds_the_run(held_run) -> None:
     checkpoint = {"v": 1, "message_count": 1}
-    with pytest.raises(store.LeaseLost):
-        store.write(guard=store.Guard(held_run.pk, "worker-2", checkpoint), writes=step(held_run))
-    with pytest.raises(store.LeaseLost):
-        store.write(guard=store.Guard(held_run.pk, "worker-2"), writes=step(held_run))
+    with pytest.raises(batch.LeaseLost):
+        store.write(guard=batch.Guard(held_run.pk, "worker-2", checkpoint), writes=step(held_run))
+    with pytest.raises(batch.LeaseLost):
+        store.write(guard=batch.Guard(held_run.pk, "worker-2"), writes=step(held_run))
 
     held_run.refresh_from_db()
     assert held_run.checkpoint != {"v": 1, "message_count": 1}
@@ -65,25 +65,25 @@ def test_nothing_of_a_step_is_written_once_another_worker_holds_the_run(held_run
 def test_nothing_of_a_step_is_written_once_the_user_cancelled(held_run) -> None:
     Run.objects.filter(pk=held_run.pk).update(cancel_requested=True)
 
-    with pytest.raises(store.LeaseLost):
-        store.write(guard=store.Guard(held_run.pk, OWNER), writes=step(held_run))
+    with pytest.raises(batch.LeaseLost):
+        store.write(guard=batch.Guard(held_run.pk, OWNER), writes=step(held_run))
 
     assert not ToolExecution.objects.filter(run=held_run).exists()
     assert not RunEvent.objects.filter(run=held_run).exists()
 
 
 def test_a_second_start_of_the_same_call_fails_and_writes_none_of_its_step(held_run) -> None:
-    store.write(guard=store.Guard(held_run.pk, OWNER), writes=step(held_run)[1:])
+    store.write(guard=batch.Guard(held_run.pk, OWNER), writes=step(held_run)[1:])
 
     with pytest.raises(IntegrityError), transaction.atomic():
-        store.write(guard=store.Guard(held_run.pk, OWNER), writes=step(held_run, seq=2)[1:])
+        store.write(guard=batch.Guard(held_run.pk, OWNER), writes=step(held_run, seq=2)[1:])
 
     assert ToolExecution.objects.filter(run=held_run).count() == 1
     assert list(RunEvent.objects.filter(run=held_run).values_list("seq", flat=True)) == [1]
 
 
 def test_a_finished_call_stores_its_outcome_and_a_finished_call_is_not_finished_twice(held_run) -> None:
-    store.write(guard=store.Guard(held_run.pk, OWNER), writes=step(held_run)[1:2])
+    store.write(guard=batch.Guard(held_run.pk, OWNER), writes=step(held_run)[1:2])
 
     finish = store.execution_finish(
         run_id=held_run.pk, tool_call_id="call-1", status="succeeded", result={"paid": True}, duration_ms=1.5

@@ -11,6 +11,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -163,3 +164,11 @@ def asgi_server(_daphne_thread: str, transactional_db: None, settings: Any) -> I
             embedded.wait_idle(timeout=20)
         finally:
             embedded._loop = None
+
+
+@pytest.fixture
+def shop(asgi_server) -> SimpleNamespace:
+    """The demo organisation with a scripted purchasing helper, for the chat page's tests (chat_kit.py)."""
+    from tests.browser.chat_kit import demo_shop
+
+    return demo_shop(asgi_server.url)

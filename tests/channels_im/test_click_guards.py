@@ -2,8 +2,8 @@
 clicker's ``DECISION_RATE`` (shared with the inbox and the API: docs/security.md, Throttles), and free text
 PostgreSQL cannot hold (a NUL in the card's reason field, or in arguments edited in the inbox).
 Never a 500: the click is either decided or refused, logged and the clicker told. The same on the
-event loop's lane is in test_clicks_on_the_loop.py; separation of duties on every path in
-tests/approvals/test_separation_of_duties.py."""
+event loop's lane is in test_clicks_answered_on_the_loop.py and its neighbours; separation of
+duties on every path in tests/approvals/test_separation_of_duties.py."""
 
 from __future__ import annotations
 
