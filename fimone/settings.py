@@ -253,6 +253,9 @@ CELERY_TIMEZONE = "UTC"
 GC_THRESHOLD = env_int("GC_THRESHOLD", 50_000, minimum=0)
 RUN_EXECUTOR = env_choice("RUN_EXECUTOR", "embedded" if EMBEDDED else "celery", ("embedded", "celery"))
 RUN_LEASE_SECONDS = env_int("RUN_LEASE_SECONDS", 60, minimum=5)
+# Whether a tool's outcome waits for the database's disk before the run goes on (PostgreSQL). The
+# call's start always does; a lost outcome reads back as "outcome unknown" (agents/engine/loop_writes.py).
+RUN_OUTCOMES_WAIT_FOR_DISK = env_bool("RUN_OUTCOMES_WAIT_FOR_DISK", False)
 # How many agents deep call_agent may delegate (the first delegate is depth 1).
 AGENT_DELEGATION_MAX_DEPTH = env_int("AGENT_DELEGATION_MAX_DEPTH", 3, minimum=1)
 # The most steps a DAG agent's plan may have.

@@ -14,7 +14,8 @@ it when the run stops driving.
 
 Durability: a write is durable (``synchronous_commit`` as configured) unless the caller says it
 need not be: then it commits without waiting for the disk (``SET LOCAL synchronous_commit TO
-OFF``, one round trip). Only a tool's outcome is written so (``agents.engine.pipeline``): a
+OFF``, one round trip). Only a tool's outcome is written so (``agents.engine.pipeline``, unless
+``RUN_OUTCOMES_WAIT_FOR_DISK`` is set): a
 database crash can lose at most the last such writes, never a later durable one (the log is
 flushed in order), and a lost outcome reads back as the call's start without an end — "outcome
 unknown" (DESIGN §1.5), never a second execution.

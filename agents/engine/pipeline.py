@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError
 
 from agents import events as ev
@@ -369,9 +370,12 @@ class ToolPipeline:
         )
         # The outcome of a tool that ran is recorded even if the run was cancelled meanwhile: the
         # run then ends cancelled after it, never leaving the execution "started".
-        # Not durable: a database crash that loses it leaves the call started, never ended, which
-        # reads back as "outcome unknown", never as a call to run again (DESIGN §1.5).
-        await journal.commit(facts=(record,) if record is not None else (), durable=False)
+        # Unless configured otherwise, not waiting for the disk: a database crash that loses it
+        # leaves the call started, never ended, which reads back as "outcome unknown", never as a
+        # call to run again (DESIGN §1.5).
+        await journal.commit(
+            facts=(record,) if record is not None else (), durable=settings.RUN_OUTCOMES_WAIT_FOR_DISK
+        )
         return Observation(observation)
 
     async def _unrecorded(

@@ -75,6 +75,18 @@ def test_a_run_outside_a_transaction_writes_its_steps_on_the_loop_and_closes_its
     assert not writer.pooled and writer._own is None, "the run's own connection closed when it stopped"
 
 
+def test_an_operator_may_have_every_outcome_wait_for_the_disk(
+    personas, no_dispatch, writes, settings
+) -> None:
+    settings.RUN_OUTCOMES_WAIT_FOR_DISK = True
+    run = two_calls(personas, no_dispatch)
+
+    assert Harness(RecordingTool("t_note")).execute(run) == RunStatus.COMPLETED
+
+    assert writes and all(writes), "every step write waited for the disk"
+    assert ToolExecution.objects.filter(run=run, status="succeeded").count() == 2
+
+
 @pytest.mark.django_db(transaction=False)
 def test_a_run_driven_inside_a_transaction_writes_through_it(personas, no_dispatch, writes) -> None:
     run = two_calls(personas, no_dispatch)
