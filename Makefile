@@ -45,7 +45,16 @@ prod: $(if $(SKIP_INSTALL),,$(STAMP))
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/honcho start -f Procfile -p $(PROD_PORT) \
 		-c web=$(WEB),worker=$(WORKERS),beat=1,relay=1
 
-test: $(STAMP)
+# The reference MCP server the tests drive over stdio (npm; without Node its tests skip, except
+# under CI=true where a skip fails).
+MCP_SERVERS := tests/mcp_servers/node_modules/.installed
+
+$(MCP_SERVERS): tests/mcp_servers/package.json
+	@if command -v npm >/dev/null 2>&1; then \
+		npm install --prefix tests/mcp_servers --no-package-lock --no-audit --no-fund --silent && touch $@; \
+	else echo "npm not found: the tests against the reference MCP server will skip"; fi
+
+test: $(STAMP) $(MCP_SERVERS)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -15,6 +15,7 @@ class AgentsConfig(AppConfig):
         # The runner and the Celery tasks install how runs are driven and enqueued
         # (agents.executors), so dispatching never imports upwards.
         import agents.engine.runner
+        import agents.fim_one_hooks  # FIM One's hook names, as aliases of ours
         import agents.guards
         import agents.rate_limit
         import agents.tasks  # noqa: F401

@@ -16,6 +16,8 @@ from typing import Any
 
 from django.conf import settings
 
+from agents.tools.mcp_tools import keep_sessions_on
+
 log = logging.getLogger(__name__)
 
 
@@ -36,6 +38,7 @@ class EmbeddedExecutor:
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
+        keep_sessions_on(loop)
 
     def owns_running_loop(self) -> bool:
         """Whether the running loop lives as long as the process (the server's, bound here, or
@@ -50,6 +53,7 @@ class EmbeddedExecutor:
             if self._own_loop is None or self._own_loop.is_closed():
                 loop = asyncio.new_event_loop()
                 threading.Thread(target=loop.run_forever, name="fimone-embedded-runs", daemon=True).start()
+                keep_sessions_on(loop)
                 self._own_loop = loop
             return self._own_loop
 

@@ -64,6 +64,8 @@ _AUDIT_RECORD: dict[str, tuple[str, ...]] = {
     "evals.evalcase": _VIEW,
     "evals.evalrun": _VIEW,
     "evals.evalresult": _VIEW,
+    "mcp_gateway.gateway": _VIEW,
+    "mcp_gateway.gatewaycall": _VIEW,
 }
 
 _OPERATOR: dict[str, tuple[str, ...]] = {
@@ -82,6 +84,7 @@ _OPERATOR: dict[str, tuple[str, ...]] = {
     "evals.evalset": _CONFIGURE,
     "evals.evalcase": ("view", "add", "change", "delete"),
     "evals.evalrun": ("view", "add"),  # adding one starts it
+    "mcp_gateway.gateway": _CONFIGURE,  # never deleted: switched off
 }
 
 ROLE_PERMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {

@@ -74,7 +74,7 @@ def check_member(*, user: Any, organization_id: int) -> None:
         raise ServiceError("not found", code="not_found")
 
 
-CHAT_PATHS = frozenset({ExecutionPath.PORTAL, ExecutionPath.API})
+CHAT_PATHS = frozenset({ExecutionPath.PORTAL, ExecutionPath.API, ExecutionPath.MCP})
 """The doors through which a person talks to an agent themselves (workflows and evals start runs
 on behalf of whoever configured them, under their own rules)."""
 
@@ -104,8 +104,10 @@ def run_start(
     input: str,
     conversation: Conversation | None = None,
     execution_path: str = ExecutionPath.API,
+    dispatch: bool = True,
 ) -> Run:
-    """Create a run on ``agent`` for ``user`` and hand it to the executor once committed.
+    """Create a run on ``agent`` for ``user`` and hand it to the executor once committed
+    (``dispatch=False``: the caller drives it itself, as the MCP gateway does).
 
     Preconditions checked here: the user belongs to the agent's organisation and, through the
     portal or the API, may chat there (:func:`chat_refusal`, ``forbidden``); neither the agent nor
@@ -147,7 +149,8 @@ def run_start(
         execution_path=execution_path,
         hook_chain=hook_chain_of(agent),  # kept for the whole run, resumes included
     )
-    transaction.on_commit(lambda: dispatch_execute(run.pk))
+    if dispatch:
+        transaction.on_commit(lambda: dispatch_execute(run.pk))
     return run
 
 

@@ -22,7 +22,7 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("agents-hooks", "Agents & hooks", ("agents.agent", "hooks.*")),
+    ("agents-hooks", "Agents & hooks", ("agents.agent", "hooks.*", "mcp_gateway.gateway")),
     ("workflows-evals", "Workflows & evals", ("workflows.*", "evals.*")),
     ("approvals", "Approvals", ("approvals.approverpolicy", "approvals.confirmationrequest")),
     ("channels", "Channels", ("channels_im.channelconfig", "channels_im.imidentity")),
@@ -30,7 +30,13 @@ INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "audit",
         "Audit",
-        ("agents.run", "agents.toolexecution", "agents.connectorcalllog", "agents.conversation"),
+        (
+            "agents.run",
+            "agents.toolexecution",
+            "agents.connectorcalllog",
+            "agents.conversation",
+            "mcp_gateway.gatewaycall",
+        ),
     ),
     (
         "people",

@@ -26,6 +26,21 @@ from agents.executors import embedded  # noqa: E402
 from approvals.sweeper import sweep_forever  # noqa: E402
 from fimone.routing import websocket_urlpatterns  # noqa: E402
 from fimone.static import StaticFiles  # noqa: E402
+from mcp_gateway.server import GatewayApp  # noqa: E402
+
+
+class McpFirst:
+    """``/mcp/…`` to the MCP gateway (its own protocol and token auth), the rest to ``app``."""
+
+    def __init__(self, app: object) -> None:
+        self.app = app
+        self.gateway = GatewayApp()
+
+    async def __call__(self, scope: dict, receive: object, send: object) -> None:
+        if scope.get("path", "").startswith("/mcp/"):
+            await self.gateway(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)  # type: ignore[operator]
 
 
 class BindServerLoop:
@@ -51,8 +66,13 @@ class BindServerLoop:
 application = BindServerLoop(
     ProtocolTypeRouter(
         {
-            "http": StaticFiles(
-                django_asgi_app, root=settings.STATIC_ROOT, url=settings.STATIC_URL, refresh=settings.DEBUG
+            "http": McpFirst(
+                StaticFiles(
+                    django_asgi_app,
+                    root=settings.STATIC_ROOT,
+                    url=settings.STATIC_URL,
+                    refresh=settings.DEBUG,
+                )
             ),
             "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         }

@@ -101,6 +101,7 @@ INSTALLED_APPS = [
     "portal",
     "workflows",
     "evals",
+    "mcp_gateway",
 ]
 
 # Django's stock middleware, named by their stock paths so that `check --deploy` sees what runs;
@@ -412,7 +413,8 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     # django-axes announces itself at every start-up; its sign-in failures and lockouts still log.
-    "loggers": {"axes.apps": {"level": "WARNING"}},
+    # The MCP SDK's HTTP client logs every request it makes at INFO: one line per tool call.
+    "loggers": {"axes.apps": {"level": "WARNING"}, "httpx2": {"level": "WARNING"}},
     "root": {
         "handlers": ["console"],
         "level": env_choice("LOG_LEVEL", "INFO", ("DEBUG", "INFO", "WARNING", "ERROR")),

@@ -21,6 +21,8 @@ from rest_framework.test import APIClient
 from agents.models import Agent, ExecutionPath, Run
 from hooks import HookContext, HookResult, PostToolUseHook
 from hooks.catalog import HookDeclarationError, parse_declaration, register_hook, resolve_chain
+from mcp_gateway.models import Gateway
+from mcp_gateway.services import gateway_call_start
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.approvals.kit import PAY_SCHEMA
 from tests.personas import make_agent, scripted
@@ -69,8 +71,10 @@ class Path:
     drive: Callable[[Harness, Any], None] = execute_run
     """Run the root in-process (as a worker would) until it ends or parks."""
     has_model: bool = True
-    """A model hears a blocked call and answers; without one (a CONNECTOR node) the path fails,
-    naming the refusal."""
+    """A model hears a blocked call and answers; without one (a CONNECTOR node, a gateway call)
+    the path fails, naming the refusal."""
+    chain_owner: str = "agent"
+    """Whose hooks the run keeps: a CONNECTOR node runs its workflow's."""
 
 
 def via_rest_api(personas, hooks) -> Run:
@@ -191,6 +195,21 @@ def the_node_run(workflow_run: WorkflowRun) -> Run | None:
     return node(workflow_run).run
 
 
+def via_mcp_gateway(personas, hooks) -> Run:
+    """An MCP client calls the paying tool through a gateway to the agent that declares ``hooks``.
+
+    The call starts as the gateway's request handler starts it (``gateway_call_start``); the
+    row's drive plays the handler's own driving of the run. The wire itself (the SDK's client, the
+    token, progress notifications) is tests/mcp_gateway's."""
+    agent = paying_agent(personas, hooks)
+    gateway = Gateway.objects.create(organization=personas.org, agent=agent, name="Desk")
+    call, fresh = gateway_call_start(
+        gateway=gateway, user=personas.member, tool_name="oa__purchase_pay", arguments=dict(PAY_ARGS)
+    )
+    assert fresh
+    return call.run
+
+
 PATHS: list[Path] = [
     Path("rest-api", via_rest_api, lambda run: run, ExecutionPath.API),
     Path("portal", via_portal, lambda run: run, ExecutionPath.PORTAL),
@@ -204,7 +223,9 @@ PATHS: list[Path] = [
         ExecutionPath.WORKFLOW,
         walk_workflow,
         has_model=False,
+        chain_owner="workflow",
     ),
+    Path("mcp-gateway", via_mcp_gateway, lambda run: run, ExecutionPath.MCP, has_model=False),
 ]
 
 
@@ -215,7 +236,7 @@ def drive(path: Path, personas, hooks, tool: RecordingTool) -> tuple[Root, Run |
     """Start the path and drive it until it ends or parks; return the root and the tool run."""
     root = path.start(personas, hooks)
     if isinstance(root, Run):  # the run the user started, not one a path made inside it
-        assert root.execution_path in (ExecutionPath.API, ExecutionPath.PORTAL)
+        assert root.execution_path in (ExecutionPath.API, ExecutionPath.PORTAL, ExecutionPath.MCP)
     path.drive(Harness(tool), root)
     root.refresh_from_db()
     tool_run = path.tool_run(root)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from agents import events as ev
-from agents.models import ConnectorCallLog, Run, RunStatus
+from agents.models import ConnectorCallLog, ExecutionPath, Run, RunStatus
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
 from tests.agents.engine_kit import Harness, events_of
@@ -107,8 +107,7 @@ def test_a_chain_that_cannot_be_built_stops_the_path_before_any_tool_runs(path, 
     failed = tool_run if tool_run is not None else root
     failed.refresh_from_db()
     assert failed.status == RunStatus.FAILED and "hooks cannot be built" in failed.error
-    whose = "agent" if path.has_model else "workflow"  # a CONNECTOR node runs the workflow's chain
-    assert f"the {whose}'s hooks cannot be built" in failed.error
+    assert f"the {path.chain_owner}'s hooks cannot be built" in failed.error
     assert events_of(failed, ev.RUN_FAILED)[-1]["stage"] == "hooks"
     assert events_of(failed, ev.TOOL_STARTED) == []
     root.refresh_from_db()
@@ -273,3 +272,11 @@ def test_the_operator_who_configured_the_agent_cannot_decide_its_request(path, p
     settle(resumes, pay)
     root.refresh_from_db()
     assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
+
+
+def test_every_execution_path_has_a_row() -> None:
+    """A path added to the product without a row here would go untested: seven rows, one per way
+    a tool call is reached, and the eval's rows for the runner that bypasses the agent's hooks."""
+    assert len(PATHS) == 7
+    covered = {p.execution_path for p in PATHS} | {p.execution_path for p in EVAL_PATHS}
+    assert covered == set(ExecutionPath)

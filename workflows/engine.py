@@ -15,15 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents import events as ev
-from agents.engine import store
-from agents.engine.base import RunEngine, RunFailed
 from agents.engine.db import db
-from agents.engine.pipeline import Blocked, Suspended, ToolPipeline
 from agents.engine.react import run_facts
-from agents.models import ConnectorAction, RunStatus, ToolExecution
+from agents.engine.single_call import SingleCallEngine
+from agents.models import ConnectorAction
 from agents.tools.base import Tool
-from agents.tools.http import HttpActionTool
+from agents.tools.toolbox import action_tool
 from workflows.models import WorkflowNodeRun
 
 
@@ -41,12 +38,14 @@ def _action_tool(*, node: WorkflowNodeRun) -> dict[str, Tool]:
             pk=action_id,
             connector__organization_id=node.workflow_run.organization_id,
             connector__archived_at__isnull=True,
+            enabled=True,
+            missing_since__isnull=True,
         )
         .first()
     )
     if action is None:
         return {}
-    return {action.tool_name: HttpActionTool(action=action, connector=action.connector)}
+    return {action.tool_name: action_tool(action, action.connector)}
 
 
 def _tool_name(*, node: WorkflowNodeRun) -> str:
@@ -55,7 +54,7 @@ def _tool_name(*, node: WorkflowNodeRun) -> str:
     return action.tool_name if action is not None else f"action_{action_id}"
 
 
-class ConnectorNodeEngine(RunEngine):
+class ConnectorNodeEngine(SingleCallEngine):
     """Drives a CONNECTOR node's run. Precondition: ``owner`` holds the run's lease.
 
     ``tools_factory(agent)``, when given, replaces the node's tool (tests); ``provider_factory``
@@ -76,7 +75,7 @@ class ConnectorNodeEngine(RunEngine):
         return {"node": self.node.node_id}
 
     async def _drive(self) -> str:
-        journal, run, node, fresh = self.journal, self.run, self.node, self.started_here
+        run, node = self.run, self.node
         # The chain recorded when the workflow run started (fail closed if it cannot be built).
         chain, registry = await self._hooks()
         if self.tools_factory is not None:
@@ -90,34 +89,5 @@ class ConnectorNodeEngine(RunEngine):
             "workflow_run_id": node.workflow_run_id,
             "node_id": node.node_id,
         }
-        pipeline = ToolPipeline(
-            journal=journal,
-            registry=registry,
-            tools=tools,
-            agent_id=run.agent_id,
-            user_id=run.user_id,
-            facts=facts,
-        )
         call = {"id": node.tool_call_id, "name": name, "arguments": node.arguments or {}}
-        if fresh:
-            journal.emit(
-                ev.TOOL_PROPOSED, {"tool_call_id": call["id"], "tool": name, "arguments": call["arguments"]}
-            )
-            journal.checkpoint_changed()
-        outcome = await pipeline.run(call, fresh=fresh)
-        if isinstance(outcome, Suspended):
-            return await journal.park(
-                tool_call_id=call["id"],
-                tool=name,
-                reason=outcome.reason,
-                detail=outcome.detail,
-                still_waiting=outcome.still_waiting,
-            )
-        if isinstance(outcome, Blocked):
-            raise RunFailed(outcome.text, "blocked")
-        # No model reads the observation to decide what next: a call that failed, or whose outcome
-        # is unknown (a crash mid-call), fails the node rather than feeding the next one.
-        execution = await db(store.execution_find, run_id=self.run_id, tool_call_id=call["id"])
-        if execution is not None and execution.status != ToolExecution.Status.SUCCEEDED:
-            raise RunFailed(outcome.text, "tool")
-        return await journal.finish(RunStatus.COMPLETED, output=outcome.text)
+        return await self._run_single_call(call, registry=registry, tools=tools, facts=facts)

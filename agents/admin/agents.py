@@ -18,6 +18,7 @@ from django.urls import reverse
 
 from agents.admin.archiving import ArchivableAdminMixin
 from agents.admin.bound_secrets import SecretsClearedMessageMixin, SecretsEntryFormMixin
+from agents.admin.hook_import import import_links, import_urls
 from agents.admin.hook_inlines import HOOK_HISTORY_FIELDS, AgentHookInline, hook_subject
 from agents.admin.scoping import OrganizationScopedAdmin, manages
 from agents.chain_trial import NO_RESULT, TrialError, agent_tool_specs, chain_trial
@@ -308,6 +309,7 @@ class AgentAdmin(
         trial = self.admin_site.admin_view(self.try_chain_view)
         return [
             path("<path:object_id>/try-chain/", trial, name="agents_agent_try_chain"),
+            *import_urls(self),
             *super().get_urls(),
         ]
 
@@ -320,6 +322,7 @@ class AgentAdmin(
             context.update(self._chain_context(agent))
             if manages(request, agent):
                 context["try_chain_url"] = reverse("admin:agents_agent_try_chain", args=[agent.pk])
+                context.update(import_links(request, agent))
         return super().change_view(request, object_id, form_url, extra_context=context)
 
     @staticmethod

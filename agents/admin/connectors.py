@@ -4,11 +4,12 @@ edited inline on the connector's page.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, Field, QuerySet, URLField
 from django.http import HttpRequest
 
@@ -19,7 +20,9 @@ from agents.admin.bound_secrets import (
     SecretsEntryFormMixin,
 )
 from agents.admin.scoping import ManagedInlineMixin, OrganizationScopedAdmin
+from agents.mcp_connectors import check_may_set_command, connector_tools_refresh
 from agents.models import Connector, ConnectorAction
+from agents.services import ServiceError
 from fimone.forms import WriteOnlySecretsForm, secrets_state
 from fimone.history import ConfigHistoryAdmin
 from fimone.parsers import loads as json_loads
@@ -34,18 +37,35 @@ def _connector_formfield(db_field: Field, **kwargs: Any) -> forms.Field | None:
     return db_field.formfield(**kwargs)
 
 
+CONNECTOR_FIELDS = (
+    "organization",
+    "slug",
+    "name",
+    "kind",
+    "base_url",
+    "mcp_transport",
+    "command",
+    "secrets",
+    "timeout_seconds",
+)
+"""What an operator edits on a connector's page, in order."""
+
+
 class ConnectorAdminForm(SecretsEntryFormMixin, WriteOnlySecretsForm):
     """An HTTP connector's secrets are bound to its base URL's origin; a database connector's DSN
     is its own address (it changes only by entering the secrets again)."""
 
     secrets_example = (
         '{"headers": {"Authorization": "Bearer …"}} or '
-        '{"dsn": "postgres://app:…@db/shop", "read_dsn": "postgres://reader:…@db/shop"}'
+        '{"dsn": "postgres://app:…@db/shop", "read_dsn": "postgres://reader:…@db/shop"} or, for an '
+        'MCP server run over stdio, {"env": {"API_KEY": "…"}}'
     )
+    #: set by the admin: whose change this is (a stdio MCP server's command is code)
+    request: HttpRequest | None = None
 
     class Meta:
         model = Connector
-        fields = ("organization", "slug", "name", "kind", "base_url", "secrets", "timeout_seconds")
+        fields = CONNECTOR_FIELDS
         formfield_callback = _connector_formfield
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -55,6 +75,15 @@ class ConnectorAdminForm(SecretsEntryFormMixin, WriteOnlySecretsForm):
 
     def clean_secrets(self) -> dict[str, Any] | None:
         return self._note_secrets_entered(super().clean_secrets())
+
+    def _post_clean(self) -> None:
+        super()._post_clean()
+        if self.request is None or self.errors:
+            return
+        try:
+            check_may_set_command(actor=self.request.user, connector=self.instance)
+        except ServiceError as exc:
+            self.add_error("command" if "command" in self.fields else None, exc.message)
 
 
 CONTEXT_FIELD_RE = re.compile(r"^[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*$")
@@ -163,10 +192,50 @@ class ConnectorActionInline(ManagedInlineMixin, admin.StackedInline):
             },
         ),
     )
-    readonly_fields = ("tool",)
+    readonly_fields = ("tool", "remote_name", "server_hints", "missing_since")
+    mcp_fieldsets = (
+        (
+            None,
+            {
+                "fields": (
+                    ("name", "tool"),
+                    ("remote_name", "missing_since"),
+                    "display_name",
+                    ("enabled", "requires_confirmation", "is_write"),
+                    "server_hints",
+                    "description",
+                )
+            },
+        ),
+        (
+            "Parameters (JSON schema, from the server)",
+            {"classes": ("collapse",), "fields": ("parameters_schema",)},
+        ),
+    )
 
     class Media:
         css = {"all": ("agents/connector_actions.css",)}
+
+    def get_fieldsets(self, request: HttpRequest, obj: Connector | None = None) -> Any:
+        if obj is not None and obj.is_mcp:
+            return self.mcp_fieldsets
+        return super().get_fieldsets(request, obj)
+
+    def get_extra(self, request: HttpRequest, obj: Connector | None = None, **kwargs: Any) -> int:
+        return 0
+
+    def has_add_permission(self, request: HttpRequest, obj: Connector | None = None) -> bool:
+        # An MCP server's tools come from its listing, never typed in.
+        if obj is not None and obj.is_mcp:
+            return False
+        return super().has_add_permission(request, obj)
+
+    @admin.display(description="what the server says of it")
+    def server_hints(self, obj: ConnectorAction) -> str:
+        hints = obj.annotations if isinstance(obj.annotations, dict) else {}
+        if not hints:
+            return "no hints: taken as a tool that changes data, and asks a person first"
+        return ", ".join(f"{key}: {json.dumps(value)}" for key, value in sorted(hints.items()))
 
     @admin.display(description="tool name")
     def tool(self, obj: ConnectorAction) -> str:
@@ -187,6 +256,16 @@ class ConnectorActionInline(ManagedInlineMixin, admin.StackedInline):
                 "A read (GET) action of this connector whose answer shows approvers what a call is "
                 "about. Save a new action first to choose it here."
             )
+        if obj is not None and obj.is_mcp:
+            # The method plays no part for an MCP tool: say where the defaults came from.
+            fields = formset.form.base_fields
+            if "requires_confirmation" in fields:
+                fields["requires_confirmation"].help_text = (
+                    "From the server's hints when first listed: yes unless it says the tool only reads "
+                    "or is not destructive."
+                )
+            if "is_write" in fields:
+                fields["is_write"].help_text = "From the server's hints: yes unless it says readOnlyHint."
         return formset
 
 
@@ -203,7 +282,7 @@ class ConnectorAdmin(
         "slug",
         "organization",
         "kind",
-        "base_url",
+        "address",
         "action_count",
         "is_archived",
         "created_at",
@@ -215,26 +294,20 @@ class ConnectorAdmin(
         ("organization", admin.RelatedOnlyFieldListFilter),
     )
     search_fields = ("name", "slug", "base_url", "organization__name")
-    readonly_fields = ("secrets_state", *ArchivableAdminMixin.archive_fields)
+    readonly_fields = ("secrets_state", "tools_listed_at", *ArchivableAdminMixin.archive_fields)
     inlines = (ConnectorActionInline,)
-    actions = ("archive_selected", "unarchive_selected")
+    actions = ("refresh_tools", "archive_selected", "unarchive_selected")
     archive_service, unarchive_service = "connector_archive", "connector_unarchive"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Connector]:
         return super().get_queryset(request).annotate(_actions=Count("actions", distinct=True))
 
     def get_fields(self, request: HttpRequest, obj: Connector | None = None) -> list[str]:
-        fields = [
-            "organization",
-            "slug",
-            "name",
-            "kind",
-            "base_url",
-            "secrets_state",
-            "secrets",
-            "timeout_seconds",
-            *self.archive_fields,
-        ]
+        fields = list(CONNECTOR_FIELDS)
+        fields.insert(fields.index("secrets"), "secrets_state")
+        fields.extend(self.archive_fields)
+        if obj is not None and obj.is_mcp:
+            fields.insert(fields.index("timeout_seconds") + 1, "tools_listed_at")
         if obj is not None and not self.has_change_permission(request, obj):
             # A view-only page renders every field as text: leave the secrets out.
             fields.remove("secrets")
@@ -247,3 +320,43 @@ class ConnectorAdmin(
     @admin.display(description="stored secrets")
     def secrets_state(self, obj: Connector) -> str:
         return secrets_state(obj.secrets) if obj.pk is not None else "—"
+
+    def get_form(
+        self, request: HttpRequest, obj: Connector | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        # A subclass per request: the form checks who may set a stdio server's command.
+        return type(form.__name__, (form,), {"request": request})
+
+    @admin.display(description="address", ordering="base_url")
+    def address(self, obj: Connector) -> str:
+        if obj.runs_a_command:
+            return "stdio: " + " ".join(str(part) for part in (obj.command or [])[:3])
+        return obj.base_url
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        super().save_related(request, form, formsets, change)
+        connector = form.instance
+        if connector.is_mcp and not connector.is_archived:
+            # Listed on every save: what the server offers now is what the operator sees.
+            self._refresh(request, connector)
+
+    @admin.action(description="List the MCP servers' tools again")
+    def refresh_tools(self, request: HttpRequest, queryset: QuerySet[Connector]) -> None:
+        chosen = list(queryset)
+        if not any(connector.is_mcp for connector in chosen):
+            self.message_user(request, "Only MCP connectors list their tools.", messages.WARNING)
+            return
+        for connector in chosen:
+            if connector.is_mcp:
+                self._refresh(request, connector)
+
+    def _refresh(self, request: HttpRequest, connector: Connector) -> None:
+        try:
+            diff = connector_tools_refresh(connector=connector, actor=request.user)
+        except ServiceError as exc:
+            self.message_user(
+                request, f"{connector.name}: its tools could not be listed: {exc.message}", messages.WARNING
+            )
+            return
+        self.message_user(request, f"{connector.name}: " + " ".join(diff.lines()), messages.SUCCESS)

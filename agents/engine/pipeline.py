@@ -32,7 +32,7 @@ from agents.engine import batch, jsonsafe, store
 from agents.engine.db import db
 from agents.engine.journal import RunJournal
 from agents.models import ToolExecution
-from agents.tools.base import ReentrantTool, Tool, ToolError, ToolSuspension
+from agents.tools.base import OutcomeUnknown, ReentrantTool, Tool, ToolError, ToolSuspension
 from agents.tools.redaction import redact_credentials
 from agents.tools.sandbox import DryRunTool, dry_run_text
 from agents.tools.schema import argument_errors
@@ -43,6 +43,10 @@ log = logging.getLogger(__name__)
 UNKNOWN_OUTCOME = (
     "Outcome unknown: this tool call started but the process running it stopped before its result "
     "was recorded. It was not run again. Check the target system before doing anything else."
+)
+
+INTERRUPTED_OUTCOME = (
+    "Outcome unknown: {error}. It was not run again. Check the target system before doing anything else."
 )
 
 UNRECORDED_OUTCOME = (
@@ -199,6 +203,7 @@ class ToolPipeline:
                 "tool_call_id": call_id,
                 "requires_confirmation": needs_approval,
                 "is_write": tool.spec.is_write,
+                **tool.call_facts,
             },
         )
         pre = await self.registry.run_pre_tool_use(ctx, events=journal)
@@ -288,6 +293,11 @@ class ToolPipeline:
             else:
                 result = await tool.run(final_args)
             status = ToolExecution.Status.SUCCEEDED
+        except OutcomeUnknown as exc:
+            # The service took the call and never said how it ended: recorded "unknown", so that
+            # nothing (a resume, a retry) ever runs it again (DESIGN §1.5).
+            error = redact_credentials(str(exc))
+            result, status = INTERRUPTED_OUTCOME.format(error=error), ToolExecution.Status.UNKNOWN
         except ToolError as exc:
             # Tools mask the secrets they know; this catches a credential-shaped text any tool let by.
             result, status = f"Tool error: {redact_credentials(str(exc))}", ToolExecution.Status.FAILED
@@ -413,7 +423,7 @@ class ToolPipeline:
         return Observation(observation)
 
     async def _replay(self, call: dict[str, Any], previous: ToolExecution) -> Observation:
-        if previous.status in (ToolExecution.Status.STARTED, ToolExecution.Status.UNKNOWN):
+        if previous.status == ToolExecution.Status.STARTED:
             return await self._unknown(call)
         # It finished but the checkpoint did not record the observation (a crash came between the
         # outcome's write and the next step's). The outcome was written with its ``tool.finished``
@@ -423,6 +433,8 @@ class ToolPipeline:
         recorded = await db(store.observation_recorded, run_id=self.journal.run_id, tool_call_id=call["id"])
         if recorded is not None:
             return Observation(recorded)
+        if previous.status == ToolExecution.Status.UNKNOWN:  # marked so by a crash's recovery
+            return await self._unknown(call)
         ctx = self.context(
             tool_name=call["name"], tool_args=previous.args, metadata={"tool_call_id": call["id"]}
         )

@@ -1,6 +1,6 @@
 """The models of the agents app, one module per concern. Every model, and every name other modules
 import, is exported here: ``from agents.models import Run`` is how the rest of the project reads
-them, and the migrations name ``agents.models.validate_tool_slug``.
+them, and the migrations name ``agents.models.validate_tool_slug`` and ``validate_action_name``.
 
 Each module imports only modules listed before it, never this package:
 
@@ -25,6 +25,8 @@ from agents.models.connectors import (
     ConnectorAction,
     ConnectorQuerySet,
     humanized_name,
+    mcp_tool_defaults,
+    validate_action_name,
     validate_tool_slug,
 )
 from agents.models.agents import Agent
@@ -84,5 +86,7 @@ __all__ = [
     "SecretsBoundToAddress",
     "ToolExecution",
     "humanized_name",
+    "mcp_tool_defaults",
+    "validate_action_name",
     "validate_tool_slug",
 ]

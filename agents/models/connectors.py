@@ -25,6 +25,12 @@ from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
 
 SLUG_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+ACTION_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
+TOOL_NAME_MAX = 64
+"""What OpenAI-compatible models accept as a function name; ``<slug>__<action>`` stays within it."""
+RESERVED_SLUGS = frozenset({"mcp"})
+"""``mcp__<server>__<tool>`` is Claude Code's spelling of MCP tools, which hook matchers accept: no
+connector may be named so that its own tools would read like that."""
 
 
 def validate_tool_slug(value: str) -> None:
@@ -32,6 +38,16 @@ def validate_tool_slug(value: str) -> None:
     if not SLUG_RE.match(value) or "__" in value:
         raise ValidationError(
             "use lower-case letters, digits and single underscores, starting with a letter (max 40)"
+        )
+
+
+def validate_action_name(value: str) -> None:
+    """An action's name: a slug (:func:`validate_tool_slug`) for HTTP and database actions; an
+    MCP tool keeps its server's name where a model can read it (letters, digits, ``_`` and ``-``,
+    no double underscore: :meth:`ConnectorAction.clean` holds the stricter rule for the others)."""
+    if not ACTION_NAME_RE.match(value) or "__" in value:
+        raise ValidationError(
+            "use letters, digits, '-' and single underscores, starting with a letter or digit"
         )
 
 
@@ -53,6 +69,11 @@ class Connector(SecretsBoundToAddress, models.Model):
     class Kind(models.TextChoices):
         HTTP = "http", "HTTP service"
         DATABASE = "database", "Database"
+        MCP = "mcp", "MCP server"
+
+    class Transport(models.TextChoices):
+        HTTP = "http", "Streamable HTTP"
+        STDIO = "stdio", "stdio (a command run here)"
 
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="connectors", verbose_name="organisation"
@@ -60,14 +81,30 @@ class Connector(SecretsBoundToAddress, models.Model):
     slug = models.CharField(max_length=40, validators=[validate_tool_slug], help_text="Tool name prefix.")
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.HTTP)
-    base_url = models.URLField(blank=True, help_text="HTTP connectors: the service's base URL.")
+    base_url = models.URLField(
+        blank=True, help_text="HTTP connectors: the service's base URL. MCP over HTTP: the server's endpoint."
+    )
+    mcp_transport = models.CharField(
+        "MCP transport", max_length=8, choices=Transport.choices, blank=True, help_text="MCP servers only."
+    )
+    command = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="MCP over stdio: the server's command as a list, run without a shell, e.g. "
+        '["/usr/bin/npx", "-y", "@modelcontextprotocol/server-everything"]. The first item is an '
+        "absolute path. Only people who may manage command hooks may set it.",
+    )
+    tools_listed_at = models.DateTimeField(
+        null=True, blank=True, help_text="MCP servers: when their tools were last listed."
+    )
     secrets = EncryptedJSONField(
         null=True,
         blank=True,
         help_text=(
             "Encrypted at rest. HTTP: {'headers': {...}}; database: {'dsn': 'postgres://…'} plus, "
             "recommended, {'read_dsn': 'postgres://reader@…'}: a role that may only read, used by "
-            "the read tool (sql_query) instead of dsn."
+            "the read tool (sql_query) instead of dsn. MCP: {'headers': {...}} over HTTP, "
+            "{'env': {...}} for a stdio server's environment."
         ),
     )
     timeout_seconds = models.FloatField(default=15.0)
@@ -82,7 +119,7 @@ class Connector(SecretsBoundToAddress, models.Model):
     objects = ConnectorQuerySet.as_manager()
     # Configuration history; the secrets are never copied into it (fimone.history).
     history = HistoricalRecords(excluded_fields=["secrets"], bases=[SecretsFingerprint])
-    secrets_address_fields = frozenset({"kind", "base_url"})
+    secrets_address_fields = frozenset({"kind", "base_url", "mcp_transport", "command"})
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="connector_unique_slug")]
@@ -93,7 +130,22 @@ class Connector(SecretsBoundToAddress, models.Model):
     def secrets_address(self) -> Any:
         if self.kind == self.Kind.HTTP:
             return (self.kind, url_origin(self.base_url))
+        if self.kind == self.Kind.MCP:
+            # Headers go to the server's origin; a stdio server's env goes to the program run.
+            if self.mcp_transport == self.Transport.HTTP:
+                return (self.kind, self.mcp_transport, url_origin(self.base_url))
+            command = self.command if isinstance(self.command, list) else []
+            return (self.kind, self.mcp_transport, tuple(str(part) for part in command))
         return (self.kind,)
+
+    @property
+    def is_mcp(self) -> bool:
+        return self.kind == self.Kind.MCP
+
+    @property
+    def runs_a_command(self) -> bool:
+        """An MCP server run here over stdio: its command is code of the operator's choosing."""
+        return self.kind == self.Kind.MCP and self.mcp_transport == self.Transport.STDIO
 
     @property
     def is_archived(self) -> bool:
@@ -110,8 +162,15 @@ class Connector(SecretsBoundToAddress, models.Model):
         return f"{self.slug}__"
 
     def clean(self) -> None:
+        if self.slug in RESERVED_SLUGS:
+            reserved = f"{self.slug!r} is reserved (Claude Code's spelling of MCP tools)"
+            raise ValidationError({"slug": reserved})
         if self.secrets is not None and not isinstance(self.secrets, dict):
             raise ValidationError({"secrets": "must be a JSON object"})
+        if self.kind == self.Kind.MCP:
+            self._clean_mcp()
+        elif self.mcp_transport or self.command:
+            raise ValidationError({"mcp_transport": "only MCP connectors have a transport or a command"})
         if self.kind == self.Kind.HTTP and not self.base_url:
             raise ValidationError({"base_url": "an HTTP connector needs a base URL"})
         if self.kind == self.Kind.DATABASE and not (self.secrets or {}).get("dsn"):
@@ -120,8 +179,44 @@ class Connector(SecretsBoundToAddress, models.Model):
         if self.kind == self.Kind.DATABASE and read_dsn is not None and not isinstance(read_dsn, str):
             raise ValidationError({"secrets": "read_dsn must be a DSN string, like dsn"})
 
+    def _clean_mcp(self) -> None:
+        # Imported here, not at the top: hooks.kinds.command reads settings for its checks only.
+        from hooks.kinds.command import check_argv
+
+        if self.mcp_transport == self.Transport.HTTP:
+            if not self.base_url:
+                raise ValidationError({"base_url": "an MCP server over HTTP needs its endpoint's URL"})
+            if self.command:
+                raise ValidationError({"command": "an MCP server over HTTP has no command"})
+        elif self.mcp_transport == self.Transport.STDIO:
+            if self.base_url:
+                raise ValidationError({"base_url": "an MCP server over stdio has no URL"})
+            try:
+                check_argv(self.command)
+            except ValueError as exc:
+                raise ValidationError({"command": str(exc)}) from None
+        else:
+            raise ValidationError({"mcp_transport": "choose how to reach the MCP server: HTTP or stdio"})
+        for key, allowed in (("headers", self.Transport.HTTP), ("env", self.Transport.STDIO)):
+            value = (self.secrets or {}).get(key)
+            if value is not None and (self.mcp_transport != allowed or not isinstance(value, dict)):
+                raise ValidationError(
+                    {"secrets": f"{key!r} must be an object, and only for MCP over {allowed.label}"}
+                )
+
 
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+def mcp_tool_defaults(annotations: Any) -> tuple[bool, bool]:
+    """``(is_write, requires_confirmation)`` for an MCP tool from its server's hints, read as the
+    MCP specification defines them: a tool that does not say ``readOnlyHint: true`` may write, and a
+    tool that may write is destructive unless it says ``destructiveHint: false``. So a tool with no
+    hints at all changes data and asks a person first; operators may change either afterwards."""
+    hints = annotations if isinstance(annotations, dict) else {}
+    writes = hints.get("readOnlyHint") is not True
+    destructive = writes and hints.get("destructiveHint") is not False
+    return writes, destructive
 
 
 def humanized_name(name: str) -> str:
@@ -140,7 +235,7 @@ class ConnectorAction(models.Model):
         DELETE = "DELETE"
 
     connector = models.ForeignKey(Connector, on_delete=models.CASCADE, related_name="actions")
-    name = models.CharField(max_length=40, validators=[validate_tool_slug])
+    name = models.CharField(max_length=64, validators=[validate_action_name])
     display_name = models.CharField(
         max_length=120,
         blank=True,
@@ -176,6 +271,24 @@ class ConnectorAction(models.Model):
         help_text='Which fields of that answer approvers see, in order, e.g. ["vendor", "description", '
         '"amount"]. Empty: the call\'s own arguments.',
     )
+    remote_name = models.CharField(
+        max_length=128, blank=True, help_text="MCP tools: the tool's name on its server."
+    )
+    annotations = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="MCP tools: the hints the server gives (readOnlyHint, destructiveHint, …).",
+    )
+    enabled = models.BooleanField(
+        default=True,
+        help_text="Offered to agents. A tool an MCP server adds after its first listing stays off until "
+        "an operator turns it on.",
+    )
+    missing_since = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="MCP tools: when the server stopped listing it (not offered meanwhile).",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["connector", "name"], name="action_unique_name")]
@@ -184,9 +297,12 @@ class ConnectorAction(models.Model):
         return self.tool_name
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        writes = self.method in WRITE_METHODS
+        if self.remote_name:
+            writes, confirm = mcp_tool_defaults(self.annotations)
+        else:
+            writes = confirm = self.method in WRITE_METHODS
         if self.requires_confirmation is None:
-            self.requires_confirmation = writes
+            self.requires_confirmation = confirm
         if self.is_write is None:
             self.is_write = writes
         super().save(*args, **kwargs)
@@ -202,3 +318,12 @@ class ConnectorAction(models.Model):
 
     def clean(self) -> None:
         check_parameters_schema(self.parameters_schema)
+        connector = self.connector if self.connector_id is not None else None
+        if connector is not None and not connector.is_mcp and self.name:
+            try:
+                validate_tool_slug(self.name)
+            except ValidationError as exc:
+                raise ValidationError({"name": exc.messages}) from None
+        if connector is not None and len(f"{connector.slug}__{self.name}") > TOOL_NAME_MAX:
+            too_long = f"the tool name would pass {TOOL_NAME_MAX} characters: shorten it"
+            raise ValidationError({"name": too_long})

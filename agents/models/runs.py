@@ -43,6 +43,7 @@ class ExecutionPath(models.TextChoices):
     DELEGATE = "delegate"
     WORKFLOW = "workflow"
     EVAL = "eval"
+    MCP = "mcp", "MCP gateway"
 
 
 class RunStatus(models.TextChoices):

@@ -15,6 +15,12 @@ class ToolError(Exception):
     """
 
 
+class OutcomeUnknown(ToolError):
+    """The call reached the service, which never said how it ended (it disconnected, or did not
+    answer in time): it may have taken effect. The pipeline records the execution ``unknown`` and
+    never runs it again (DESIGN §1.5). ``str()`` says what happened."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     name: str
@@ -47,6 +53,9 @@ class Tool(abc.ABC):
     #: whether a call may reach anything outside this process (a service, a database): an eval
     #: answers such a call with a dry run unless its set calls the tool live (DESIGN §1.2)
     reaches_outside: bool = True
+    #: facts every hook of a call of this tool sees in ``metadata`` (an MCP tool: its name in
+    #: Claude Code's spelling, ``mcp_tool_name``)
+    call_facts: dict[str, Any] = {}  # read only: a tool with facts sets its own
 
     @property
     def name(self) -> str:

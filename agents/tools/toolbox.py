@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from agents.models import Agent, Connector
+from agents.models import Agent, Connector, ConnectorAction
 from agents.tools.base import Tool
 from agents.tools.builtins import BUILTIN_TOOLS
 from agents.tools.database import database_tools
 from agents.tools.http import HttpActionTool
+from agents.tools.mcp_tools import McpTool
 
 
 class ToolboxError(ValueError):
@@ -26,6 +27,8 @@ def tools_for_agent(agent: Agent) -> dict[str, Tool]:
     * only connectors of the agent's own organisation count: an action of another organisation's
       connector is ignored, so an agent can never call out with another tenant's secrets;
     * an archived connector's actions are ignored: its tools are not offered;
+    * a tool of an MCP connector is one :class:`McpTool` named ``<slug>__<tool>``, offered only
+      while it is enabled and its server still lists it (an action turned off is never offered);
     * ``builtin_tools`` names come from :data:`BUILTIN_TOOLS`.
 
     Synchronous (it reads the database; call it from a worker thread, not an event loop) and one
@@ -34,7 +37,10 @@ def tools_for_agent(agent: Agent) -> dict[str, Tool]:
     """
     actions = (
         agent.actions.filter(
-            connector__organization_id=agent.organization_id, connector__archived_at__isnull=True
+            connector__organization_id=agent.organization_id,
+            connector__archived_at__isnull=True,
+            enabled=True,
+            missing_since__isnull=True,
         )
         .select_related("connector")
         .order_by("connector__slug", "name")
@@ -49,13 +55,22 @@ def tools_for_agent(agent: Agent) -> dict[str, Tool]:
                 for tool in database_tools(connector):
                     _add(tools, tool)
             continue
-        _add(tools, HttpActionTool(action=action, connector=connector))
+        _add(tools, action_tool(action, connector))
     for name in dict.fromkeys(agent.builtin_tools or []):  # a name listed twice is still one tool
         tool_class = BUILTIN_TOOLS.get(name)
         if tool_class is None:
             raise ToolboxError(f"unknown built-in tool {name!r} (known: {', '.join(sorted(BUILTIN_TOOLS))})")
         _add(tools, tool_class())
     return tools
+
+
+def action_tool(action: ConnectorAction, connector: Connector | None = None) -> Tool:
+    """The tool one action of an HTTP or MCP connector is (a database connector's tools come as a
+    pair: :func:`agents.tools.database.database_tools`)."""
+    connector = connector or action.connector
+    if connector.kind == Connector.Kind.MCP:
+        return McpTool(action=action, connector=connector)
+    return HttpActionTool(action=action, connector=connector)
 
 
 def _add(tools: dict[str, Tool], tool: Tool) -> None:

@@ -9,6 +9,10 @@ from typing import Any
 from hooks.contract import Hook, HookContext, HookPoint, OnError
 
 REGEX_PREFIX = "re:"
+MCP_ALIAS = "mcp_tool_name"
+"""The ``metadata`` key under which the engine states an MCP tool's name in Claude Code's spelling,
+``mcp__<connector slug>__<tool>``."""
+CLAUDE_MCP_PREFIX = "mcp__"
 
 
 class Matcher:
@@ -17,15 +21,20 @@ class Matcher:
     ``""`` or ``"*"``: every tool. ``"re:<pattern>"``: a regular expression that must match the whole
     tool name (``re:oa__purchase_.*|ledger__sql_execute``). Anything else is a glob (``oa__*``,
     ``*__sql_?xecute``), case-sensitive. SessionStart has no tool: a matcher never filters it out.
+
+    A matcher that mentions ``mcp__`` is also read against Claude Code's spelling of an MCP tool's
+    name, ``mcp__<connector slug>__<tool>`` (``mcp__records__delete_record``,
+    ``re:mcp__records__.*``), which the engine states in the call's ``metadata`` (:data:`MCP_ALIAS`).
     """
 
-    __slots__ = ("_match", "text")
+    __slots__ = ("_match", "claude_mcp", "text")
 
     def __init__(self, text: str | None) -> None:
         text = text or ""
         if not isinstance(text, str):
             raise ValueError("matcher must be a string")
         self.text = text
+        self.claude_mcp = CLAUDE_MCP_PREFIX in text
         if text in ("", "*"):
             self._match = None
         elif text.startswith(REGEX_PREFIX):
@@ -38,6 +47,17 @@ class Matcher:
 
     def __call__(self, tool_name: str) -> bool:
         return self._match is None or self._match(tool_name) is not None
+
+    def matches(self, ctx: HookContext) -> bool:
+        """Whether the call of ``ctx`` is one this matcher accepts, by its name or, for a matcher
+        that mentions ``mcp__``, by its Claude Code spelling."""
+        match = self._match
+        if match is None or match(ctx.tool_name) is not None:
+            return True
+        if self.claude_mcp:
+            alias = ctx.metadata.get(MCP_ALIAS)
+            return isinstance(alias, str) and match(alias) is not None
+        return False
 
     @property
     def matches_all(self) -> bool:
@@ -75,7 +95,7 @@ class DeclaredHook(Hook):
         super().__init__(priority=priority, timeout=timeout, on_error=on_error)
 
     def should_trigger(self, ctx: HookContext) -> bool:
-        return self.point is HookPoint.SESSION_START or self.matcher(ctx.tool_name)
+        return self.point is HookPoint.SESSION_START or self.matcher.matches(ctx)
 
 
 class MatchedHook(Hook):
@@ -94,7 +114,7 @@ class MatchedHook(Hook):
         self.observes_blocked_calls = inner.observes_blocked_calls  # type: ignore[misc]
 
     def should_trigger(self, ctx: HookContext) -> Any:
-        if self.point is not HookPoint.SESSION_START and not self.matcher(ctx.tool_name):
+        if self.point is not HookPoint.SESSION_START and not self.matcher.matches(ctx):
             return False
         return self.inner.should_trigger(ctx)
 

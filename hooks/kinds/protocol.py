@@ -38,6 +38,7 @@ SHARED_METADATA = (
     "execution_path",
     "requires_confirmation",
     "is_write",
+    "mcp_tool_name",
 )
 MAX_REASON = 2_000
 

@@ -35,6 +35,7 @@ from approvals.models import ApproverPolicy, ConfirmationRequest
 from approvals.services import confirmation_decide
 from channels_im.models import ChannelConfig, ImIdentity
 from evals.models import EvalRun, EvalSet
+from mcp_gateway.models import Gateway, GatewayCall
 from tests.admin_kit import logged_in, page_text, url
 from tests.approvals.kit import recorded_request
 from tests.personas import make_action, make_agent, make_http_connector, make_user, with_roles
@@ -61,6 +62,8 @@ CONTRACT: dict[type, dict[str, set[str]]] = {
     WorkflowRun: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
     EvalSet: {"auditor": {VIEW}, "operator": CONFIGURE, "admin": CONFIGURE},
     EvalRun: {"auditor": {VIEW}, "operator": {VIEW, ADD}, "admin": {VIEW, ADD}},
+    Gateway: {"auditor": {VIEW}, "operator": CONFIGURE, "admin": CONFIGURE},  # never deleted
+    GatewayCall: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
 }
 STAFF_ROLES = ("auditor", "operator", "admin")
 SUPERUSER_ONLY = [model for model in admin.site._registry if model not in CONTRACT]
@@ -104,7 +107,18 @@ def estate_of(org: Organization, owner: Any, requester: Any, approver: Any, pref
     )
     eval_set = EvalSet.objects.create(organization=org, name=f"{prefix} evals")
     eval_run = EvalRun.objects.create(organization=org, eval_set=eval_set, agent=agent, started_by=owner)
+    gateway = Gateway.objects.create(organization=org, agent=agent, name=f"{prefix} gateway")
+    gateway_call = GatewayCall.objects.create(
+        gateway=gateway,
+        run=request.run,
+        user=requester,
+        tool_name=f"{prefix.lower()}_tool",
+        args_sha256="0" * 64,
+        tool_call_id="c1",
+    )
     return {
+        Gateway: gateway,
+        GatewayCall: gateway_call,
         Workflow: workflow,
         WorkflowRun: workflow_run,
         EvalSet: eval_set,

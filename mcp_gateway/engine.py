@@ -1,0 +1,63 @@
+"""The engine of an MCP gateway call's run: the client's one tool call through the pipeline, no LLM.
+
+The call goes through the same :class:`~agents.engine.pipeline.ToolPipeline` as an agent's own
+calls, with the chain the agent's runs keep — its hooks, its organisation's enforced ones, the
+approval gate last — so it can be blocked, rewritten, sent to a person or have its result
+rewritten like any other (DESIGN §1.2). The agent's tools are built as for any run (an eval's
+sandbox never applies: a gateway call is no eval). A suspension parks the run; the verdict resumes
+it here (``agents.engine.runner`` asks this app which engine drives an ``mcp`` run), and the
+pipeline's execution record makes the call run at most once.
+
+Checkpoint: ``{"v": 1, "messages": [], "gateway_call": <id>}``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from agents.engine.base import RunFailed
+from agents.engine.db import db
+from agents.engine.react import run_facts
+from agents.engine.single_call import SingleCallEngine
+from agents.tools.toolbox import ToolboxError, tools_for_agent
+from mcp_gateway.models import GatewayCall
+
+
+def engine_for_gateway_run(run_id: int) -> Callable[..., Any] | None:
+    """Every ``mcp`` run is a gateway call's (``agents.engine.runner`` resolver)."""
+    return GatewayCallEngine
+
+
+def _call_of(*, run_id: int) -> GatewayCall:
+    return GatewayCall.objects.select_related("gateway").get(run_id=run_id)
+
+
+class GatewayCallEngine(SingleCallEngine):
+    """Drives a gateway call's run. Precondition: ``owner`` holds the run's lease.
+
+    ``tools_factory(agent)``, when given, replaces the agent's tools (tests); ``provider_factory``
+    is accepted and unused: no model is called."""
+
+    crash_label = "MCP gateway call run"
+    call: GatewayCall
+
+    async def _opened(self) -> None:
+        self.call = await db(_call_of, run_id=self.run_id)
+
+    async def _fresh_messages(self) -> list[dict[str, Any]]:
+        return []  # no conversation with a model: the client's call is all the run does
+
+    def _fresh_state(self) -> dict[str, Any]:
+        return {"gateway_call": self.call.pk}
+
+    async def _drive(self) -> str:
+        run, call = self.run, self.call
+        chain, registry = await self._hooks()
+        try:
+            tools = await db(self.tools_factory or tools_for_agent, agent=run.agent)
+        except ToolboxError as exc:
+            raise RunFailed(f"the agent's tools cannot be built: {exc}", "tools") from None
+        facts = {**run_facts(run, chain), "mcp_gateway_id": call.gateway_id}
+        step = {"id": call.tool_call_id, "name": call.tool_name, "arguments": call.arguments}
+        return await self._run_single_call(step, registry=registry, tools=tools, facts=facts)

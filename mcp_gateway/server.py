@@ -1,0 +1,307 @@
+"""The MCP endpoint: ``/mcp/<gateway key>/``, Streamable HTTP, served by the official SDK's server.
+
+:class:`GatewayApp` is an ASGI app that the project's ASGI router puts in front of Django for
+``/mcp/…``. For every HTTP request it
+
+1. reads the person's API token from ``Authorization: Bearer <token>`` (``Token <token>`` too) and
+   answers 401 without one that is valid, before anything else is read;
+2. finds the gateway the key names, for that person (:func:`services.gateway_for_user`): 404 when
+   there is none for them, 403 for a member who may not chat;
+3. hands the request to the SDK's Streamable HTTP session manager (stateless: any server of the
+   deployment answers any request), with the gateway and the person known to the handlers.
+
+``tools/list`` answers the agent's tools (name, description, input schema, and hints: a tool that
+only reads says ``readOnlyHint``; one that asks a person first says ``destructiveHint``).
+``tools/call`` starts the call as a run of the agent (:func:`services.gateway_call_start`) and
+drives it here, in this server's event loop, through the agent's hooks and approval gate. While a
+person's approval is pending the client receives progress notifications (when it asked for them,
+with a progress token) every :data:`PROGRESS_SECONDS`, and the answer once the run ended: the
+result, or ``isError`` naming the refusal. The verdict resumes the run wherever runs are resumed
+(a worker); this request only waits for its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import logging
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import close_old_connections
+
+from agents.services import ServiceError
+from agents.tools.base import Tool
+from mcp_gateway import services
+
+log = logging.getLogger(__name__)
+
+PATH_RE = re.compile(r"^/mcp/(?P<key>[A-Za-z0-9_-]{8,40})/?$")
+PROGRESS_SECONDS = 5.0
+POLL_SECONDS = (0.05, 0.1, 0.2, 0.5, 1.0)
+"""How often the end of a parked run is looked for: quickly at first, then once a second."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who calls through which gateway, as checked at the start of this HTTP request."""
+
+    gateway: Any
+    user: Any
+
+
+_executions: set[asyncio.Task[Any]] = set()
+"""Runs being driven for clients, kept referenced until they end."""
+
+_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("mcp_gateway_caller", default=None)
+
+
+def _db(fn: Any) -> Any:
+    """``fn`` run in Django's database thread, with stale connections closed around it."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        close_old_connections()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            close_old_connections()
+
+    return sync_to_async(call, thread_sensitive=True)
+
+
+# --- who calls --------------------------------------------------------------------------------------
+
+
+def _token_of(headers: list[tuple[bytes, bytes]]) -> str | None:
+    for name, value in headers:
+        if name.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            if scheme.lower() in ("bearer", "token") and token.strip():
+                return token.strip()
+    return None
+
+
+def _authenticate(token: str, key: str) -> tuple[Caller | None, int, str]:
+    """``(caller, status, message)``: a caller, or why not with the HTTP status to answer."""
+    from rest_framework.authtoken.models import Token
+
+    row = Token.objects.select_related("user").filter(key=token).first()
+    if row is None or not row.user.is_active:
+        return None, 401, "invalid API token"
+    try:
+        gateway = services.gateway_for_user(key=key, user=row.user)
+    except ServiceError as exc:
+        return None, (403 if exc.code == "forbidden" else 404), exc.message
+    return Caller(gateway=gateway, user=row.user), 200, ""
+
+
+# --- the handlers -----------------------------------------------------------------------------------
+
+
+def _caller_now() -> Caller:
+    caller = _caller.get()
+    if caller is None:  # only GatewayApp reaches the handlers, and it always sets one
+        raise RuntimeError("no gateway caller")
+    return caller
+
+
+def _tools_of(caller: Caller) -> dict[str, Tool]:
+    return services.gateway_tools(gateway=caller.gateway)
+
+
+def _tool_listing(tool: Tool) -> Any:
+    from mcp.types import Tool as McpTool
+    from mcp.types import ToolAnnotations
+
+    spec = tool.spec
+    hints = ToolAnnotations(
+        title=spec.display,
+        readOnlyHint=tool.reads_only or not (spec.is_write or spec.requires_confirmation),
+        destructiveHint=bool(spec.requires_confirmation),
+    )
+    return McpTool(
+        name=spec.name, description=spec.description, inputSchema=spec.parameters, annotations=hints
+    )
+
+
+async def list_tools(ctx: Any, params: Any) -> Any:
+    from mcp.types import ListToolsResult
+
+    tools = await _db(_tools_of)(_caller_now())
+    return ListToolsResult(tools=[_tool_listing(tool) for tool in tools.values()])
+
+
+def _start(caller: Caller, name: str, arguments: dict[str, Any]) -> tuple[int, bool]:
+    """``(call id, fresh)``: the call started as a run (or found again). A tool the agent does not
+    have is the run's to refuse, as any path's unknown tool is: the refusal is on the record."""
+    call, fresh = services.gateway_call_start(
+        gateway=caller.gateway, user=caller.user, tool_name=name, arguments=arguments
+    )
+    return call.pk, fresh
+
+
+async def call_tool(ctx: Any, params: Any) -> Any:
+    from agents.engine.runner import run_execute
+
+    caller = _caller_now()
+    arguments = params.arguments if isinstance(params.arguments, dict) else {}
+    try:
+        call_id, fresh = await _db(_start)(caller, params.name, arguments)
+    except ServiceError as exc:
+        return _result(services.Answer(f"Refused: {exc.message}", is_error=True))
+    execution = None
+    if fresh:
+        run_id = await _db(_run_of)(call_id)
+        # Driven here, in this server's loop, where the client waits: an ungated call answers
+        # without a hop to a worker. A parked run is resumed by the verdict, wherever runs resume.
+        # A task of its own: a client that goes away stops waiting, never the run.
+        execution = asyncio.get_running_loop().create_task(run_execute(run_id))
+        _executions.add(execution)
+        execution.add_done_callback(_execution_ended)
+    answer = await _wait_for_answer(ctx, call_id, execution)
+    await _db(services.gateway_call_delivered)(call_id=call_id)
+    return _result(answer)
+
+
+def _execution_ended(task: asyncio.Task[Any]) -> None:
+    _executions.discard(task)
+    if not task.cancelled() and task.exception() is not None:
+        # The run's lease runs out and the sweep resumes it elsewhere; the client waits for that.
+        log.error("an MCP gateway call's run failed to be driven", exc_info=task.exception())
+
+
+def _run_of(call_id: int) -> int:
+    from mcp_gateway.models import GatewayCall
+
+    return GatewayCall.objects.values_list("run_id", flat=True).get(pk=call_id)
+
+
+async def _wait_for_answer(ctx: Any, call_id: int, execution: asyncio.Task[Any] | None) -> services.Answer:
+    """The call's answer, once its run ended; progress notifications meanwhile (the gate's inline
+    wait included, while ``execution`` still drives the run here)."""
+    answer_of = _db(services.gateway_call_answer)
+    waiting_text = _db(_waiting_text)
+    loop = asyncio.get_running_loop()
+    next_progress, ticks, polls = loop.time() + PROGRESS_SECONDS, 0, 0
+    while True:
+        if execution is not None and not execution.done():
+            await asyncio.wait({execution}, timeout=max(0.0, next_progress - loop.time()))
+        if execution is None or execution.done():
+            answer = await answer_of(call_id=call_id)
+            if answer is not None:
+                return answer
+        driven_elsewhere = execution is None or execution.done()
+        if loop.time() >= next_progress or (driven_elsewhere and ticks == 0):
+            ticks += 1
+            with contextlib.suppress(Exception):  # a client that asked for no progress gets none
+                await ctx.session.report_progress(ticks, None, await waiting_text(call_id))
+            next_progress = loop.time() + PROGRESS_SECONDS
+        if driven_elsewhere:
+            await asyncio.sleep(POLL_SECONDS[min(polls, len(POLL_SECONDS) - 1)])
+            polls += 1
+
+
+def _waiting_text(call_id: int) -> str:
+    from agents.models import RunStatus
+    from approvals.models import ConfirmationRequest
+    from mcp_gateway.models import GatewayCall
+
+    call = GatewayCall.objects.select_related("run").get(pk=call_id)
+    if call.run.status != RunStatus.AWAITING_APPROVAL:
+        return f"{call.tool_name}: running"
+    request = (
+        ConfirmationRequest.objects.filter(run=call.run, tool_call_id=call.tool_call_id)
+        .values("pk", "expires_at")
+        .first()
+    )
+    if request is None:
+        return f"{call.tool_name}: waiting"
+    until = request["expires_at"].strftime("%H:%M UTC") if request["expires_at"] else "no expiry"
+    return f"{call.tool_name}: waiting for a person's approval (request {request['pk']}, until {until})"
+
+
+def _result(answer: services.Answer) -> Any:
+    from mcp.types import CallToolResult, TextContent
+
+    return CallToolResult(
+        content=[TextContent(type="text", text=answer.text)],
+        structuredContent=answer.structured,
+        isError=answer.is_error,
+    )
+
+
+# --- the ASGI app -----------------------------------------------------------------------------------
+
+
+def build_server() -> Any:
+    from mcp.server.lowlevel import Server
+
+    return Server(
+        "fimone-gateway",
+        instructions="Tools of one FIM One agent, behind its hooks and a person's approval where it asks.",
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+class GatewayApp:
+    """ASGI app for ``/mcp/<key>/`` (module docstring). One session manager per event loop,
+    started on that loop's first request and kept for its life."""
+
+    def __init__(self) -> None:
+        self._managers: dict[asyncio.AbstractEventLoop, Any] = {}
+        self._keep: set[asyncio.Task[Any]] = set()
+
+    async def _manager(self) -> Any:
+        loop = asyncio.get_running_loop()
+        manager = self._managers.get(loop)
+        if manager is not None:
+            return manager
+        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+        manager = StreamableHTTPSessionManager(app=build_server(), stateless=True, json_response=False)
+        self._managers[loop] = manager
+        ready = asyncio.Event()
+
+        async def run_forever() -> None:
+            async with manager.run():
+                ready.set()
+                await asyncio.Event().wait()
+
+        task = loop.create_task(run_forever(), context=contextvars.Context())
+        self._keep.add(task)
+        await ready.wait()
+        return manager
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        match = PATH_RE.match(scope.get("path", ""))
+        if match is None:
+            await _plain(send, 404, "not found")
+            return
+        token = _token_of(scope.get("headers", []))
+        if token is None:
+            await _plain(send, 401, "an API token is needed: Authorization: Bearer <token>")
+            return
+        caller, status, message = await _db(_authenticate)(token, match["key"])
+        if caller is None:
+            await _plain(send, status, message)
+            return
+        manager = await self._manager()
+        reset = _caller.set(caller)
+        try:
+            await manager.handle_request(scope, receive, send)
+        finally:
+            _caller.reset(reset)
+
+
+async def _plain(send: Any, status: int, message: str) -> None:
+    body = json.dumps({"error": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="fimone-mcp"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,160 @@
+"""The gateway's services: who may use a gateway, starting a client's call as a run, and what the
+client is answered once that run ended.
+
+Contracts:
+
+* :func:`gateway_for_user` answers ``not_found`` for an unknown or switched-off key, for a gateway
+  of an organisation the user is not a member of, and for an archived agent (a client is never
+  told which); ``forbidden`` for a member who may not chat (an auditor).
+* :func:`gateway_call_start` makes each ``tools/call`` a run of the gateway's agent
+  (``execution_path="mcp"``), not dispatched: the gateway drives it where the client waits. A call
+  whose answer never reached its client (``delivered_at`` empty) is found again when the same user
+  calls the same tool with the same arguments through the same gateway within
+  :data:`RETRY_WINDOW`: the client is answered from that run, which never runs a second time.
+* :func:`gateway_call_answer` is ``None`` until the run ended; then the text the client reads and
+  whether it is an error: the observation (after every PostToolUse hook) of a call that ran; for a
+  refusal, who refused and why; for a tool error or an unknown outcome, that text.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agents import events as ev
+from agents.engine.store import args_sha256
+from agents.models import ExecutionPath, Membership, Run, RunEvent, RunStatus
+from agents.services import ServiceError, chat_refusal, run_start
+from agents.tools.base import Tool
+from agents.tools.toolbox import ToolboxError, tools_for_agent
+from mcp_gateway.models import Gateway, GatewayCall
+
+RETRY_WINDOW = dt.timedelta(hours=1)
+"""How long an undelivered answer waits for its client to call again."""
+TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the client reads for its call."""
+
+    text: str
+    is_error: bool
+    structured: dict[str, Any] | None = None
+
+
+def gateway_for_user(*, key: str, user: Any) -> Gateway:
+    """The gateway at ``key`` if ``user`` may call through it (module docstring)."""
+    gateway = (
+        Gateway.objects.select_related("agent", "agent__organization", "organization")
+        .filter(key=key, enabled=True)
+        .first()
+    )
+    if (
+        gateway is None
+        or user is None
+        or not user.is_active
+        or gateway.agent.archived_reason() is not None
+        or not Membership.objects.filter(user=user, organization_id=gateway.organization_id).exists()
+    ):
+        raise ServiceError("not found", code="not_found")
+    refusal = chat_refusal(user=user, organization_id=gateway.organization_id)
+    if refusal is not None:
+        raise ServiceError(refusal, code="forbidden")
+    return gateway
+
+
+def gateway_tools(*, gateway: Gateway) -> dict[str, Tool]:
+    """The tools the gateway offers: its agent's own, as any of the agent's runs has them."""
+    try:
+        return tools_for_agent(gateway.agent)
+    except ToolboxError as exc:
+        raise ServiceError(f"the agent's tools cannot be built: {exc}", code="conflict") from None
+
+
+@transaction.atomic
+def gateway_call_start(
+    *, gateway: Gateway, user: Any, tool_name: str, arguments: dict[str, Any]
+) -> tuple[GatewayCall, bool]:
+    """The call ``tool_name(arguments)`` as a run, and whether it is new (``False``: the same
+    call, never answered, was found again: module docstring). The run is not dispatched."""
+    digest = args_sha256(arguments)
+    earlier = (
+        GatewayCall.objects.select_for_update()
+        .filter(
+            gateway=gateway,
+            user=user,
+            tool_name=tool_name,
+            args_sha256=digest,
+            delivered_at__isnull=True,
+            created_at__gte=timezone.now() - RETRY_WINDOW,
+        )
+        .select_related("run")
+        .order_by("-pk")
+        .first()
+    )
+    if earlier is not None:
+        return earlier, False
+    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    run = run_start(
+        agent=gateway.agent,
+        user=user,
+        input=f"MCP call through {gateway.name!r}: {tool_name}({text[:300]})",
+        execution_path=ExecutionPath.MCP,
+        dispatch=False,
+    )
+    call = GatewayCall.objects.create(
+        gateway=gateway,
+        run=run,
+        user=user,
+        tool_name=tool_name,
+        arguments=arguments,
+        args_sha256=digest,
+        tool_call_id=f"mcp-{uuid.uuid4().hex[:16]}",
+    )
+    return call, True
+
+
+def gateway_call_status(*, call_id: int) -> str:
+    return Run.objects.filter(gateway_call__pk=call_id).values_list("status", flat=True).get()
+
+
+def gateway_call_answer(*, call_id: int) -> Answer | None:
+    """What the client reads, once the call's run ended (module docstring)."""
+    call = GatewayCall.objects.select_related("run").get(pk=call_id)
+    run = call.run
+    if run.status not in TERMINAL:
+        return None
+    if run.status == RunStatus.COMPLETED:
+        return Answer(run.output, is_error=False, structured=_structured(run.output))
+    blocked = (
+        RunEvent.objects.filter(run=run, type=ev.TOOL_BLOCKED, payload__tool_call_id=call.tool_call_id)
+        .values_list("payload", flat=True)
+        .first()
+    )
+    if blocked:
+        who = blocked.get("blocked_by")
+        reason = blocked.get("error") or "refused"
+        return Answer(f"Refused by {who}: {reason}" if who else f"Refused: {reason}", is_error=True)
+    if run.status == RunStatus.CANCELLED:
+        return Answer(f"The call was cancelled: {run.error or 'cancelled'}", is_error=True)
+    return Answer(run.error or "The call failed.", is_error=True)
+
+
+def _structured(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def gateway_call_delivered(*, call_id: int) -> None:
+    """The client has its answer: a later identical call is a new one."""
+    GatewayCall.objects.filter(pk=call_id, delivered_at__isnull=True).update(delivered_at=timezone.now())

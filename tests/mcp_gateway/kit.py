@@ -1,0 +1,108 @@
+"""The MCP gateway served over real HTTP for the tests, and the official SDK's client pointed at it
+as Claude Code or Cursor would be."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+from rest_framework.authtoken.models import Token
+
+from agents.models import Agent
+from mcp_gateway.models import Gateway
+from tests.agents.mcp_kit import free_port
+
+
+@contextlib.contextmanager
+def served_gateway() -> Iterator[str]:
+    """The gateway app on a free port, in a thread of its own (its own event loop): the base URL."""
+    import uvicorn
+
+    from mcp_gateway.server import GatewayApp
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(GatewayApp(), host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("the gateway did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+
+
+def token_of(user: Any) -> str:
+    return Token.objects.get_or_create(user=user)[0].key
+
+
+def make_gateway(agent: Agent, **fields: Any) -> Gateway:
+    return Gateway.objects.create(organization_id=agent.organization_id, agent=agent, name="Desk", **fields)
+
+
+@contextlib.asynccontextmanager
+async def mcp_client(url: str, token: str | None) -> AsyncIterator[Any]:
+    """The official SDK's client, connected to ``url`` with ``token`` as a Bearer token."""
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300))
+    async with Client(streamable_http_client(url, http_client=http), cache=None) as client:
+        yield client
+
+
+def run_async(coro: Any) -> Any:
+    """Run a client's coroutine from a synchronous test, on a loop of its own."""
+    return asyncio.run(coro)
+
+
+class Waiting:
+    """A client's call made in a thread of its own (it waits for a person), with what it heard."""
+
+    def __init__(self, url: str, token: str, tool: str, args: dict[str, Any]) -> None:
+        self.progress: list[str] = []
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+        async def call() -> Any:
+            async def heard(progress: float, total: float | None, message: str | None) -> None:
+                self.progress.append(message or "")
+
+            async with mcp_client(url, token) as client:
+                return await client.call_tool(tool, args, progress_callback=heard)
+
+        def run() -> None:
+            try:
+                self.result = run_async(call())
+            except BaseException as exc:  # reported to the test
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self, timeout: float = 60) -> Any:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the client is still waiting"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def until(check, timeout: float = 30) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("timed out")

@@ -1,0 +1,144 @@
+"""A gated tool through the gateway: the client waits, told so by progress notifications, and
+receives the result once a person approved in the inbox, or an error naming the refusal; an
+answer that never reached its client is given again, never run twice. The agent's tools here
+are themselves an MCP server's (the records server over stdio): MCP on both sides."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agents.models import ConnectorAction, Run, RunStatus
+from approvals.models import ConfirmationRequest
+from approvals.services import confirmation_decide
+from mcp_gateway.models import GatewayCall
+from mcp_gateway.services import gateway_call_start
+from tests.agents.mcp_kit import ToolboxHarness, calls_of, listed, stdio_connector
+from tests.approvals.kit import set_policy
+from tests.mcp_gateway.kit import (
+    Waiting,
+    make_gateway,
+    mcp_client,
+    run_async,
+    served_gateway,
+    token_of,
+    until,
+)
+from tests.personas import make_agent, make_hook
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    return tmp_path / "records.jsonl"
+
+
+@pytest.fixture
+def desk(personas, log):
+    records = stdio_connector(personas.org, log)
+    listed(records)
+    agent = make_agent(personas.org, personas.operator)
+    agent.actions.set(records.actions.all())
+    set_policy(personas)
+    return make_gateway(agent)
+
+
+def settle(resumes) -> None:
+    while resumes.run_ids:
+        ToolboxHarness().resume(Run.objects.get(pk=resumes.run_ids.pop(0)))
+
+
+def test_a_gated_call_waits_for_approval_and_returns_the_result(personas, desk, log, resumes) -> None:
+    token = token_of(personas.member)
+    with served_gateway() as base:
+        waiting = Waiting(base + desk.path, token, "records__delete_record", {"record_id": "r-2"})
+        request = until(lambda: ConfirmationRequest.objects.first())
+        until(lambda: waiting.progress)
+        assert calls_of(log, "delete_record") == [], "nothing runs before the verdict"
+
+        confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+        settle(resumes)
+        result = waiting.join()
+
+    assert not result.is_error and result.structured_content == {"result": "deleted r-2"}
+    assert "waiting for a person's approval" in waiting.progress[0]
+    assert calls_of(log, "delete_record") == [{"record_id": "r-2"}]
+    call = GatewayCall.objects.get()
+    assert call.run.status == RunStatus.COMPLETED and call.delivered_at is not None
+    assert request.run == call.run
+
+
+def test_a_rejected_call_is_an_error_naming_the_refusal(personas, desk, log, resumes) -> None:
+    token = token_of(personas.member)
+    with served_gateway() as base:
+        waiting = Waiting(base + desk.path, token, "records__delete_record", {"record_id": "r-2"})
+        request = until(lambda: ConfirmationRequest.objects.first())
+        confirmation_decide(request_id=request.pk, user=personas.approver, approve=False, reason="keep it")
+        settle(resumes)
+        result = waiting.join()
+
+    assert result.is_error
+    text = result.content[0].text
+    assert text.startswith("Refused by confirmation_gate:") and "keep it" in text
+    assert calls_of(log, "delete_record") == []
+
+
+def test_a_blocking_hook_refuses_before_anyone_is_asked(personas, desk, log) -> None:
+    make_hook(personas.org, "deny_tools", params={"tools": ["records__*"], "message": "Records are frozen."})
+    token = token_of(personas.member)
+    with served_gateway() as base:
+
+        async def session():
+            async with mcp_client(base + desk.path, token) as client:
+                return await client.call_tool("records__delete_record", {"record_id": "r-1"})
+
+        result = run_async(session())
+
+    assert result.is_error and result.content[0].text == "Refused by deny_tools: Records are frozen."
+    assert not ConfirmationRequest.objects.exists() and calls_of(log, "delete_record") == []
+
+
+def test_an_unknown_tool_or_bad_arguments_are_errors_the_client_reads(personas, desk, log) -> None:
+    ConnectorAction.objects.filter(remote_name="lookup").update(requires_confirmation=False)
+    token = token_of(personas.member)
+    with served_gateway() as base:
+
+        async def session():
+            async with mcp_client(base + desk.path, token) as client:
+                unknown = await client.call_tool("records__nope", {})
+                bad = await client.call_tool("records__lookup", {"record_id": 7})
+                return unknown, bad
+
+        unknown, bad = run_async(session())
+
+    assert unknown.is_error and "Unknown tool 'records__nope'" in unknown.content[0].text
+    assert bad.is_error and "Invalid arguments for records__lookup" in bad.content[0].text
+    assert calls_of(log, "lookup") == []
+
+
+def test_an_answer_that_never_reached_its_client_is_given_again_not_run_again(personas, desk, log) -> None:
+    ConnectorAction.objects.filter(remote_name="delete_record").update(requires_confirmation=False)
+    # A client's first call ran, then its connection died before the answer went out.
+    first, fresh = gateway_call_start(
+        gateway=desk, user=personas.member, tool_name="records__delete_record", arguments={"record_id": "r-1"}
+    )
+    assert fresh
+    ToolboxHarness().execute(first.run)
+    token = token_of(personas.member)
+
+    with served_gateway() as base:
+
+        async def session():
+            async with mcp_client(base + desk.path, token) as client:
+                again = await client.call_tool("records__delete_record", {"record_id": "r-1"})
+                once_more = await client.call_tool("records__delete_record", {"record_id": "r-1"})
+                return again, once_more
+
+        again, once_more = run_async(session())
+
+    assert again.structured_content == once_more.structured_content == {"result": "deleted r-1"}
+    runs = [call.run_id for call in GatewayCall.objects.order_by("pk")]
+    assert runs[0] == first.run_id and len(runs) == 2, "the retry was answered from the first run"
+    assert len(calls_of(log, "delete_record")) == 2, "once for the call, once for the new call after delivery"

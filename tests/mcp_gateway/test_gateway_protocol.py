@@ -1,0 +1,72 @@
+"""The gateway driven by the official SDK's client, as Claude Code would drive it: list the agent's
+tools, call one through its hooks, wait for a person's approval, be refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.models import ExecutionPath, Run, RunStatus
+from tests.mcp_gateway.kit import make_gateway, mcp_client, run_async, served_gateway, token_of
+from tests.personas import make_agent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def desk(personas):
+    agent = make_agent(personas.org, personas.operator, builtin_tools=["calculator", "current_time"])
+    return make_gateway(agent)
+
+
+def test_a_client_lists_the_agents_tools_and_calls_one(personas, desk) -> None:
+    token = token_of(personas.member)
+    with served_gateway() as base:
+
+        async def session():
+            async with mcp_client(base + desk.path, token) as client:
+                tools = await client.list_tools()
+                result = await client.call_tool("calculator", {"expression": "6*7"})
+                return tools, result
+
+        tools, result = run_async(session())
+
+    assert sorted(t.name for t in tools.tools) == ["calculator", "current_time"]
+    assert not result.is_error and "42" in result.content[0].text
+    run = Run.objects.get()
+    assert run.execution_path == ExecutionPath.MCP and run.status == RunStatus.COMPLETED
+    assert run.user == personas.member
+
+
+# --- who may call -----------------------------------------------------------------------------------
+
+
+def _status(url: str, token: str | None) -> int:
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    return httpx.post(
+        url, json=body, headers={**headers, "Accept": "application/json, text/event-stream"}
+    ).status_code
+
+
+def test_who_may_not_call_is_told_so_before_anything_is_read(personas, desk) -> None:
+    from tests.personas import make_user
+
+    auditor = make_user("audra", personas.org, "auditor")
+    tokens = {
+        who: token_of(user)
+        for who, user in [("member", personas.member), ("stranger", personas.stranger), ("auditor", auditor)]
+    }
+    with served_gateway() as base:
+        url = base + desk.path
+        assert _status(url, None) == 401
+        assert _status(url, "not-a-token") == 401
+        assert _status(url, tokens["stranger"]) == 404, (
+            "another organisation's gateway does not exist for them"
+        )
+        assert _status(url, tokens["auditor"]) == 403
+        assert _status(base + "/mcp/unknown-key-000/", tokens["member"]) == 404
+        desk.enabled = False
+        desk.save()
+        assert _status(url, tokens["member"]) == 404
