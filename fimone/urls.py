@@ -17,6 +17,7 @@ urlpatterns = [
     path("api/", include("workflows.urls")),
     path("api/", include("evals.urls")),
     path("im/", include("channels_im.urls")),
+    path("", include("mcp_gateway.urls")),
     path("invitations/<str:token>/", invitation, name="invitation"),
     path(
         "invitations/<str:invitation>/password/<uidb64>/<token>/",

@@ -75,7 +75,7 @@ class GatewayAdmin(OrganizationScopedAdmin):
         }
         return format_html(
             "Point an MCP client at <code>{}</code> with a person's API token "
-            "(<code>manage.py drf_create_token &lt;username&gt;</code>). Claude Code:"
+            "(each person makes their own on the portal's MCP page). Claude Code:"
             '<pre>claude mcp add --transport http fimone {} --header "Authorization: Bearer &lt;token&gt;"'
             "</pre>or in <code>.mcp.json</code>:<pre>{}</pre>"
             "Every call runs as a run of {} behind its hooks and approval gate.",

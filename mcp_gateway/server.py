@@ -85,7 +85,7 @@ def _token_of(headers: list[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
-def _authenticate(token: str, key: str) -> tuple[Caller | None, int, str]:
+def caller_for(token: str, key: str) -> tuple[Caller | None, int, str]:
     """``(caller, status, message)``: a caller, or why not with the HTTP status to answer."""
     from rest_framework.authtoken.models import Token
 
@@ -286,7 +286,7 @@ class GatewayApp:
         if token is None:
             await _plain(send, 401, "an API token is needed: Authorization: Bearer <token>")
             return
-        caller, status, message = await _db(_authenticate)(token, match["key"])
+        caller, status, message = await _db(caller_for)(token, match["key"])
         if caller is None:
             await _plain(send, status, message)
             return

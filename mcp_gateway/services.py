@@ -7,7 +7,9 @@ Contracts:
   of an organisation the user is not a member of, and for an archived agent (a client is never
   told which); ``forbidden`` for a member who may not chat (an auditor).
 * :func:`gateway_call_start` makes each ``tools/call`` a run of the gateway's agent
-  (``execution_path="mcp"``), not dispatched: the gateway drives it where the client waits. A call
+  (``execution_path="mcp"``), not dispatched: the gateway drives it where the client waits. Each
+  new run takes from the person's run-start budget (``RUN_START_RATE``), as the API's do: past it
+  the call is refused (``throttled``) and nothing starts. A call
   whose answer never reached its client (``delivered_at`` empty) is found again when the same user
   calls the same tool with the same arguments through the same gateway within
   :data:`RETRY_WINDOW`: the client is answered from that run, which never runs a second time.
@@ -30,7 +32,7 @@ from django.utils import timezone
 from agents import events as ev
 from agents.engine.store import args_sha256
 from agents.models import ExecutionPath, Membership, Run, RunEvent, RunStatus
-from agents.services import ServiceError, chat_refusal, run_start
+from agents.services import ServiceError, chat_refusal, run_start, run_starts_take
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from mcp_gateway.models import Gateway, GatewayCall
@@ -101,6 +103,8 @@ def gateway_call_start(
     )
     if earlier is not None:
         return earlier, False
+    # A new run: from the same budget as every other door a person starts runs through.
+    run_starts_take(user=user)
     text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
     run = run_start(
         agent=gateway.agent,
@@ -153,6 +157,18 @@ def _structured(text: str) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+@transaction.atomic
+def api_token_replace(*, user: Any) -> str:
+    """A new API token for ``user``, replacing any they had (clients using the old one are refused
+    from now on). The key is returned once, to be shown once; it is never shown again."""
+    from rest_framework.authtoken.models import Token
+
+    if user is None or not user.is_active:
+        raise ServiceError("not found", code="not_found")
+    Token.objects.filter(user=user).delete()
+    return Token.objects.create(user=user).key
 
 
 def gateway_call_delivered(*, call_id: int) -> None:

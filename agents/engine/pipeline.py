@@ -17,6 +17,8 @@ ones approved (§1.3: the gate's hash, never ``metadata``); a call runs at most 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import copy
 import logging
 import time
@@ -53,6 +55,9 @@ UNRECORDED_OUTCOME = (
     "Tool error: {tool} ran, but its outcome could not be processed or recorded ({error}). It may "
     "have taken effect: check the target system before trying again."
 )
+
+CANCEL_POLL_SECONDS = 1.0
+"""How often a call that stops on cancellation looks whether its run was cancelled."""
 
 APPROVAL_MISMATCH = (
     "Refused: the arguments about to run differ from the ones that were approved. The call was not executed."
@@ -290,6 +295,8 @@ class ToolPipeline:
                     # Still started: re-entering the call continues it (ReentrantTool).
                     await journal.commit()
                     return Suspended(call, result.reason, result.detail, result.still_waiting)
+            elif tool.stops_on_cancel:
+                result = await self._run_unless_cancelled(tool, final_args)
             else:
                 result = await tool.run(final_args)
             status = ToolExecution.Status.SUCCEEDED
@@ -338,6 +345,28 @@ class ToolPipeline:
             # write) still ends its execution, failed, with an observation saying so.
             log.exception("the outcome of %s could not be recorded in run %s", name, journal.run_id)
             return await self._unrecorded(call, exc, duration, returned_at=returned_at)
+
+    async def _run_unless_cancelled(self, tool: Tool, args: dict[str, Any]) -> Any:
+        """``tool.run(args)``, stopped if the run is cancelled meanwhile (looked for every
+        :data:`CANCEL_POLL_SECONDS`): the tool's own cancellation tells the service (an MCP server
+        gets ``notifications/cancelled``), and the outcome is unknown — it may have taken effect."""
+        call = asyncio.ensure_future(tool.run(args))
+        try:
+            while True:
+                done, _pending = await asyncio.wait({call}, timeout=CANCEL_POLL_SECONDS)
+                if done:
+                    return call.result()
+                if await db(store.cancel_requested, run_id=self.journal.run_id):
+                    call.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, Exception):
+                        await call
+                    raise OutcomeUnknown(
+                        f"the run was cancelled during the call of {tool.name}; the service was told to "
+                        "stop it, and it may or may not have taken effect"
+                    )
+        finally:
+            if not call.done():  # this task itself was cancelled: the call goes with it
+                call.cancel()
 
     async def _post(
         self,

@@ -53,6 +53,9 @@ class Tool(abc.ABC):
     #: whether a call may reach anything outside this process (a service, a database): an eval
     #: answers such a call with a dry run unless its set calls the tool live (DESIGN §1.2)
     reaches_outside: bool = True
+    #: whether a call in flight is stopped when its run is cancelled (an MCP call: the server is
+    #: told to cancel, and the outcome is unknown). Other tools finish the call they started.
+    stops_on_cancel: bool = False
     #: facts every hook of a call of this tool sees in ``metadata`` (an MCP tool: its name in
     #: Claude Code's spelling, ``mcp_tool_name``)
     call_facts: dict[str, Any] = {}  # read only: a tool with facts sets its own

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import tempfile
 import time
 import warnings
@@ -48,6 +49,8 @@ from agents.tools.redaction import redact_credentials
 from agents.tools.schema import EMPTY_OBJECT_SCHEMA
 from fimone import egress
 from hooks.kinds.base import CLAUDE_MCP_PREFIX, MCP_ALIAS
+
+log = logging.getLogger(__name__)
 
 CONNECTION_CLOSED = -32000
 REQUEST_TIMEOUT = -32001
@@ -155,25 +158,25 @@ async def connected(server: McpServer) -> AsyncIterator[Any]:
             )
         except (ValueError, OSError) as exc:
             raise ToolError(f"{server.label}: the MCP server cannot be started ({exc})") from None
-        stack = contextlib.AsyncExitStack()
+        # What the block inside raises goes through the session's own exit, so that the SDK's task
+        # group can say what broke the session (it may have cancelled the block to stop it).
+        stage = "connecting"
         try:
-            await stack.enter_async_context(client)
+            async with client:
+                stage = "in use"
+                yield client
+                stage = "done"
         except Exception as exc:
-            await _close_quietly(stack)
-            raise ToolError(
-                f"{server.label}: could not reach the MCP server ({_reason(exc, errlog)}); nothing was called"
-            ) from None
-        try:
-            yield client
-        finally:
-            await _close_quietly(stack)
-
-
-async def _close_quietly(stack: contextlib.AsyncExitStack) -> None:
-    # Closing a session whose server already went away may raise from the SDK's task group; the
-    # outcome was decided before this point and must not be replaced by a teardown error.
-    with contextlib.suppress(Exception):
-        await stack.aclose()
+            if stage == "connecting":
+                why = _reason(exc, errlog)
+                raise ToolError(
+                    f"{server.label}: could not reach the MCP server ({why}); nothing was called"
+                ) from None
+            if stage == "in use":
+                raise
+            # Closing a session whose server went away once the block was done: the outcome was
+            # decided already and is not replaced by a teardown error.
+            log.debug("closing the session with %r failed", server, exc_info=True)
 
 
 def _client_info() -> Any:
@@ -383,6 +386,8 @@ class McpTool(Tool):
     """One tool of an MCP connector (a :class:`~agents.models.ConnectorAction` whose
     ``remote_name`` is the server's name for it)."""
 
+    stops_on_cancel = True
+
     def __init__(self, *, action: Any, connector: Any) -> None:
         self.spec = ToolSpec(
             name=action.tool_name,
@@ -412,29 +417,39 @@ class McpTool(Tool):
             raise type(exc)(redact_credentials(str(exc), secrets=self.server.secrets)) from None
 
     async def _call(self, args: dict[str, Any]) -> Any:
-        from mcp.shared.exceptions import MCPError
 
         server, where = self.server, f"{self.server.label}: {self.remote_name}"
-        async with session_for(server) as client:
-            try:
-                result = await client.call_tool(self.remote_name, args, read_timeout_seconds=server.timeout)
-            except MCPError as exc:
-                code = getattr(exc, "code", None)
-                if code == REQUEST_TIMEOUT:
-                    raise OutcomeUnknown(
-                        f"{where} did not answer within {server.timeout:g}s; the server was asked to "
-                        "cancel the call, and it may or may not have taken effect"
-                    ) from None
-                if code == CONNECTION_CLOSED:
-                    raise OutcomeUnknown(f"the MCP server disconnected during the call of {where}") from None
-                raise ToolError(f"{where}: the server refused the call ({exc})") from None
-            except Exception as exc:
-                raise OutcomeUnknown(f"the call of {where} was interrupted ({_reason(exc)})") from None
+        try:
+            async with session_for(server) as client:
+                result = await self._call_on(client, args, where)
+        except ToolError:
+            raise
+        except Exception as exc:  # the session broke while the call was out (the SDK says so on exit)
+            raise OutcomeUnknown(f"the call of {where} was interrupted ({_reason(exc)})") from None
         if result.is_error:
             raise ToolError(f"{where}: {_content_text(result.content) or 'the server reported an error'}")
         if result.structured_content is not None:
             return result.structured_content
         return _content_text(result.content)
+
+    async def _call_on(self, client: Any, args: dict[str, Any], where: str) -> Any:
+        from mcp.shared.exceptions import MCPError
+
+        server = self.server
+        try:
+            return await client.call_tool(self.remote_name, args, read_timeout_seconds=server.timeout)
+        except MCPError as exc:
+            code = getattr(exc, "code", None)
+            if code == REQUEST_TIMEOUT:
+                raise OutcomeUnknown(
+                    f"{where} did not answer within {server.timeout:g}s; the server was asked to "
+                    "cancel the call, and it may or may not have taken effect"
+                ) from None
+            if code == CONNECTION_CLOSED:
+                raise OutcomeUnknown(f"the MCP server disconnected during the call of {where}") from None
+            raise ToolError(f"{where}: the server refused the call ({exc})") from None
+        except Exception as exc:
+            raise OutcomeUnknown(f"the call of {where} was interrupted ({_reason(exc)})") from None
 
 
 def _content_text(blocks: Any) -> str:

@@ -260,8 +260,7 @@ def test_a_call_past_the_timeout_is_cancelled_on_the_server_and_its_outcome_unkn
     assert [e["event"] for e in server_log(log) if e["tool"] == "slow"] == ["start", "cancelled"]
 
 
-def test_a_server_killed_mid_call_is_outcome_unknown_and_never_called_again(personas, log) -> None:
-    records = stdio_connector(personas.org, log)
+def test_a_server_killed_mid_call_is_outcome_unknown_and_never_called_again(personas, records, log) -> None:
     listed(records)
     agent = agent_calling(personas, records, ("records__slow", {"seconds": 30}))
     run = start(personas, agent)
@@ -283,7 +282,8 @@ def test_a_server_killed_mid_call_is_outcome_unknown_and_never_called_again(pers
     execution = ToolExecution.objects.get(run=run)
     assert execution.status == ToolExecution.Status.UNKNOWN
     [finished] = events_of(run, ev.TOOL_FINISHED)
-    assert "disconnected during the call of records: slow" in finished["observation"]
+    assert finished["observation"].startswith("Outcome unknown: ")
+    assert "records: slow" in finished["observation"] and "It was not run again" in finished["observation"]
     assert len(calls_of(log, "slow")) == 1
     run.refresh_from_db()
     assert run.status == RunStatus.COMPLETED, "the model was told, and answered"
@@ -496,3 +496,33 @@ def test_a_long_lived_loop_keeps_one_session_and_reopens_it_when_the_server_went
     assert [a["id"] for a in answers] == ["r-1", "r-2", "r-1"]
     pids = [entry["pid"] for entry in server_log(log)]
     assert pids[0] == pids[1] != pids[2], "one process for the first two calls, a new one after it died"
+
+
+def test_cancelling_the_run_stops_the_call_on_the_server_and_its_outcome_is_unknown(personas, log) -> None:
+    from agents.services import run_cancel
+
+    records = stdio_connector(personas.org, log)
+    listed(records)
+    agent = agent_calling(personas, records, ("records__slow", {"seconds": 30}))
+    run = start(personas, agent)
+
+    def cancel_once_the_call_started() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if any(e["tool"] == "slow" and e["event"] == "start" for e in server_log(log)):
+                run_cancel(run=Run.objects.get(pk=run.pk), user=personas.member)
+                return
+            time.sleep(0.02)
+
+    canceller = threading.Thread(target=cancel_once_the_call_started)
+    canceller.start()
+    started = time.monotonic()
+    assert ToolboxHarness().execute(run) == RunStatus.CANCELLED
+    canceller.join()
+
+    assert time.monotonic() - started < 15, "the run did not wait for the 30 s call"
+    assert ToolExecution.objects.get(run=run).status == ToolExecution.Status.UNKNOWN
+    deadline = time.monotonic() + 10
+    while "cancelled" not in [e["event"] for e in server_log(log)] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [e["event"] for e in server_log(log) if e["tool"] == "slow"] == ["start", "cancelled"]

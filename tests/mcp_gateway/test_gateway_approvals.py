@@ -142,3 +142,22 @@ def test_an_answer_that_never_reached_its_client_is_given_again_not_run_again(pe
     runs = [call.run_id for call in GatewayCall.objects.order_by("pk")]
     assert runs[0] == first.run_id and len(runs) == 2, "the retry was answered from the first run"
     assert len(calls_of(log, "delete_record")) == 2, "once for the call, once for the new call after delivery"
+
+
+def test_calls_past_the_run_start_budget_are_refused_and_start_nothing(personas, desk, log, settings) -> None:
+    from agents.models import Run
+
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "2/min"}}
+    ConnectorAction.objects.filter(remote_name="lookup").update(requires_confirmation=False)
+    token = token_of(personas.member)
+    with served_gateway() as base:
+
+        async def session():
+            async with mcp_client(base + desk.path, token) as client:
+                return [await client.call_tool("records__lookup", {"record_id": f"r-{i}"}) for i in (1, 2, 1)]
+
+        first, second, third = run_async(session())
+
+    assert not first.is_error and not second.is_error
+    assert third.is_error and "Refused:" in third.content[0].text and "try again in" in third.content[0].text
+    assert Run.objects.count() == 2
