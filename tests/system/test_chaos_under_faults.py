@@ -135,8 +135,10 @@ def set_the_stage(
             "enabled": True,
         },
     )
+    # The demo gives alice a token already (its MCP gateway's): use the one each person has.
     tokens = {
-        name: Token.objects.create(user=User.objects.get(username=name)).key for name in ("alice", "april")
+        name: Token.objects.get_or_create(user=User.objects.get(username=name))[0].key
+        for name in ("alice", "april")
     }
     return agent, tokens, plans, channel
 
