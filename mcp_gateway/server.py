@@ -33,10 +33,19 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.db import close_old_connections
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.types import CallToolResult, ListToolsResult, TextContent, ToolAnnotations
+from mcp.types import Tool as McpTool
+from rest_framework.authtoken.models import Token
 
+from agents.engine.runner import run_execute
+from agents.models import RunStatus
 from agents.services import ServiceError
 from agents.tools.base import Tool
+from approvals.models import ConfirmationRequest
 from mcp_gateway import services
+from mcp_gateway.models import GatewayCall
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +96,6 @@ def _token_of(headers: list[tuple[bytes, bytes]]) -> str | None:
 
 def caller_for(token: str, key: str) -> tuple[Caller | None, int, str]:
     """``(caller, status, message)``: a caller, or why not with the HTTP status to answer."""
-    from rest_framework.authtoken.models import Token
 
     row = Token.objects.select_related("user").filter(key=token).first()
     if row is None or not row.user.is_active:
@@ -114,8 +122,6 @@ def _tools_of(caller: Caller) -> dict[str, Tool]:
 
 
 def _tool_listing(tool: Tool) -> Any:
-    from mcp.types import Tool as McpTool
-    from mcp.types import ToolAnnotations
 
     spec = tool.spec
     hints = ToolAnnotations(
@@ -129,7 +135,6 @@ def _tool_listing(tool: Tool) -> Any:
 
 
 async def list_tools(ctx: Any, params: Any) -> Any:
-    from mcp.types import ListToolsResult
 
     tools = await _db(_tools_of)(_caller_now())
     return ListToolsResult(tools=[_tool_listing(tool) for tool in tools.values()])
@@ -145,7 +150,6 @@ def _start(caller: Caller, name: str, arguments: dict[str, Any]) -> tuple[int, b
 
 
 async def call_tool(ctx: Any, params: Any) -> Any:
-    from agents.engine.runner import run_execute
 
     caller = _caller_now()
     arguments = params.arguments if isinstance(params.arguments, dict) else {}
@@ -175,7 +179,6 @@ def _execution_ended(task: asyncio.Task[Any]) -> None:
 
 
 def _run_of(call_id: int) -> int:
-    from mcp_gateway.models import GatewayCall
 
     return GatewayCall.objects.values_list("run_id", flat=True).get(pk=call_id)
 
@@ -206,9 +209,6 @@ async def _wait_for_answer(ctx: Any, call_id: int, execution: asyncio.Task[Any] 
 
 
 def _waiting_text(call_id: int) -> str:
-    from agents.models import RunStatus
-    from approvals.models import ConfirmationRequest
-    from mcp_gateway.models import GatewayCall
 
     call = GatewayCall.objects.select_related("run").get(pk=call_id)
     if call.run.status != RunStatus.AWAITING_APPROVAL:
@@ -225,7 +225,6 @@ def _waiting_text(call_id: int) -> str:
 
 
 def _result(answer: services.Answer) -> Any:
-    from mcp.types import CallToolResult, TextContent
 
     return CallToolResult(
         content=[TextContent(type="text", text=answer.text)],
@@ -238,7 +237,6 @@ def _result(answer: services.Answer) -> Any:
 
 
 def build_server() -> Any:
-    from mcp.server.lowlevel import Server
 
     return Server(
         "fimone-gateway",
@@ -261,7 +259,6 @@ class GatewayApp:
         manager = self._managers.get(loop)
         if manager is not None:
             return manager
-        from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
         manager = StreamableHTTPSessionManager(app=build_server(), stateless=True, json_response=False)
         self._managers[loop] = manager

@@ -28,6 +28,7 @@ from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
+from rest_framework.authtoken.models import Token
 
 from agents import events as ev
 from agents.engine.store import args_sha256
@@ -163,8 +164,6 @@ def _structured(text: str) -> dict[str, Any] | None:
 def api_token_replace(*, user: Any) -> str:
     """A new API token for ``user``, replacing any they had (clients using the old one are refused
     from now on). The key is returned once, to be shown once; it is never shown again."""
-    from rest_framework.authtoken.models import Token
-
     if user is None or not user.is_active:
         raise ServiceError("not found", code="not_found")
     Token.objects.filter(user=user).delete()

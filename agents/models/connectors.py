@@ -23,6 +23,7 @@ from agents.tools.schema import check_parameters_schema
 from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
+from hooks.kinds.command import check_argv
 
 SLUG_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 ACTION_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -180,9 +181,6 @@ class Connector(SecretsBoundToAddress, models.Model):
             raise ValidationError({"secrets": "read_dsn must be a DSN string, like dsn"})
 
     def _clean_mcp(self) -> None:
-        # Imported here, not at the top: hooks.kinds.command reads settings for its checks only.
-        from hooks.kinds.command import check_argv
-
         if self.mcp_transport == self.Transport.HTTP:
             if not self.base_url:
                 raise ValidationError({"base_url": "an MCP server over HTTP needs its endpoint's URL"})
