@@ -62,6 +62,24 @@ def records_http(log):
         yield served
 
 
+def once_the_call_started(log: Path, act) -> threading.Thread:
+    """A thread that does ``act(entry)`` as soon as the records server logs the start of a call of
+    ``slow`` (the entry carries the server's pid)."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            started = [e for e in server_log(log) if e["tool"] == "slow" and e["event"] == "start"]
+            if started:
+                act(started[0])
+                return
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    return watcher
+
+
 def agent_calling(personas, connector: Connector, *calls: tuple[str, dict], hooks=None, **fields):
     """An agent with every tool of ``connector`` whose model makes ``calls`` in turn, then answers
     with the last observation."""
@@ -265,17 +283,7 @@ def test_a_server_killed_mid_call_is_outcome_unknown_and_never_called_again(pers
     agent = agent_calling(personas, records, ("records__slow", {"seconds": 30}))
     run = start(personas, agent)
 
-    def kill_the_server_once_the_call_started() -> None:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            started = [e for e in server_log(log) if e["tool"] == "slow" and e["event"] == "start"]
-            if started:
-                os.kill(started[0]["pid"], signal.SIGKILL)
-                return
-            time.sleep(0.02)
-
-    killer = threading.Thread(target=kill_the_server_once_the_call_started)
-    killer.start()
+    killer = once_the_call_started(log, lambda started: os.kill(started["pid"], signal.SIGKILL))
     ToolboxHarness().execute(run)
     killer.join()
 
@@ -506,16 +514,9 @@ def test_cancelling_the_run_stops_the_call_on_the_server_and_its_outcome_is_unkn
     agent = agent_calling(personas, records, ("records__slow", {"seconds": 30}))
     run = start(personas, agent)
 
-    def cancel_once_the_call_started() -> None:
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if any(e["tool"] == "slow" and e["event"] == "start" for e in server_log(log)):
-                run_cancel(run=Run.objects.get(pk=run.pk), user=personas.member)
-                return
-            time.sleep(0.02)
-
-    canceller = threading.Thread(target=cancel_once_the_call_started)
-    canceller.start()
+    canceller = once_the_call_started(
+        log, lambda _started: run_cancel(run=Run.objects.get(pk=run.pk), user=personas.member)
+    )
     started = time.monotonic()
     assert ToolboxHarness().execute(run) == RunStatus.CANCELLED
     canceller.join()
