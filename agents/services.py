@@ -74,6 +74,13 @@ def check_member(*, user: Any, organization_id: int) -> None:
         raise ServiceError("not found", code="not_found")
 
 
+def member_roles(*, user: Any, organization_id: int) -> set[str]:
+    """``user``'s roles in the organisation; empty for someone who is not a member."""
+    return set(
+        Membership.objects.filter(user=user, organization_id=organization_id).values_list("role", flat=True)
+    )
+
+
 CHAT_PATHS = frozenset({ExecutionPath.PORTAL, ExecutionPath.API, ExecutionPath.MCP})
 """The doors through which a person talks to an agent themselves (workflows and evals start runs
 on behalf of whoever configured them, under their own rules)."""
@@ -88,9 +95,13 @@ def chat_refusal(*, user: Any, organization_id: int) -> str | None:
     approver, …) and superusers chat as usual."""
     if getattr(user, "is_superuser", False):
         return None
-    roles = set(
-        Membership.objects.filter(user=user, organization_id=organization_id).values_list("role", flat=True)
-    )
+    return chat_refusal_of(user=user, roles=member_roles(user=user, organization_id=organization_id))
+
+
+def chat_refusal_of(*, user: Any, roles: set[str]) -> str | None:
+    """:func:`chat_refusal` for a member whose roles the caller read (:func:`member_roles`)."""
+    if getattr(user, "is_superuser", False):
+        return None
     if roles == {Role.AUDITOR}:
         return "auditors read the record but do not chat with agents"
     return None
@@ -116,9 +127,11 @@ def run_start(
     The agent's row is locked while the run is created, so an archiving that commits meanwhile
     either sees this run (and stops it) or is seen by this check.
     """
-    check_member(user=user, organization_id=agent.organization_id)
+    roles = member_roles(user=user, organization_id=agent.organization_id)
+    if not roles:
+        raise ServiceError("not found", code="not_found")
     if execution_path in CHAT_PATHS:
-        refusal = chat_refusal(user=user, organization_id=agent.organization_id)
+        refusal = chat_refusal_of(user=user, roles=roles)
         if refusal is not None:
             raise ServiceError(refusal, code="forbidden")
     agent = Agent.objects.select_for_update(of=("self",)).select_related("organization").get(pk=agent.pk)

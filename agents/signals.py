@@ -11,4 +11,6 @@ run_cancel_requested = Signal()  # sender=Run, run_id=int, reason=str
 
 # Sent once committed, each time a driven run stops running: it ended (completed, failed,
 # cancelled) or parked on an approval (awaiting_approval). Workflows follow their nodes' runs by it.
-run_settled = Signal()  # sender=Run, run_id=int, status=str
+# ``execution_path`` is the run's when the sender knew it (``None``: look it up), so that a
+# receiver skips the runs of other paths without a query.
+run_settled = Signal()  # sender=Run, run_id=int, status=str, execution_path=str | None

@@ -8,12 +8,14 @@ Streamable HTTP in a process of its own. Each round times, per call of its read-
   loop, as a worker does (its session kept open between calls);
 * **gateway**: the SDK's client calling the platform's gateway (``/mcp/<key>/``) on an agent whose
   tool is that connector: every call a run of the agent through its hook chain, on PostgreSQL.
+  The gateway is served as deployed (the Procfile's ``web``: Daphne, ``fimone.asgi``) in a process
+  of its own, as the records server is: the client shares no interpreter with either.
 
 Rounds alternate the three (``--rounds`` x ``--calls`` calls each, after a warm-up) and the
 figures are the p50 / p99 of all calls, the ratios to direct, and what each adds at p50.
 Target: the gateway adds <= 3 ms p50 per ungated call.
 
-    DATABASE_URL=postgres://… python bench/mcp_overhead.py [--calls 200] [--rounds 5]
+    DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/mcp_overhead.py [--calls 200] [--rounds 5]
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import time
 
 os.environ.setdefault("RUN_START_RATE", "1000000/min")  # every gateway call starts a run
 
-from _django import ROOT, bench_database
+from _django import ROOT, bench_database, test_database_url
 
 RECORDS = ROOT / "tests" / "mcp_servers" / "records.py"
 
@@ -47,23 +49,42 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_records(port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, str(RECORDS), "http", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+def start(
+    name: str, argv: list[str], port: int, *, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``argv`` (the ``name`` server) started, once it accepts connections on ``port``."""
+    process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     import socket
 
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
+        if process.poll() is not None:
+            sys.exit(f"the {name} server exited with {process.returncode}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return process
         except OSError:
             time.sleep(0.05)
     process.kill()
-    sys.exit("the records server did not start")
+    sys.exit(f"the {name} server did not start")
+
+
+def start_records(port: int) -> subprocess.Popen[bytes]:
+    return start("records", [sys.executable, str(RECORDS), "http", str(port)], port)
+
+
+def start_gateway(port: int) -> subprocess.Popen[bytes]:
+    """The web process of the Procfile (Daphne serving ``fimone.asgi``) on the benchmark's data."""
+    from django.conf import settings
+
+    env = {
+        **os.environ,
+        "DATABASE_URL": test_database_url(),
+        "REDIS_URL": settings.REDIS_URL or "",
+        "DJANGO_SETTINGS_MODULE": "fimone.settings",
+    }
+    argv = [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port)]
+    return start("gateway", [*argv, "fimone.asgi:application"], port, env=env)
 
 
 class Loop:
@@ -83,25 +104,23 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     opts = parser.parse_args()
 
-    with bench_database():
+    with bench_database(need_redis=True):
         import httpx2
-        import uvicorn
         from django.contrib.auth import get_user_model
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
         from rest_framework.authtoken.models import Token
 
-        from agents.executors import embedded
         from agents.mcp_connectors import connector_tools_refresh
         from agents.models import Agent, Connector, Membership, Organization, Role
         from agents.tools.mcp_tools import keep_sessions_on
         from agents.tools.toolbox import action_tool
         from mcp_gateway.models import Gateway
-        from mcp_gateway.server import GatewayApp
 
         records_port, gateway_port = free_port(), free_port()
         server = start_records(records_port)
         endpoint = f"http://127.0.0.1:{records_port}/mcp"
+        web = None
         try:
             org = Organization.objects.create(name="Bench")
             user = get_user_model().objects.create_user("bench")
@@ -122,19 +141,7 @@ def main() -> None:
             token = Token.objects.create(user=user).key
             tool = action_tool(lookup, Connector.objects.get(pk=connector.pk))
 
-            # The gateway's server: its own long-lived loop, bound as Daphne binds its loop.
-            config = uvicorn.Config(GatewayApp(), host="127.0.0.1", port=gateway_port, log_level="warning")
-            web = uvicorn.Server(config)
-
-            def serve() -> None:
-                loop = asyncio.new_event_loop()
-                asyncio.set_event_loop(loop)
-                embedded.bind_loop(loop)
-                loop.run_until_complete(web.serve())
-
-            threading.Thread(target=serve, daemon=True).start()
-            while not web.started:
-                time.sleep(0.02)
+            web = start_gateway(gateway_port)
             worker = Loop()
             worker.run(_keep(keep_sessions_on))
             args = {"record_id": "r-1"}
@@ -174,6 +181,9 @@ def main() -> None:
                     times[name] += measures[name](opts.calls)
         finally:
             server.kill()
+            if web is not None:
+                web.kill()
+                web.wait()
 
     direct50, direct99 = pct(times["direct"], 0.5), pct(times["direct"], 0.99)
     print(f"MCP tool call, {opts.rounds} rounds x {opts.calls} calls, records server over Streamable HTTP")

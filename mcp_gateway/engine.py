@@ -20,6 +20,7 @@ from agents.engine.base import RunFailed
 from agents.engine.db import db
 from agents.engine.react import run_facts
 from agents.engine.single_call import SingleCallEngine
+from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from mcp_gateway.models import GatewayCall
 
@@ -33,6 +34,17 @@ def _call_of(*, run_id: int) -> GatewayCall:
     return GatewayCall.objects.select_related("gateway").get(run_id=run_id)
 
 
+def _call_and_tools(
+    *, run_id: int, agent: Any, tools_factory: Callable[[Any], dict[str, Tool]]
+) -> tuple[GatewayCall, dict[str, Tool] | ToolboxError]:
+    """The run's call and the agent's tools (or why they cannot be built): one trip."""
+    call = _call_of(run_id=run_id)
+    try:
+        return call, tools_factory(agent)
+    except ToolboxError as exc:
+        return call, exc
+
+
 class GatewayCallEngine(SingleCallEngine):
     """Drives a gateway call's run. Precondition: ``owner`` holds the run's lease.
 
@@ -41,9 +53,17 @@ class GatewayCallEngine(SingleCallEngine):
 
     crash_label = "MCP gateway call run"
     call: GatewayCall
+    tools: dict[str, Tool] | ToolboxError
 
     async def _opened(self) -> None:
-        self.call = await db(_call_of, run_id=self.run_id)
+        # The tools are built here, with the call, to save a trip; a failure to build them is
+        # the drive's to report (it fails the run, after the chain's checks).
+        self.call, self.tools = await db(
+            _call_and_tools,
+            run_id=self.run_id,
+            agent=self.run.agent,
+            tools_factory=self.tools_factory or tools_for_agent,
+        )
 
     async def _fresh_messages(self) -> list[dict[str, Any]]:
         return []  # no conversation with a model: the client's call is all the run does
@@ -54,10 +74,9 @@ class GatewayCallEngine(SingleCallEngine):
     async def _drive(self) -> str:
         run, call = self.run, self.call
         chain, registry = await self._hooks()
-        try:
-            tools = await db(self.tools_factory or tools_for_agent, agent=run.agent)
-        except ToolboxError as exc:
-            raise RunFailed(f"the agent's tools cannot be built: {exc}", "tools") from None
+        tools = self.tools
+        if isinstance(tools, ToolboxError):
+            raise RunFailed(f"the agent's tools cannot be built: {tools}", "tools") from None
         facts = {**run_facts(run, chain), "mcp_gateway_id": call.gateway_id}
         step = {"id": call.tool_call_id, "name": call.tool_name, "arguments": call.arguments}
         return await self._run_single_call(step, registry=registry, tools=tools, facts=facts)

@@ -134,19 +134,37 @@ def _tool_listing(tool: Tool) -> Any:
     )
 
 
+_listed_schemas: dict[int, dict[str, Any]] = {}
+"""Per gateway, the input schema of each tool it last listed in this process (see
+:func:`listed_input_schema`)."""
+
+
 async def list_tools(ctx: Any, params: Any) -> Any:
 
-    tools = await _db(_tools_of)(_caller_now())
+    caller = _caller_now()
+    tools = await _db(_tools_of)(caller)
+    _listed_schemas[caller.gateway.pk] = {name: tool.spec.parameters for name, tool in tools.items()}
     return ListToolsResult(tools=[_tool_listing(tool) for tool in tools.values()])
 
 
-def _start(caller: Caller, name: str, arguments: dict[str, Any]) -> tuple[int, bool]:
-    """``(call id, fresh)``: the call started as a run (or found again). A tool the agent does not
-    have is the run's to refuse, as any path's unknown tool is: the refusal is on the record."""
+def listed_input_schema(name: str) -> dict[str, Any] | None:
+    """The input schema the SDK checks a call's ``Mcp-Param-*`` headers against: the one this
+    process listed for the caller's gateway (a client learns of such headers from a listing).
+    ``None`` (nothing to check) for a tool not listed here: the SDK would otherwise list the
+    tools again, from the database, before every call. The call itself is checked against the
+    agent's tools of the moment by the run, whatever the headers say."""
+    caller = _caller.get()
+    return _listed_schemas.get(caller.gateway.pk, {}).get(name) if caller is not None else None
+
+
+def _start(caller: Caller, name: str, arguments: dict[str, Any]) -> tuple[int, int, bool]:
+    """``(call id, run id, fresh)``: the call started as a run (or found again). A tool the agent
+    does not have is the run's to refuse, as any path's unknown tool is: the refusal is on the
+    record."""
     call, fresh = services.gateway_call_start(
         gateway=caller.gateway, user=caller.user, tool_name=name, arguments=arguments
     )
-    return call.pk, fresh
+    return call.pk, call.run_id, fresh
 
 
 async def call_tool(ctx: Any, params: Any) -> Any:
@@ -154,12 +172,11 @@ async def call_tool(ctx: Any, params: Any) -> Any:
     caller = _caller_now()
     arguments = params.arguments if isinstance(params.arguments, dict) else {}
     try:
-        call_id, fresh = await _db(_start)(caller, params.name, arguments)
+        call_id, run_id, fresh = await _db(_start)(caller, params.name, arguments)
     except ServiceError as exc:
         return _result(services.Answer(f"Refused: {exc.message}", is_error=True))
     execution = None
     if fresh:
-        run_id = await _db(_run_of)(call_id)
         # Driven here, in this server's loop, where the client waits: an ungated call answers
         # without a hop to a worker. A parked run is resumed by the verdict, wherever runs resume.
         # A task of its own: a client that goes away stops waiting, never the run.
@@ -167,7 +184,6 @@ async def call_tool(ctx: Any, params: Any) -> Any:
         _executions.add(execution)
         execution.add_done_callback(_execution_ended)
     answer = await _wait_for_answer(ctx, call_id, execution)
-    await _db(services.gateway_call_delivered)(call_id=call_id)
     return _result(answer)
 
 
@@ -178,15 +194,18 @@ def _execution_ended(task: asyncio.Task[Any]) -> None:
         log.error("an MCP gateway call's run failed to be driven", exc_info=task.exception())
 
 
-def _run_of(call_id: int) -> int:
-
-    return GatewayCall.objects.values_list("run_id", flat=True).get(pk=call_id)
+def _answer_once_ended(call_id: int) -> services.Answer | None:
+    """The call's answer once its run ended, marked delivered (it is handed to the client now)."""
+    answer = services.gateway_call_answer(call_id=call_id)
+    if answer is not None:
+        services.gateway_call_delivered(call_id=call_id)
+    return answer
 
 
 async def _wait_for_answer(ctx: Any, call_id: int, execution: asyncio.Task[Any] | None) -> services.Answer:
     """The call's answer, once its run ended; progress notifications meanwhile (the gate's inline
     wait included, while ``execution`` still drives the run here)."""
-    answer_of = _db(services.gateway_call_answer)
+    answer_of = _db(_answer_once_ended)
     waiting_text = _db(_waiting_text)
     loop = asyncio.get_running_loop()
     next_progress, ticks, polls = loop.time() + PROGRESS_SECONDS, 0, 0
@@ -194,7 +213,7 @@ async def _wait_for_answer(ctx: Any, call_id: int, execution: asyncio.Task[Any] 
         if execution is not None and not execution.done():
             await asyncio.wait({execution}, timeout=max(0.0, next_progress - loop.time()))
         if execution is None or execution.done():
-            answer = await answer_of(call_id=call_id)
+            answer = await answer_of(call_id)
             if answer is not None:
                 return answer
         driven_elsewhere = execution is None or execution.done()
@@ -243,6 +262,7 @@ def build_server() -> Any:
         instructions="Tools of one FIM One agent, behind its hooks and a person's approval where it asks.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        get_tool_input_schema=listed_input_schema,
     )
 
 

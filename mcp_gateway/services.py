@@ -32,8 +32,8 @@ from rest_framework.authtoken.models import Token
 
 from agents import events as ev
 from agents.engine.store import args_sha256
-from agents.models import ExecutionPath, Membership, Run, RunEvent, RunStatus
-from agents.services import ServiceError, chat_refusal, run_start, run_starts_take
+from agents.models import ExecutionPath, Run, RunEvent, RunStatus
+from agents.services import ServiceError, chat_refusal_of, member_roles, run_start, run_starts_take
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from mcp_gateway.models import Gateway, GatewayCall
@@ -59,15 +59,12 @@ def gateway_for_user(*, key: str, user: Any) -> Gateway:
         .filter(key=key, enabled=True)
         .first()
     )
-    if (
-        gateway is None
-        or user is None
-        or not user.is_active
-        or gateway.agent.archived_reason() is not None
-        or not Membership.objects.filter(user=user, organization_id=gateway.organization_id).exists()
-    ):
+    if gateway is None or user is None or not user.is_active or gateway.agent.archived_reason() is not None:
         raise ServiceError("not found", code="not_found")
-    refusal = chat_refusal(user=user, organization_id=gateway.organization_id)
+    roles = member_roles(user=user, organization_id=gateway.organization_id)
+    if not roles:
+        raise ServiceError("not found", code="not_found")
+    refusal = chat_refusal_of(user=user, roles=roles)
     if refusal is not None:
         raise ServiceError(refusal, code="forbidden")
     return gateway

@@ -8,6 +8,7 @@ from typing import Any
 
 from django.db import transaction
 
+from agents.models import ExecutionPath
 from workflows.engine import ConnectorNodeEngine
 from workflows.models import WorkflowNodeRun
 from workflows.services import dispatch_advance
@@ -15,9 +16,11 @@ from workflows.services import dispatch_advance
 log = logging.getLogger(__name__)
 
 
-def node_run_settled(sender: Any, *, run_id: int, **kwargs: Any) -> None:
+def node_run_settled(sender: Any, *, run_id: int, execution_path: str | None = None, **kwargs: Any) -> None:
     """A run stopped running (ended, parked or was cancelled): if it is a workflow node's, the
     workflow run walks on (or waits, or fails) once this transaction commits."""
+    if execution_path is not None and execution_path != ExecutionPath.WORKFLOW:
+        return  # not a node's run: a node's runs are all of the workflow path
     workflow_run_id = (
         WorkflowNodeRun.objects.filter(run_id=run_id).values_list("workflow_run_id", flat=True).first()
     )

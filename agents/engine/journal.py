@@ -52,6 +52,7 @@ class RunJournal:
         self.owner = owner
         self.layer = get_channel_layer()
         self.checkpoint: dict[str, Any] | None = None
+        self.execution_path: str | None = None  # the run's, once opened
         self._buffer: list[batch.QueuedEvent] = []
         self._write_lock = asyncio.Lock()
         self._seq = 0
@@ -69,6 +70,7 @@ class RunJournal:
         :attr:`checkpoint` ``None`` for a run that never saved one."""
         opening = await db(store.run_open, run_id=self.run_id)
         run = opening.run
+        self.execution_path = run.execution_path
         self._seq = opening.last_seq
         if opening.messages is not None:
             checkpoint = dict(run.checkpoint)
@@ -340,7 +342,12 @@ class RunJournal:
         try:
             await self.commit(
                 lambda: store.run_finish(
-                    run_id=self.run_id, owner=self.owner, status=status, output=output, error=error
+                    run_id=self.run_id,
+                    owner=self.owner,
+                    status=status,
+                    output=output,
+                    error=error,
+                    execution_path=self.execution_path,
                 ),
                 check_lease=True,
             )

@@ -71,9 +71,11 @@ APPROVAL_MISSING = (
 
 @dataclass(frozen=True, slots=True)
 class Observation:
-    """The call ran (now or before a crash / suspension); ``text`` is what the LLM reads."""
+    """The call ran (now or before a crash / suspension); ``text`` is what the LLM reads.
+    ``status``: its execution's (``ToolExecution.Status``), where the pipeline knows it."""
 
     text: str
+    status: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -415,7 +417,7 @@ class ToolPipeline:
         await journal.commit(
             facts=(record,) if record is not None else (), durable=settings.RUN_OUTCOMES_WAIT_FOR_DISK
         )
-        return Observation(observation)
+        return Observation(observation, status)
 
     async def _unrecorded(
         self, call: dict[str, Any], exc: Exception, ms: float, *, returned_at: int
@@ -449,7 +451,7 @@ class ToolPipeline:
             duration_ms=ms,
         )
         await journal.commit(facts=(record,))
-        return Observation(observation)
+        return Observation(observation, ToolExecution.Status.FAILED)
 
     async def _replay(self, call: dict[str, Any], previous: ToolExecution) -> Observation:
         if previous.status == ToolExecution.Status.STARTED:
@@ -461,7 +463,7 @@ class ToolPipeline:
         # time. Only an execution recorded without that event replays them on the stored result.
         recorded = await db(store.observation_recorded, run_id=self.journal.run_id, tool_call_id=call["id"])
         if recorded is not None:
-            return Observation(recorded)
+            return Observation(recorded, previous.status)
         if previous.status == ToolExecution.Status.UNKNOWN:  # marked so by a crash's recovery
             return await self._unknown(call)
         ctx = self.context(
@@ -486,7 +488,7 @@ class ToolPipeline:
             },
         )
         await journal.commit()
-        return Observation(UNKNOWN_OUTCOME)
+        return Observation(UNKNOWN_OUTCOME, ToolExecution.Status.UNKNOWN)
 
     async def _block(self, call: dict[str, Any], error: str, *, blocked_by: str | None) -> Blocked:
         self.journal.emit(

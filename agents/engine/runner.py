@@ -40,7 +40,11 @@ def new_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
 
 
-def _engine_kind(*, run_id: int) -> tuple[str, str, Callable[..., Any] | None]:
+EngineKind = tuple[str, str, Callable[..., Any] | None]
+"""The run's agent engine, its execution path, and the engine registered for that path."""
+
+
+def _engine_kind(*, run_id: int) -> EngineKind:
     """The run's agent engine and execution path, and the engine a higher app registered for
     that path (``None``: the agent's own)."""
     engine, path = Run.objects.values_list("agent__engine", "execution_path").get(pk=run_id)
@@ -48,9 +52,17 @@ def _engine_kind(*, run_id: int) -> tuple[str, str, Callable[..., Any] | None]:
     return engine, path, resolver(run_id) if resolver is not None else None
 
 
-async def _engine(run_id: int, owner: str, options: dict[str, Any]) -> Any:
+def _claim(*, run_id: int, owner: str, from_statuses: tuple[str, ...]) -> EngineKind | None:
+    """Take the run's lease (``store.run_claim``) and, if won, say what drives it
+    (:func:`_engine_kind`): one trip to the database thread."""
+    if not store.run_claim(run_id=run_id, owner=owner, from_statuses=from_statuses):
+        return None
+    return _engine_kind(run_id=run_id)
+
+
+def _engine(run_id: int, owner: str, options: dict[str, Any], kind: EngineKind) -> Any:
     """The engine that drives ``run_id``: a DAG agent's own run plans; its steps run ReAct."""
-    engine, path, registered = await db(_engine_kind, run_id=run_id)
+    engine, path, registered = kind
     if registered is not None:
         return registered(run_id, owner=owner, **options)
     if engine == Agent.Engine.DAG and path != ExecutionPath.DAG:
@@ -58,8 +70,11 @@ async def _engine(run_id: int, owner: str, options: dict[str, Any]) -> Any:
     return ReactEngine(run_id, owner=owner, **options)
 
 
-async def _wake_parent(run_id: int, status: str | None) -> None:
-    if status not in TERMINAL_RUN_STATUSES:
+async def _wake_parent(engine: Any, status: str | None) -> None:
+    run_id = engine.run_id
+    if status not in TERMINAL_RUN_STATUSES or getattr(engine, "run", None) is None:
+        return
+    if engine.run.parent_run_id is None:  # a top-level run: no parent waits for it
         return
     parent_id = await db(child_runs.parent_to_wake, run_id=run_id)
     if parent_id is not None:
@@ -69,12 +84,12 @@ async def _wake_parent(run_id: int, status: str | None) -> None:
 async def run_execute(run_id: int, **engine_options: Any) -> str | None:
     """Drive a queued run (or one whose worker died). ``None`` if another caller has it."""
     owner = new_owner()
-    claimed = await db(store.run_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
-    if not claimed:
+    kind = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
+    if kind is None:
         return None
-    engine = await _engine(run_id, owner, engine_options)
+    engine = _engine(run_id, owner, engine_options, kind)
     status = await engine.execute(resumed_reason="lease expired")
-    await _wake_parent(run_id, status)
+    await _wake_parent(engine, status)
     return status
 
 
@@ -82,14 +97,12 @@ async def run_resume(run_id: int, *, reason: str, **engine_options: Any) -> str 
     """Continue a suspended run (or one whose worker died). ``None`` if another caller has it or
     there is nothing to resume."""
     owner = new_owner()
-    claimed = await db(
-        store.run_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.AWAITING_APPROVAL,)
-    )
-    if not claimed:
+    kind = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.AWAITING_APPROVAL,))
+    if kind is None:
         return None
-    engine = await _engine(run_id, owner, engine_options)
+    engine = _engine(run_id, owner, engine_options, kind)
     status = await engine.execute(resumed_reason=reason)
-    await _wake_parent(run_id, status)
+    await _wake_parent(engine, status)
     return status
 
 
@@ -98,10 +111,10 @@ async def child_drive(run_id: int, **engine_options: Any) -> str | None:
     continues. ``None`` when it is not ours to drive (parked, ended, or driven elsewhere); its
     parent then reads its state. The parent is not woken: it is the caller."""
     owner = new_owner()
-    claimed = await db(store.run_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
-    if not claimed:
+    kind = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
+    if kind is None:
         return None
-    engine = await _engine(run_id, owner, engine_options)
+    engine = _engine(run_id, owner, engine_options, kind)
     return await engine.execute(resumed_reason="lease expired")
 
 

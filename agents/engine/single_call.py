@@ -51,7 +51,10 @@ class SingleCallEngine(RunEngine):
             )
         if isinstance(outcome, Blocked):
             raise RunFailed(outcome.text, "blocked")
-        execution = await db(store.execution_find, run_id=self.run_id, tool_call_id=call["id"])
-        if execution is not None and execution.status != ToolExecution.Status.SUCCEEDED:
+        status = outcome.status
+        if status is None:  # an outcome the pipeline did not see the record of
+            execution = await db(store.execution_find, run_id=self.run_id, tool_call_id=call["id"])
+            status = execution.status if execution is not None else None
+        if status is not None and status != ToolExecution.Status.SUCCEEDED:
             raise RunFailed(outcome.text, "tool")
         return await journal.finish(RunStatus.COMPLETED, output=outcome.text)

@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Max, Q
+from django.db.models import Max, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agents import events as ev
@@ -52,10 +53,12 @@ def run_claim(*, run_id: int, owner: str, from_statuses: tuple[str, ...]) -> boo
     now = timezone.now()
     claimable = Q(status__in=from_statuses) | Q(status=RunStatus.RUNNING, lease_expires_at__lt=now)
     won = Run.objects.filter(claimable, pk=run_id, cancel_requested=False).update(
-        status=RunStatus.RUNNING, lease_owner=owner, lease_expires_at=lease_deadline(), heartbeat_at=now
+        status=RunStatus.RUNNING,
+        lease_owner=owner,
+        lease_expires_at=lease_deadline(),
+        heartbeat_at=now,
+        started_at=Coalesce("started_at", Value(now)),  # the first claim's time; resumes keep it
     )
-    if won:
-        Run.objects.filter(pk=run_id, started_at__isnull=True).update(started_at=now)
     return bool(won)
 
 
@@ -306,7 +309,15 @@ def heartbeat(*, run_id: int, owner: str) -> bool:
     )
 
 
-def run_finish(*, run_id: int, owner: str, status: str, output: str = "", error: str = "") -> bool:
+def run_finish(
+    *,
+    run_id: int,
+    owner: str,
+    status: str,
+    output: str = "",
+    error: str = "",
+    execution_path: str | None = None,
+) -> bool:
     """Move a run we hold to a terminal status (completed / failed / cancelled); once committed,
     higher apps are told (``agents.signals.run_settled``)."""
     ended = bool(
@@ -315,12 +326,14 @@ def run_finish(*, run_id: int, owner: str, status: str, output: str = "", error:
         )
     )
     if ended:
-        _tell_settled(run_id=run_id, status=status)
+        _tell_settled(run_id=run_id, status=status, execution_path=execution_path)
     return ended
 
 
-def _tell_settled(*, run_id: int, status: str) -> None:
-    transaction.on_commit(lambda: run_settled.send(sender=Run, run_id=run_id, status=status))
+def _tell_settled(*, run_id: int, status: str, execution_path: str | None = None) -> None:
+    transaction.on_commit(
+        lambda: run_settled.send(sender=Run, run_id=run_id, status=status, execution_path=execution_path)
+    )
 
 
 def run_park(

@@ -11,6 +11,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from simple_history.models import HistoricalRecords
 
 from agents.checks import check_agent_config
@@ -104,9 +105,13 @@ class Agent(SecretsBoundToAddress, models.Model):
         # The declarations refer to this model (agents.models.hooks imports this module), so their
         # model is reached through that relation rather than imported.
         declarations = self._meta.get_field("hook_declarations").related_model
-        rows = declarations.objects.filter(organization_id=self.organization_id, enabled=True)
-        enforced = [row.as_item() for row in rows.filter(agent__isnull=True).order_by("priority", "pk")]
-        own = [row.as_item() for row in rows.filter(agent_id=self.pk).order_by("priority", "pk")]
+        rows = declarations.objects.filter(
+            Q(agent__isnull=True) | Q(agent_id=self.pk), organization_id=self.organization_id, enabled=True
+        ).order_by("priority", "pk")
+        enforced: list[dict[str, Any]] = []
+        own: list[dict[str, Any]] = []
+        for row in rows:  # one query for both lists, each in its (priority, pk) order
+            (enforced if row.agent_id is None else own).append(row.as_item())
         return enforced, own
 
     def provider_config(self) -> dict[str, Any]:

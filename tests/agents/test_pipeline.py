@@ -63,7 +63,7 @@ def test_the_pipeline_runs_a_call_without_an_engine_and_answers_an_observation(p
 
     outcome = async_to_sync(pipeline.run)(dict(PAY_CALL), fresh=True)
 
-    assert outcome == Observation('{"status": "paid"}')
+    assert outcome == Observation('{"status": "paid"}', ToolExecution.Status.SUCCEEDED)
     assert tool.calls == [PAY_ARGS]
     assert ToolExecution.objects.get(run=run).status == ToolExecution.Status.SUCCEEDED
     assert [e["tool"] for e in events_of(run, ev.TOOL_FINISHED)] == ["oa__purchase_pay"]
@@ -104,7 +104,8 @@ def test_the_pipeline_replays_a_recorded_call_instead_of_running_it_twice(person
     _, pipeline = claimed_pipeline(personas, make_agent(personas.org, personas.operator), tool)
     first = async_to_sync(pipeline.run)(dict(PAY_CALL), fresh=True)
     again = async_to_sync(pipeline.run)(dict(PAY_CALL), fresh=False)
-    assert first == again == Observation("done")
+    # The replay reports the recorded execution's status as the first run did.
+    assert first == again == Observation("done", ToolExecution.Status.SUCCEEDED)
     assert len(tool.calls) == 1
 
 
@@ -136,7 +137,7 @@ def test_a_replayed_call_gives_the_model_the_very_text_it_was_given_and_runs_no_
     first = async_to_sync(pipeline.run)(dict(PAY_CALL), fresh=True)
     again = async_to_sync(pipeline.run)(dict(PAY_CALL), fresh=False)
 
-    assert first == again == Observation(json.dumps(result))
+    assert first == again == Observation(json.dumps(result), ToolExecution.Status.SUCCEEDED)
     assert len(tool.calls) == 1 and len(CountsResults.seen) == 1
     assert len(events_of(run, ev.TOOL_FINISHED)) == 1, "the call finished once in the transcript"
 
