@@ -37,6 +37,33 @@ def test_a_client_lists_the_agents_tools_and_calls_one(personas, desk) -> None:
     assert run.user == personas.member
 
 
+def test_calls_after_a_listing_do_not_read_the_agents_tools_again_for_the_sdk(
+    personas, desk, monkeypatch
+) -> None:
+    """The SDK checks a call's ``Mcp-Param-*`` headers against the tool's input schema: the gateway
+    hands it the schema it listed, rather than the SDK listing every tool before every call."""
+    from mcp_gateway import server
+
+    listed: list[int] = []
+    real = server._tools_of
+    monkeypatch.setattr(server, "_tools_of", lambda caller: listed.append(1) or real(caller))
+    token = token_of(personas.member)
+    with served_gateway() as base:
+
+        async def session():
+            async with mcp_client(base + desk.path, token) as client:
+                await client.list_tools()
+                return [await client.call_tool("calculator", {"expression": f"{n}+1"}) for n in range(3)]
+
+        results = run_async(session())
+
+    assert not any(r.is_error for r in results)
+    assert [str(n + 1) in r.content[0].text for n, r in enumerate(results)] == [True, True, True]
+    assert len(listed) == 1, "one listing, for the client's tools/list"
+    assert server.listed_input_schema("calculator") is None, "outside a request there is no caller"
+    assert Run.objects.filter(status=RunStatus.COMPLETED).count() == 3
+
+
 # --- who may call -----------------------------------------------------------------------------------
 
 
