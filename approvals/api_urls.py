@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from django.urls import URLPattern, path
 
-from approvals.apis import ApprovalDecisionApi, ApprovalDetailApi, ApprovalListApi
+from approvals.apis import ApprovalBatchDecisionApi, ApprovalDecisionApi, ApprovalDetailApi, ApprovalListApi
 
 urlpatterns: list[URLPattern] = [
     path("", ApprovalListApi.as_view(), name="api-approval-list"),
+    path("decisions/", ApprovalBatchDecisionApi.as_view(), name="api-approval-batch-decision"),
     path("<uuid:request_id>/", ApprovalDetailApi.as_view(), name="api-approval-detail"),
     path("<uuid:request_id>/decision/", ApprovalDecisionApi.as_view(), name="api-approval-decision"),
 ]

@@ -19,7 +19,7 @@ from drf_spectacular.utils import (
     extend_schema_serializer,
 )
 from rest_framework import serializers, status
-from rest_framework.exceptions import NotFound
+from rest_framework.exceptions import NotFound, Throttled
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -31,9 +31,13 @@ from approvals.selectors import display_name
 from approvals.services import (
     ARGS_CHANGED,
     INVALID_EDIT,
+    MAX_BATCH,
     MAX_REASON_LENGTH,
+    BatchItem,
     DecisionOutcome,
+    check_batch,
     confirmation_decide,
+    confirmation_decide_batch,
 )
 from fimone.throttling import ScopedUserRateThrottle
 
@@ -218,3 +222,72 @@ class ApprovalDecisionApi(APIView):
             seen_args_sha256=data["args_sha256"],
         )
         return Response(self.OutputSerializer(outcome).data, status=_outcome_status(outcome))
+
+
+class ApprovalBatchDecisionApi(APIView):
+    """Approve or reject several requests with one reason: each decided as alone (the caller's
+    eligibility, the arguments' hash, the quorum, the one verdict), each outcome answered."""
+
+    @extend_schema_serializer(component_name="ApprovalBatchDecision")
+    class InputSerializer(serializers.Serializer):
+        @extend_schema_serializer(component_name="ApprovalBatchItem")
+        class ItemSerializer(serializers.Serializer):
+            id = serializers.UUIDField()
+            args_sha256 = serializers.CharField(
+                required=False,
+                default="",
+                allow_blank=True,
+                max_length=64,
+                help_text="Optional: the `args_sha256` the caller reviewed (see the single decision).",
+            )
+
+        decision = serializers.ChoiceField(choices=["approve", "reject"])
+        reason = serializers.CharField(
+            required=False, allow_blank=True, default="", max_length=MAX_REASON_LENGTH
+        )
+        requests = ItemSerializer(many=True, allow_empty=False, max_length=MAX_BATCH)
+
+    @extend_schema_serializer(component_name="ApprovalBatchOutcome")
+    class OutputSerializer(serializers.Serializer):
+        @extend_schema_serializer(component_name="ApprovalBatchLine")
+        class LineSerializer(serializers.Serializer):
+            id = serializers.UUIDField(source="request_id")
+            accepted = serializers.BooleanField(source="outcome.accepted")
+            status = serializers.CharField(source="outcome.status", help_text="As the single decision's.")
+            message = serializers.CharField(source="outcome.message")
+
+        results = LineSerializer(many=True)
+
+    @extend_schema(
+        operation_id="approvals_decide_batch",
+        tags=["approvals"],
+        request=InputSerializer,
+        responses={
+            200: OpenApiResponse(
+                OutputSerializer,
+                description="Every request's outcome, in the order given (a request listed twice is "
+                "decided once): as `POST /api/approvals/{id}/decision/` would have answered it.",
+            ),
+            400: OpenApiResponse(
+                description="Invalid input (none, or more than 100 requests): nothing decided."
+            ),
+            429: OpenApiResponse(
+                description="The batch does not fit in the caller's decision rate (it counts as one "
+                "decision per request): nothing decided; see `Retry-After`."
+            ),
+        },
+    )
+    def post(self, request: Request) -> Response:
+        serializer = self.InputSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        items = check_batch([BatchItem(item["id"], item["args_sha256"]) for item in data["requests"]])
+        refused = DecisionThrottle().refusal_for_user_taking(request.user.pk, len(items))
+        if refused is not None:
+            raise Throttled(
+                wait=refused.wait, detail=f"{refused.message} Nothing of the {len(items)} was decided."
+            )
+        lines = confirmation_decide_batch(
+            items=items, user=request.user, approve=data["decision"] == "approve", reason=data["reason"]
+        )
+        return Response({"results": self.OutputSerializer.LineSerializer(lines, many=True).data})

@@ -74,6 +74,19 @@ def is_money_key(key: str) -> bool:
     return bool(words & MONEY_KEYS)
 
 
+def amount_of(args: Any) -> Decimal | None:
+    """The sum of money a call is about: its first top-level argument whose key names one
+    (:func:`is_money_key`) and whose value is a number; ``None`` when it has none."""
+    if not isinstance(args, dict):
+        return None
+    for key, value in args.items():
+        if is_money_key(key) and not isinstance(value, str):
+            amount = _decimal(value)
+            if amount is not None and amount.is_finite():
+                return amount
+    return None
+
+
 def _decimal(value: Any) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         return None

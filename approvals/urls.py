@@ -15,7 +15,10 @@ urlpatterns: list[URLPattern] = [
     path("history/export.csv", views.history_export, name="history-export"),
     path("history/tools/", views.tool_calls, name="tool-calls"),
     path("history/tools/export.csv", views.tool_calls_export, name="tool-calls-export"),
+    path("health/", views.queue_health_page, name="queue-health"),
+    path("health/export.csv", views.queue_health_export, name="queue-health-export"),
     path("live/", views.inbox_live, name="live"),
+    path("batch/", views.request_decide_batch, name="decide-batch"),
     path("<uuid:request_id>/", views.request_detail, name="detail"),
     path("<uuid:request_id>/decide/", views.request_decide, name="decide"),
     # The admin's login only admits staff; approvers sign in here (Django's own auth views).

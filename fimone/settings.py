@@ -300,6 +300,9 @@ AUDIT_CHAIN_KEY = env_secret(
     required="when FIMONE_ENV=production (a random secret, 32 characters or more)" if PRODUCTION else None,
 )
 AUDIT_CHAIN_RETIRED_KEYS = env_secret_list("AUDIT_CHAIN_RETIRED_KEYS")
+# ``/metrics`` (the approval queue for Prometheus, approvals/metrics.py) answers a scraper sending
+# ``Authorization: Bearer <METRICS_TOKEN>``, and signed-in superusers; unset, only the latter.
+METRICS_TOKEN = env_secret("METRICS_TOKEN")
 # Where ``manage.py audit_anchor`` posts the signed heads of the audit chains (a write-once store).
 AUDIT_ANCHOR_URL = env_http_url("AUDIT_ANCHOR_URL")
 SESSION_COOKIE_HTTPONLY = True

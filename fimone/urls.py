@@ -4,12 +4,14 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
 from agents.views import InvitationPasswordView, invitation
+from approvals.metrics import metrics
 from fimone.health import healthz, readyz
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("healthz", healthz, name="health"),
     path("readyz", readyz, name="ready"),
+    path("metrics", metrics, name="metrics"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("approvals/", include("approvals.urls")),
     path("api/approvals/", include("approvals.api_urls")),

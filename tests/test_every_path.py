@@ -21,7 +21,7 @@ import pytest
 from agents import events as ev
 from agents.models import ConnectorCallLog, ExecutionPath, Run, RunStatus
 from approvals.models import ConfirmationRequest
-from approvals.services import confirmation_decide
+from approvals.services import BatchItem, confirmation_decide, confirmation_decide_batch
 from tests.agents.engine_kit import Harness, events_of
 from tests.approvals.kit import set_policy
 from tests.every_path_kit import EVAL_PATHS, PATHS, PAY_ARGS, drive, pay_tool, settle
@@ -269,6 +269,31 @@ def test_the_operator_who_configured_the_agent_cannot_decide_its_request(path, p
     assert not refused.accepted and request.status == "pending" and pay.calls == []
 
     confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+    settle(resumes, pay)
+    root.refresh_from_db()
+    assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
+
+
+@every_path
+def test_a_batch_decision_keeps_a_single_decisions_rules(path, personas, resumes) -> None:
+    """The inbox's batch door decides each request as alone: oscar's batch (he configured the
+    agent) changes nothing, april's approves, and the call runs once, whatever path opened it."""
+    set_policy(personas).named_users.set([personas.operator])
+    pay = pay_tool(requires_confirmation=True)
+
+    root, _tool_run = drive(path, personas, None, pay)
+
+    request = ConfirmationRequest.objects.get()
+    [refused] = confirmation_decide_batch(
+        items=[BatchItem(request.pk, request.args_sha256)], user=personas.operator, approve=True
+    )
+    request.refresh_from_db()
+    assert refused.outcome.refused and request.status == "pending" and pay.calls == []
+
+    [line] = confirmation_decide_batch(
+        items=[BatchItem(request.pk, request.args_sha256)], user=personas.approver, approve=True
+    )
+    assert line.outcome.accepted
     settle(resumes, pay)
     root.refresh_from_db()
     assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]

@@ -8,6 +8,7 @@ life, each importing only the steps below it:
 - :mod:`~approvals.services.editing`: an approver's edit of the arguments;
 - :mod:`~approvals.services.deciding`: votes and verdicts, from the inbox, the API or a card;
 - :mod:`~approvals.services.card_clicks`: the common card click, decided in two statements;
+- :mod:`~approvals.services.batches`: several requests decided at once, each as alone;
 - :mod:`~approvals.services.deadlines`: escalation and expiry, as time passes;
 - :mod:`~approvals.services.cancelling`: withdrawal when the run is cancelled.
 
@@ -16,6 +17,14 @@ functions patches the module that calls it (``approvals.services.deciding.after_
 not this package: the modules look their neighbours up in their own namespace.
 """
 
+from approvals.services.batches import (
+    MAX_BATCH,
+    BatchItem,
+    BatchLine,
+    BatchTooLarge,
+    check_batch,
+    confirmation_decide_batch,
+)
 from approvals.services.cancelling import confirmation_cancel
 from approvals.services.card_clicks import (
     clicks_on_the_loop,
@@ -40,16 +49,22 @@ from approvals.services.settling import announce_settled, runs_resume_orphaned
 __all__ = [
     "ARGS_CHANGED",
     "INVALID_EDIT",
+    "MAX_BATCH",
     "MAX_REASON_LENGTH",
     "RECORDED",
+    "BatchItem",
+    "BatchLine",
+    "BatchTooLarge",
     "DecisionOutcome",
     "NoApprovers",
     "Opened",
     "announce_settled",
+    "check_batch",
     "clean_text",
     "clicks_on_the_loop",
     "confirmation_cancel",
     "confirmation_decide",
+    "confirmation_decide_batch",
     "confirmation_decide_click",
     "confirmation_decide_click_async",
     "confirmation_escalate_due",

@@ -4,6 +4,8 @@ audience:
 - :mod:`~approvals.views.inbox`: the approver's pages (the inbox, one request, deciding);
 - :mod:`~approvals.views.history`: the auditor's record of requests and tool calls;
 - :mod:`~approvals.views.downloads`: that record as CSV;
+- :mod:`~approvals.views.queue_health`: the queue's health (times to decision, what waits, expiry,
+  approver load), as a page and as CSV;
 - :mod:`~approvals.views.sign_in`: the answer to a locked-out sign-in.
 
 They share :mod:`~approvals.views.layout` (the page frame) and :mod:`~approvals.views.cards` (a
@@ -16,7 +18,8 @@ The views ``approvals.urls`` routes to, and the lockout answer the settings name
 
 from approvals.views.downloads import history_export, tool_calls_export
 from approvals.views.history import history, tool_calls
-from approvals.views.inbox import inbox, inbox_live, request_decide, request_detail
+from approvals.views.inbox import inbox, inbox_live, request_decide, request_decide_batch, request_detail
+from approvals.views.queue_health import queue_health_export, queue_health_page
 from approvals.views.sign_in import login_locked_out
 
 __all__ = [
@@ -25,7 +28,10 @@ __all__ = [
     "inbox",
     "inbox_live",
     "login_locked_out",
+    "queue_health_export",
+    "queue_health_page",
     "request_decide",
+    "request_decide_batch",
     "request_detail",
     "tool_calls",
     "tool_calls_export",

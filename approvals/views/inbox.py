@@ -9,6 +9,7 @@ a user may not read are reported as 404, so ids of other people's requests revea
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from django import forms
@@ -22,7 +23,15 @@ from django.views.decorators.http import require_GET, require_POST
 from approvals import presentation, selectors
 from approvals.apis import DecisionThrottle
 from approvals.event_lines import EventLine
-from approvals.services import MAX_REASON_LENGTH, confirmation_decide
+from approvals.services import (
+    MAX_BATCH,
+    MAX_REASON_LENGTH,
+    BatchItem,
+    BatchTooLarge,
+    check_batch,
+    confirmation_decide,
+    confirmation_decide_batch,
+)
 from approvals.views.cards import RequestCard
 from approvals.views.layout import bad_request, render_page, signed_in
 from fimone.parsers import loads as json_loads
@@ -51,12 +60,90 @@ class DecisionForm(forms.Form):
         return value
 
 
+class InboxFilterForm(forms.Form):
+    """The inbox's filters. The lists offer what the inbox holds; a value it no longer holds (a
+    shared link, a request decided meanwhile) simply matches nothing."""
+
+    agent = forms.IntegerField(required=False, widget=forms.Select)
+    tool = forms.CharField(required=False, max_length=120, widget=forms.Select)
+    requester = forms.IntegerField(required=False, label="Requested by", widget=forms.Select)
+    amount_min = forms.DecimalField(required=False, label="Amount from", max_digits=30, decimal_places=6)
+    amount_max = forms.DecimalField(required=False, label="Amount up to", max_digits=30, decimal_places=6)
+
+    def __init__(self, *args: Any, requests: list[Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        agents = {r.agent_id: r.agent.name for r in requests}
+        tools = {r.tool_name: r.tool_title or presentation.title_of(r.tool_name) for r in requests}
+        people = {r.requested_by_id: selectors.display_name(r.requested_by) for r in requests}
+        for name, options, anyone in (
+            ("agent", agents, "Any agent"),
+            ("tool", tools, "Any tool"),
+            ("requester", people, "Anyone"),
+        ):
+            ordered = sorted(options.items(), key=lambda item: item[1].lower())
+            self.fields[name].widget.choices = [("", anyone), *ordered]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        low, high = data.get("amount_min"), data.get("amount_max")
+        if low is not None and high is not None and high < low:
+            self.add_error("amount_max", "The upper bound is below the lower one.")
+        return data
+
+    @property
+    def active(self) -> bool:
+        return (
+            self.is_bound and self.is_valid() and any(v not in (None, "") for v in self.cleaned_data.values())
+        )
+
+    def keeps(self, confirmation: Any) -> bool:
+        """Whether ``confirmation`` passes the filters (an amount bound leaves out calls without
+        an amount)."""
+        data = self.cleaned_data
+        if data.get("agent") is not None and confirmation.agent_id != data["agent"]:
+            return False
+        if data.get("tool") and confirmation.tool_name != data["tool"]:
+            return False
+        if data.get("requester") is not None and confirmation.requested_by_id != data["requester"]:
+            return False
+        low, high = data.get("amount_min"), data.get("amount_max")
+        if low is None and high is None:
+            return True
+        amount = presentation.amount_of(confirmation.tool_args)
+        return amount is not None and (low is None or amount >= low) and (high is None or amount <= high)
+
+
+def _inbox_filtered(request: HttpRequest) -> tuple[list[Any], InboxFilterForm, int]:
+    """The user's pending requests, the filter form (bound to the query) and how many wait in all.
+    Invalid filters filter nothing (the form says what is wrong)."""
+    requests = list(selectors.inbox_for(user=request.user))
+    filters = {k: v for k, v in request.GET.items() if k in InboxFilterForm.base_fields}
+    form = InboxFilterForm(filters or None, requests=requests)
+    shown = [r for r in requests if form.keeps(r)] if form.active else requests
+    return shown, form, len(requests)
+
+
 @signed_in
 @require_GET
 def inbox(request: HttpRequest) -> HttpResponse:
-    """The pending requests the user may decide, soonest deadline first."""
-    cards = [RequestCard.of(r) for r in selectors.inbox_for(user=request.user)]
-    return render_page(request, "approvals/inbox.html", {"cards": cards, "nav": "inbox"})
+    """The pending requests the user may decide, soonest deadline first; filtered on request, and
+    decided one by one or several at once (:func:`request_decide_batch`)."""
+    shown, form, total = _inbox_filtered(request)
+    bad = form.is_bound and not form.is_valid()
+    return render_page(
+        request,
+        "approvals/inbox.html",
+        {
+            "cards": [RequestCard.of(r) for r in shown],
+            "total": total,
+            "filters": form,
+            "filtered": form.active,
+            "query": request.GET.urlencode(),
+            "max_batch": MAX_BATCH,
+            "nav": "inbox",
+        },
+        status=400 if bad else 200,
+    )
 
 
 @signed_in
@@ -64,16 +151,17 @@ def inbox(request: HttpRequest) -> HttpResponse:
 def inbox_live(request: HttpRequest) -> JsonResponse:
     """What a live inbox page needs after a push (``approvals.live``): the user's pending count,
     and with ``?cards=1`` their inbox's cards as HTML, in the inbox's order (the page adds the
-    new ones and drops those that left). The same read as :func:`inbox`: nothing more is shown."""
-    requests = list(selectors.inbox_for(user=request.user))
-    answer: dict[str, Any] = {"pending": len(requests)}
+    new ones and drops those that left), filtered as the page is (it sends its filters). The same
+    read as :func:`inbox`: nothing more is shown."""
+    shown, _form, total = _inbox_filtered(request)
+    answer: dict[str, Any] = {"pending": total}
     if request.GET.get("cards") == "1":
         answer["cards"] = [
             {
                 "id": str(r.pk),
                 "html": render_to_string("approvals/_inbox_card.html", {"card": RequestCard.of(r)}, request),
             }
-            for r in requests
+            for r in shown
         ]
     response = JsonResponse(answer)
     response["Cache-Control"] = "no-store"
@@ -166,3 +254,116 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
     else:  # someone else decided first, or the deadline passed
         messages.warning(request, outcome.message)
     return redirect("approvals:inbox")
+
+
+class BatchDecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("reject", "Reject")])
+    reason = forms.CharField(required=False, max_length=MAX_REASON_LENGTH, strip=True)
+    # The inbox's filters when the batch was sent: the way back keeps them.
+    filters = forms.CharField(required=False, max_length=2000)
+
+
+def _batch_items(values: list[str]) -> list[BatchItem] | None:
+    """The selected requests (``<id>:<hash of the arguments shown>`` each), or ``None`` if one
+    cannot be read."""
+    items = []
+    for value in values:
+        request_id, _, digest = value.partition(":")
+        try:
+            items.append(BatchItem(uuid.UUID(request_id), digest[:64]))
+        except ValueError:
+            return None
+    return items
+
+
+@signed_in
+@require_POST
+def request_decide_batch(request: HttpRequest) -> HttpResponse:
+    """Approve or reject the selected requests with one reason, each decided as alone
+    (:func:`~approvals.services.confirmation_decide_batch`), then a page with each one's outcome.
+    The batch counts as that many decisions against the decider's rate, all or none (429)."""
+    form = BatchDecisionForm(request.POST)
+    items = _batch_items(request.POST.getlist("request"))
+    if not form.is_valid() or items is None:
+        return bad_request(request, form.errors if items is not None else {"request": ["not a request id"]})
+    back = reverse("approvals:inbox") + (
+        f"?{form.cleaned_data['filters']}" if form.cleaned_data["filters"] else ""
+    )
+    try:
+        items = check_batch(items)
+    except BatchTooLarge as exc:
+        messages.error(request, str(exc))
+        return redirect(back)
+    refused = DecisionThrottle().refusal_for_user_taking(request.user.pk, len(items))
+    if refused is not None:
+        response = render_page(
+            request,
+            "approvals/too_many_requests.html",
+            {"message": f"{refused.message} Nothing of the {len(items)} was decided.", "wait": refused.wait},
+            status=429,
+        )
+        response["Retry-After"] = str(refused.wait)
+        return response
+    approve = form.cleaned_data["decision"] == "approve"
+    lines = confirmation_decide_batch(
+        items=items, user=request.user, approve=approve, reason=form.cleaned_data["reason"]
+    )
+    visible = {
+        r.pk: r
+        for r in selectors.requests_visible_to(user=request.user).filter(pk__in=[i.request_id for i in items])
+    }
+    return render_page(
+        request,
+        "approvals/batch_result.html",
+        {
+            "verb": "Approve" if approve else "Reject",
+            "lines": [BatchResultLine.of(line, visible.get(line.request_id)) for line in lines],
+            "back": back,
+            "nav": "inbox",
+        },
+    )
+
+
+@dataclass(frozen=True)
+class BatchResultLine:
+    """One request's outcome on the batch's page: what it was, and what became of it."""
+
+    request_id: uuid.UUID
+    title: str
+    detail: str
+    kind: str  # "done", "counted", "refused" or "late": the line's look
+    message: str
+
+    @classmethod
+    def of(cls, line: Any, confirmation: Any) -> BatchResultLine:
+        outcome = line.outcome
+        if confirmation is None:
+            title, detail = "A request you cannot see", ""
+        else:
+            amount = presentation.amount_of(confirmation.tool_args)
+            title = confirmation.tool_title or presentation.title_of(confirmation.tool_name)
+            detail = " · ".join(
+                part
+                for part in (
+                    confirmation.agent.name,
+                    f"requested by {selectors.display_name(confirmation.requested_by)}",
+                    presentation.money_text(amount, _currency_of(confirmation.tool_args))
+                    if amount is not None
+                    else "",
+                )
+                if part
+            )
+        if outcome.accepted:
+            kind = "done"
+        elif outcome.counted:
+            kind = "counted"
+        elif outcome.refused or outcome.status in ("not_found", "invalid_edit", "args_changed"):
+            kind = "refused"
+        else:
+            kind = "late"
+        return cls(line.request_id, title, detail, kind, outcome.message)
+
+
+def _currency_of(args: Any) -> str | None:
+    currency = args.get("currency") if isinstance(args, dict) else None
+    return currency if isinstance(currency, str) and currency.isalpha() and len(currency) <= 5 else None

@@ -18,6 +18,7 @@ from playwright.sync_api import Page, expect
 
 from agents.demo import DEMO_AGENT_NAME, DEMO_PASSWORD, demo_setup
 from agents.models import Agent
+from approvals.models import ConfirmationVote
 from tests.approvals.kit import recorded_request
 from tests.browser.shots import shoot
 
@@ -151,3 +152,47 @@ def test_the_operators_agent_page_fits_a_phone_screen(live_server, demo_record, 
     expect(page.locator("#effective-chain .chain-table")).to_be_visible()
     shoot(page, "admin-agent-operator-phone")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_the_demo_auditor_reads_the_queue_health_and_downloads_it(
+    live_server, demo_record, page, tmp_path
+) -> None:
+    for request in ("recent", "old", "adams"):  # each verdict as the decision service records it
+        decided = demo_record[request]
+        ConfirmationVote.objects.create(
+            request=decided,
+            user=decided.responded_by,
+            approve=decided.status == "approved",
+            created_at=decided.responded_at,
+        )
+    base = live_server.url
+    sign_in(page, base, "aude")
+    page.goto(f"{base}/approvals/history/")
+    page.get_by_role("link", name="Queue health").click()
+
+    expect(page.get_by_role("heading", name="Approval queue health")).to_be_visible()
+    # Three decisions: 5 s, 42 s (today) and 10 min (ten days ago): the median is april's 42 s.
+    expect(page.locator("#figure-decisions .value")).to_have_text("3")
+    expect(page.locator("#figure-p50 .value")).to_have_text("42 s")
+    expect(page.locator("#figure-p90 .value")).to_have_text("10 min")
+    expect(page.locator("#chart-agents svg rect")).to_have_count(2)  # p50 and p90 of the one agent
+    approvers = page.locator("#approver-load tbody tr")
+    expect(approvers).to_have_count(2)
+    expect(approvers.first).to_contain_text("april")  # two votes, before adam's one
+    shoot(page, "queue-health")
+
+    with page.expect_download() as download_info:
+        page.get_by_role("link", name="Download CSV").click()
+    path = tmp_path / "queue.csv"
+    download_info.value.save_as(path)
+    with path.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    overall = next(r for r in rows if r["section"] == "time_to_decision")
+    assert (overall["decisions"], overall["p50_seconds"], overall["p90_seconds"]) == ("3", "42", "600")
+
+    # A period around today (a day either side: no edge of midnight) leaves out the old one.
+    today = demo_record["today"]
+    page.get_by_role("textbox", name="From").fill((today - dt.timedelta(days=1)).isoformat())
+    page.get_by_role("textbox", name="To").fill((today + dt.timedelta(days=1)).isoformat())
+    page.get_by_role("button", name="Show").click()
+    expect(page.locator("#figure-decisions .value")).to_have_text("2")

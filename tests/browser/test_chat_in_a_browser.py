@@ -113,7 +113,7 @@ def test_an_end_user_watches_a_payment_wait_for_the_inbox_and_finish(
     shoot(april, "inbox-phone")
     april.set_viewport_size(DESKTOP)
     april.get_by_label(re.compile("^Reason")).fill("within budget")
-    april.get_by_role("button", name="Approve").click()
+    april.get_by_role("button", name="Approve", exact=True).click()
     expect(april.locator(".msg")).to_contain_text("Approved")
 
     expect(card.locator(".verdict")).to_contain_text("Approved by april", timeout=15_000)

@@ -74,3 +74,40 @@ def test_an_approver_rejects_a_call_from_the_inbox_with_a_reason(
     assert request.reason == "budget frozen until Q3" and request.responded_by == personas.approver
     assert resumes.run_ids == [request.run_id]
     assert dialogs == [], "markup in the arguments never ran"
+
+
+def test_an_approver_filters_the_inbox_and_approves_what_is_left_in_one_go(
+    live_server, personas, resumes, pending, page
+) -> None:
+    request, hostile = pending
+    sign_in(page, live_server.url, "april")
+    expect(page.locator("#batch-count")).to_contain_text("Select requests to decide them together")
+    expect(page.get_by_role("button", name="Approve selected")).to_be_disabled()
+
+    page.get_by_label("Amount from").fill("1000")  # the payment of 1,250.50, not the one of 99
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator(".inbox-card")).to_have_count(1)
+    expect(page.locator("#inbox-lede")).to_have_text(
+        "1 of the 2 requests waiting for your decision match the filters, soonest deadline first."
+    )
+    page.get_by_label("All shown").check()
+    expect(page.locator("#batch-count")).to_have_text("1 selected")
+    page.get_by_label("Reason for the selected requests").fill("month-end run")
+    shoot(page, "inbox-batch")
+    page.get_by_role("button", name="Approve selected").click()
+
+    results = page.locator("#batch-results li")
+    expect(results).to_have_count(1)
+    expect(results.first).to_contain_text("Purchase pay")
+    expect(results.first).to_contain_text("1,250.50")
+    expect(results.first).to_have_class("done")
+    shoot(page, "inbox-batch-result")
+    page.get_by_role("link", name="Back to the inbox").click()
+    expect(page.locator(".inbox-card")).to_have_count(0)  # the filter holds; the 99 is outside it
+    assert [r.status for r in ConfirmationRequest.objects.order_by("created_at")] == [
+        ConfirmationStatus.APPROVED,
+        ConfirmationStatus.PENDING,
+    ]
+    request.refresh_from_db()
+    assert request.reason == "month-end run" and resumes.run_ids == [request.run_id]
+    assert hostile.pk != request.pk

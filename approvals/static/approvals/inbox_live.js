@@ -69,12 +69,14 @@
     badge.setAttribute("aria-label", pending + " waiting");
   }
 
-  function setLede(pending) {
+  // ``shown``: the cards the page's filters keep (all of them on an unfiltered page).
+  function setLede(pending, shown) {
     if (!lede) return;
-    lede.textContent = pending
-      ? pending + " request" + (pending === 1 ? "" : "s") + " waiting for your decision, soonest deadline first."
-      : lede.getAttribute("data-empty");
-    if (empty) empty.hidden = pending > 0;
+    var waiting = " request" + (pending === 1 ? "" : "s") + " waiting for your decision";
+    lede.textContent = !pending ? lede.getAttribute("data-empty")
+      : shown !== pending ? shown + " of the " + pending + waiting + " match the filters, soonest deadline first."
+      : pending + waiting + ", soonest deadline first.";
+    if (empty) empty.hidden = shown > 0;
   }
 
   function cardNode(html) {
@@ -156,12 +158,14 @@
   function refresh() {
     if (reading) { again = true; return; }
     reading = true;
-    fetch(liveUrl + (list ? "?cards=1" : ""), { credentials: "same-origin", headers: { Accept: "application/json" } })
+    // The inbox's cards are read with the page's own filters (its query), so a filtered page stays filtered.
+    var query = list ? "?cards=1" + window.location.search.replace(/^\?/, "&") : "";
+    fetch(liveUrl + query, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (state) {
         if (!state) return;
         setCount(state.pending);
-        if (list && state.cards) { applyCards(state.cards); setLede(state.pending); }
+        if (list && state.cards) { applyCards(state.cards); setLede(state.pending, state.cards.length); }
       })
       .catch(function () { /* the next push or reconnect reads again */ })
       .then(function () {

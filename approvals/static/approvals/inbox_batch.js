@@ -1,0 +1,39 @@
+// The inbox's batch bar: "All shown" selects every card on the page, the bar says how many are
+// selected, and its buttons wait for a selection. Cards the live inbox adds or drops are counted
+// as they come and go. Without JavaScript each card's box is ticked by hand; the server decides
+// each selected request as it would alone.
+(function () {
+  "use strict";
+
+  var form = document.getElementById("batch-form");
+  var cards = document.getElementById("inbox-cards");
+  if (!form || !cards) return;
+  var all = document.getElementById("batch-all");
+  var count = document.getElementById("batch-count");
+  var buttons = form.querySelectorAll("button[name=decision]");
+  var hint = count.textContent;
+
+  function boxes() {
+    return Array.prototype.slice.call(cards.querySelectorAll("input[name=request][form=batch-form]"));
+  }
+
+  function update() {
+    var shown = boxes();
+    var picked = shown.filter(function (box) { return box.checked; }).length;
+    form.hidden = shown.length === 0;
+    count.textContent = picked ? picked + " selected" : hint;
+    all.checked = picked > 0 && picked === shown.length;
+    all.indeterminate = picked > 0 && picked < shown.length;
+    buttons.forEach(function (button) { button.disabled = picked === 0; });
+  }
+
+  all.addEventListener("change", function () {
+    boxes().forEach(function (box) { box.checked = all.checked; });
+    update();
+  });
+  cards.addEventListener("change", function (event) {
+    if (event.target.matches("input[name=request]")) update();
+  });
+  new MutationObserver(update).observe(cards, { childList: true });
+  update();
+})();
