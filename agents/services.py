@@ -149,6 +149,15 @@ def run_start(
         raise ServiceError("no such conversation with this agent", code="not_found", field="conversation")
     elif conversation.archived_at is not None:
         raise ServiceError("this conversation is archived; start a new one", code="conflict")
+    elif (
+        execution_path != ExecutionPath.MCP
+        and conversation.runs.filter(execution_path=ExecutionPath.MCP).exists()
+    ):
+        # A gateway call's conversation is the record of a client's tool call, not a chat.
+        raise ServiceError(
+            "this conversation records a tool call made through an MCP gateway; start a new one",
+            code="conflict",
+        )
     elif Run.objects.filter(
         conversation=conversation,
         status__in=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],

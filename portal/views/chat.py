@@ -85,6 +85,12 @@ def _agent_history_url(request: HttpRequest, agent: Any) -> str | None:
     return f"{reverse('approvals:history')}?{urlencode({'agent': agent.pk})}"
 
 
+GATEWAY_CALL_NOTE = (
+    "this conversation records a tool call an MCP client made through the agent's gateway; "
+    "chat with the agent in a new conversation"
+)
+
+
 @signed_in
 @require_http_methods(["GET", "POST"])
 def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
@@ -123,11 +129,11 @@ def conversation(request: HttpRequest, conversation_id: int) -> HttpResponse:
                     raise Http404("No such conversation.") from None
                 messages.error(request, f"Not sent: {error.message}.")
         return redirect("portal:conversation", conversation_id=chat.pk)
-    turns = [
-        run_transcript(run=run, user=request.user) for run in selectors.conversation_runs(conversation=chat)
-    ]
+    runs = list(selectors.conversation_runs(conversation=chat))
+    turns = [run_transcript(run=run, user=request.user) for run in runs]
     busy = bool(turns) and not turns[-1]["terminal"]
-    refusal = selectors.may_chat(user=request.user, agent=chat.agent)
+    gateway_call = any(run.execution_path == ExecutionPath.MCP for run in runs)
+    refusal = GATEWAY_CALL_NOTE if gateway_call else selectors.may_chat(user=request.user, agent=chat.agent)
     return render_page(
         request,
         "portal/chat.html",

@@ -41,6 +41,20 @@ def test_the_caller_finds_the_call_among_their_conversations(personas, done) -> 
     assert page.status_code == 200 and "calculator" in page_text(page)
 
 
+def test_the_calls_conversation_is_a_record_not_a_chat_to_continue(personas, done) -> None:
+    client = Client()
+    client.force_login(personas.member)
+    address = reverse("portal:conversation", args=[done.run.conversation_id])
+
+    response = client.get(address)
+    assert 'id="composer"' not in response.content.decode()  # nothing to write in
+    assert "records a tool call an MCP client made through the agent's gateway" in page_text(response)
+
+    answer = client.post(address, {"message": "and now pay it"}, follow=True)
+    assert "Not sent: this conversation records a tool call made through an MCP gateway" in page_text(answer)
+    assert Run.objects.filter(conversation_id=done.run.conversation_id).count() == 1
+
+
 def test_the_run_is_on_the_record_with_its_path_and_its_tool_call(personas, governed, done) -> None:
     run = Run.objects.get(pk=done.run_id)
     assert run.execution_path == ExecutionPath.MCP and run.user == personas.member
