@@ -10,6 +10,15 @@ from django.test import Client
 from django.urls import reverse
 
 
+def api_logged_in(user: Any) -> Any:
+    """A REST client signed in as ``user`` (a session, as the web pages' scripts use)."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.force_login(user)
+    return client
+
+
 def logged_in(user: Any) -> Client:
     client = Client()
     client.force_login(user)

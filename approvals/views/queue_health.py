@@ -68,12 +68,17 @@ def _form(request: HttpRequest) -> HttpResponse | QueueHealthForm:
     return form
 
 
-def _health(request: HttpRequest, form: QueueHealthForm) -> QueueHealth:
+def _health(request: HttpRequest) -> HttpResponse | tuple[QueueHealthForm, QueueHealth]:
+    """The filters and the queue's health they ask for, or the answer instead (403, 400)."""
+    form = _form(request)
+    if isinstance(form, HttpResponse):
+        return form
     since, until = form.cleaned_data["period"]
     organization = form.cleaned_data.get("organization")
-    return queue_health(
+    health = queue_health(
         user=request.user, since=since, until=until, organization_id=organization.pk if organization else None
     )
+    return form, health
 
 
 def _bars(rows: list[tuple[str, list[float]]], *, unit: str, label_width: int) -> dict[str, Any]:
@@ -147,10 +152,10 @@ def _tables(health: QueueHealth) -> dict[str, Any]:
 @require_GET
 def queue_health_page(request: HttpRequest) -> HttpResponse:
     """The queue's health over a period (the last 30 days by default)."""
-    form = _form(request)
-    if isinstance(form, HttpResponse):
-        return form
-    health = _health(request, form)
+    read = _health(request)
+    if isinstance(read, HttpResponse):
+        return read
+    form, health = read
     return render_page(
         request,
         "approvals/queue_health.html",
@@ -237,10 +242,10 @@ def _plain(value: Any) -> str:
 @require_GET
 def queue_health_export(request: HttpRequest) -> HttpResponse:
     """The queue's health as CSV (the page's period and organisation)."""
-    form = _form(request)
-    if isinstance(form, HttpResponse):
-        return form
-    health = _health(request, form)
+    read = _health(request)
+    if isinstance(read, HttpResponse):
+        return read
+    _form_read, health = read
     response = StreamingHttpResponse(health_csv_lines(health), content_type="text/csv; charset=utf-8")
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     response["Content-Disposition"] = f'attachment; filename="approval-queue-{stamp}.csv"'

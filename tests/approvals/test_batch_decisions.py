@@ -11,12 +11,11 @@ from typing import Any
 
 import pytest
 from django.conf import settings
-from django.test import Client
-from rest_framework.test import APIClient
 
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
 from approvals.services import BatchItem, confirmation_decide, confirmation_decide_batch
 from approvals.services import batches as batch_module
+from tests.admin_kit import api_logged_in, logged_in
 from tests.approvals.kit import recorded_request
 from tests.personas import make_agent, make_user
 
@@ -27,18 +26,6 @@ INBOX = "/approvals/"
 BATCH = "/approvals/batch/"
 API = "/api/approvals/decisions/"
 LIMIT = int(settings.DECISION_RATE.split("/")[0])
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def api_as(user: Any) -> APIClient:
-    client = APIClient()
-    client.force_login(user)
-    return client
 
 
 def picked(*requests: ConfirmationRequest) -> list[str]:
@@ -92,7 +79,7 @@ def shown(response: Any) -> set[str]:
 
 def test_the_inbox_filters_by_agent_tool_requester_and_amount_range(desk) -> None:
     p = desk["p"]
-    client = signed_in(p.approver)
+    client = logged_in(p.approver)
 
     assert shown(client.get(INBOX)) == {"PO-800", "PO-40000", "PO-60000", "Lyon"}
     assert shown(client.get(INBOX, {"agent": desk["travel"].pk})) == {"Lyon"}
@@ -106,13 +93,13 @@ def test_the_inbox_filters_by_agent_tool_requester_and_amount_range(desk) -> Non
 
 
 def test_a_filter_that_matches_nothing_says_so_and_links_back(desk) -> None:
-    response = signed_in(desk["p"].approver).get(INBOX, {"agent": 999_999})
+    response = logged_in(desk["p"].approver).get(INBOX, {"agent": 999_999})
     assert response.status_code == 200
     assert "No request matches these filters." in response.content.decode()
 
 
 def test_bad_filters_are_a_400_on_the_inbox_with_every_request_still_shown(desk) -> None:
-    client = signed_in(desk["p"].approver)
+    client = logged_in(desk["p"].approver)
     response = client.get(INBOX, {"amount_min": "lots"})
     assert response.status_code == 400
     assert "Enter a number." in response.content.decode()
@@ -123,7 +110,7 @@ def test_bad_filters_are_a_400_on_the_inbox_with_every_request_still_shown(desk)
 
 
 def test_the_live_inbox_keeps_the_pages_filters(desk) -> None:
-    client = signed_in(desk["p"].approver)
+    client = logged_in(desk["p"].approver)
     answer = client.get("/approvals/live/", {"cards": "1", "agent": desk["travel"].pk}).json()
     assert answer["pending"] == 4  # the nav's count is of everything waiting
     assert [c["id"] for c in answer["cards"]] == [str(desk["booking"].pk)]
@@ -134,14 +121,14 @@ def test_the_live_inbox_keeps_the_pages_filters(desk) -> None:
 
 def test_an_approver_approves_the_selected_requests_with_one_reason(desk, resumes) -> None:
     p = desk["p"]
-    response = signed_in(p.approver).post(
+    response = logged_in(p.approver).post(
         BATCH,
         {"request": picked(desk["small"], desk["medium"]), "decision": "approve", "reason": "month-end run"},
     )
 
     assert response.status_code == 200
     page = response.content.decode()
-    assert "Approve 2 requests: each one&#x27;s outcome" in page
+    assert "Approve 2 requests: each one's outcome" in page
     assert page.count('class="done"') == 2
     assert statuses(desk["small"], desk["medium"], desk["large"]) == ["approved", "approved", "pending"]
     for request in (desk["small"], desk["medium"]):
@@ -193,7 +180,7 @@ def test_each_request_of_a_batch_is_answered_as_alone(desk) -> None:
 
 def test_a_batch_the_rate_cannot_hold_decides_nothing(desk) -> None:
     p = desk["p"]
-    client = api_as(p.approver)
+    client = api_logged_in(p.approver)
     for _ in range(LIMIT - 2):  # leaves room for two decisions
         assert (
             client.post(f"/api/approvals/{uuid.uuid4()}/decision/", {"decision": "approve"}).status_code
@@ -206,7 +193,7 @@ def test_a_batch_the_rate_cannot_hold_decides_nothing(desk) -> None:
     assert "Nothing of the 3 was decided." in refused.json()["detail"]
     assert int(refused["Retry-After"]) >= 1
     assert statuses(desk["small"], desk["medium"], desk["large"]) == ["pending", "pending", "pending"]
-    inbox = signed_in(p.approver).post(
+    inbox = logged_in(p.approver).post(
         BATCH, {"request": picked(desk["small"], desk["medium"], desk["large"]), "decision": "reject"}
     )
     assert inbox.status_code == 429
@@ -214,7 +201,7 @@ def test_a_batch_the_rate_cannot_hold_decides_nothing(desk) -> None:
 
 
 def test_an_empty_or_unreadable_selection_decides_nothing(desk) -> None:
-    client = signed_in(desk["p"].approver)
+    client = logged_in(desk["p"].approver)
     empty = client.post(BATCH, {"decision": "approve", "filters": "agent=1"})
     assert empty.status_code == 302 and empty["Location"] == "/approvals/?agent=1"
     assert client.post(BATCH, {"decision": "approve", "request": ["not-a-uuid:x"]}).status_code == 400
@@ -224,7 +211,7 @@ def test_an_empty_or_unreadable_selection_decides_nothing(desk) -> None:
 
 def test_a_stranger_batch_learns_nothing_and_decides_nothing(desk) -> None:
     p = desk["p"]
-    response = api_as(p.stranger).post(
+    response = api_logged_in(p.stranger).post(
         API, {"decision": "approve", "requests": [{"id": str(desk["small"].pk)}]}, format="json"
     )
     assert response.status_code == 200
@@ -241,7 +228,7 @@ def test_the_api_answers_each_outcome_in_order(desk) -> None:
         "reason": "duplicate",
         "requests": [{"id": str(desk["booking"].pk)}, {"id": str(desk["adams"].pk)}],
     }
-    response = api_as(p.approver).post(API, body, format="json")
+    response = api_logged_in(p.approver).post(API, body, format="json")
     assert response.status_code == 200
     results = response.json()["results"]
     assert [(r["id"], r["accepted"], r["status"]) for r in results] == [
@@ -249,9 +236,11 @@ def test_the_api_answers_each_outcome_in_order(desk) -> None:
         (str(desk["adams"].pk), False, "refused"),
     ]
     too_many = {"decision": "approve", "requests": [{"id": str(uuid.uuid4())} for _ in range(101)]}
-    assert api_as(p.approver).post(API, too_many, format="json").status_code == 400
+    assert api_logged_in(p.approver).post(API, too_many, format="json").status_code == 400
     assert (
-        api_as(p.approver).post(API, {"decision": "approve", "requests": []}, format="json").status_code
+        api_logged_in(p.approver)
+        .post(API, {"decision": "approve", "requests": []}, format="json")
+        .status_code
         == 400
     )
 

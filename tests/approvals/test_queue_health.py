@@ -17,18 +17,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from agents.models import Membership
 from approvals.models import ConfirmationVote
 from approvals.selectors.queue_health import percentile, queue_health
+from tests.admin_kit import logged_in
 from tests.approvals.kit import recorded_request
 from tests.personas import make_agent, make_user
 
 PAGE = "/approvals/health/"
 EXPORT = "/approvals/health/export.csv"
 TOKEN = "m" * 40
-
-
-def signed_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def vote(request: Any, user: Any, *, after: float, approve: bool = True) -> None:
@@ -161,7 +156,7 @@ def test_a_period_leaves_out_what_was_decided_outside_it(queue) -> None:
 
 def test_the_page_shows_the_figures_and_two_charts_to_an_auditor(queue) -> None:
     p = queue["personas"]
-    response = signed_in(p.auditor).get(PAGE)
+    response = logged_in(p.auditor).get(PAGE)
 
     assert response.status_code == 200
     page = response.content.decode()
@@ -175,16 +170,16 @@ def test_the_page_shows_the_figures_and_two_charts_to_an_auditor(queue) -> None:
 
 def test_only_readers_of_the_record_see_the_queue(queue) -> None:
     p = queue["personas"]
-    assert signed_in(p.member).get(PAGE).status_code == 403
-    assert signed_in(p.member).get(EXPORT).status_code == 403
+    assert logged_in(p.member).get(PAGE).status_code == 403
+    assert logged_in(p.member).get(EXPORT).status_code == 403
     assert Client().get(PAGE).status_code == 302  # to the sign-in page
     for reader in (p.auditor, p.admin, p.operator):
-        assert signed_in(reader).get(PAGE).status_code == 200
+        assert logged_in(reader).get(PAGE).status_code == 200
 
 
 def test_another_organisations_queue_is_refused_as_a_bad_filter(queue) -> None:
     p = queue["personas"]
-    response = signed_in(p.auditor).get(PAGE, {"organization": p.other_org.pk})
+    response = logged_in(p.auditor).get(PAGE, {"organization": p.other_org.pk})
     assert response.status_code == 400
     assert b"Globex" not in response.content
 
@@ -196,7 +191,7 @@ def test_another_organisations_queue_is_refused_as_a_bad_filter(queue) -> None:
 )
 def test_a_bad_period_is_a_400_naming_the_field(queue, query: dict[str, str]) -> None:
     p = queue["personas"]
-    response = signed_in(p.auditor).get(PAGE, query)
+    response = logged_in(p.auditor).get(PAGE, query)
     assert response.status_code == 400
     assert b"Traceback" not in response.content
 
@@ -212,7 +207,7 @@ def test_the_csv_has_one_row_per_group_and_is_spreadsheet_safe(queue) -> None:
         decided_after=12,
         created_at=timezone.now() - dt.timedelta(hours=1),
     )
-    response = signed_in(p.auditor).get(EXPORT)
+    response = logged_in(p.auditor).get(EXPORT)
     assert response.status_code == 200
     assert response["Content-Disposition"].startswith('attachment; filename="approval-queue-')
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
@@ -293,21 +288,21 @@ def test_metrics_refuse_a_missing_or_wrong_token_and_members(queue) -> None:
     assert scrape(Client(), Authorization=f"Bearer {TOKEN[:-1]}x").status_code == 401
     assert scrape(Client(), Authorization=f"Basic {TOKEN}").status_code == 401
     # An organisation's auditor reads its queue on the page, not every organisation's metrics.
-    assert scrape(signed_in(p.auditor)).status_code == 403
-    assert b"fimone_approval" not in scrape(signed_in(p.auditor)).content
+    assert scrape(logged_in(p.auditor)).status_code == 403
+    assert b"fimone_approval" not in scrape(logged_in(p.auditor)).content
 
 
 def test_without_a_token_configured_only_superusers_read_metrics(queue, superuser) -> None:
     assert scrape(Client(), Authorization="Bearer anything").status_code == 401
     assert scrape(Client(), Authorization="Bearer ").status_code == 401
-    response = scrape(signed_in(superuser))
+    response = scrape(logged_in(superuser))
     assert response.status_code == 200
     assert "fimone_approval_pending" in families(response)
 
 
 def test_a_reader_removed_from_the_organisation_reads_its_queue_no_more(queue) -> None:
     p = queue["personas"]
-    reader = signed_in(p.auditor)
+    reader = logged_in(p.auditor)
     assert reader.get(PAGE).status_code == 200
     Membership.objects.filter(user=p.auditor).delete()
     assert reader.get(PAGE).status_code == 403
