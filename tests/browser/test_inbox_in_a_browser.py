@@ -92,7 +92,7 @@ def test_an_approver_filters_the_inbox_and_approves_what_is_left_in_one_go(
     )
     page.get_by_label("All shown").check()
     expect(page.locator("#batch-count")).to_have_text("1 selected")
-    page.get_by_label("Reason for the selected requests").fill("month-end run")
+    page.get_by_label("One reason for all selected requests").fill("month-end run")
     shoot(page, "inbox-batch")
     page.get_by_role("button", name="Approve selected").click()
 
