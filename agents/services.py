@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
@@ -116,9 +118,13 @@ def run_start(
     conversation: Conversation | None = None,
     execution_path: str = ExecutionPath.API,
     dispatch: bool = True,
+    claimed_by: str | None = None,
 ) -> Run:
     """Create a run on ``agent`` for ``user`` and hand it to the executor once committed
-    (``dispatch=False``: the caller drives it itself, as the MCP gateway does).
+    (``dispatch=False``: the caller drives it itself, as the MCP gateway does). ``claimed_by``
+    (with ``dispatch=False``): the run is created running, its lease held by that owner, as a
+    claim would leave it (``agents.engine.runner.run_drive_claimed`` drives it); if the owner never
+    does, the lease runs out and the sweep resumes it like any run whose worker died.
 
     Preconditions checked here: the user belongs to the agent's organisation and, through the
     portal or the API, may chat there (:func:`chat_refusal`, ``forbidden``); neither the agent nor
@@ -163,6 +169,18 @@ def run_start(
         status__in=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],
     ).exists():
         raise ServiceError("this conversation already has a run in progress", code="conflict")
+    lease: dict[str, Any] = {}
+    if claimed_by is not None:
+        if dispatch:
+            raise ValueError("a run claimed at its start is driven by its claimer, not dispatched")
+        now = timezone.now()
+        lease = {
+            "status": RunStatus.RUNNING,
+            "lease_owner": claimed_by,
+            "lease_expires_at": now + dt.timedelta(seconds=settings.RUN_LEASE_SECONDS),
+            "heartbeat_at": now,
+            "started_at": now,
+        }
     run = Run.objects.create(
         conversation=conversation,
         agent=agent,
@@ -170,6 +188,7 @@ def run_start(
         input=text,
         execution_path=execution_path,
         hook_chain=hook_chain_of(agent),  # kept for the whole run, resumes included
+        **lease,
     )
     if dispatch:
         transaction.on_commit(lambda: dispatch_execute(run.pk))

@@ -34,15 +34,21 @@ def _call_of(*, run_id: int) -> GatewayCall:
     return GatewayCall.objects.select_related("gateway").get(run_id=run_id)
 
 
+def tools_or_error(
+    agent: Any, tools_factory: Callable[[Any], dict[str, Tool]] = tools_for_agent
+) -> dict[str, Tool] | ToolboxError:
+    """The agent's tools, or why they cannot be built (for the drive to report)."""
+    try:
+        return tools_factory(agent)
+    except ToolboxError as exc:
+        return exc
+
+
 def _call_and_tools(
     *, run_id: int, agent: Any, tools_factory: Callable[[Any], dict[str, Tool]]
 ) -> tuple[GatewayCall, dict[str, Tool] | ToolboxError]:
     """The run's call and the agent's tools (or why they cannot be built): one trip."""
-    call = _call_of(run_id=run_id)
-    try:
-        return call, tools_factory(agent)
-    except ToolboxError as exc:
-        return call, exc
+    return _call_of(run_id=run_id), tools_or_error(agent, tools_factory)
 
 
 class GatewayCallEngine(SingleCallEngine):
@@ -55,7 +61,22 @@ class GatewayCallEngine(SingleCallEngine):
     call: GatewayCall
     tools: dict[str, Tool] | ToolboxError
 
+    def __init__(
+        self,
+        run_id: int,
+        *,
+        call: GatewayCall | None = None,
+        tools: dict[str, Tool] | ToolboxError | None = None,
+        **options: Any,
+    ) -> None:
+        """``call`` and ``tools``: what the gateway read when it started the call, if it did."""
+        super().__init__(run_id, **options)
+        self._preloaded = (call, tools) if call is not None and tools is not None else None
+
     async def _opened(self) -> None:
+        if self._preloaded is not None:
+            self.call, self.tools = self._preloaded
+            return
         # The tools are built here, with the call, to save a trip; a failure to build them is
         # the drive's to report (it fails the run, after the chain's checks).
         self.call, self.tools = await db(

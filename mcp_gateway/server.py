@@ -39,12 +39,14 @@ from mcp.types import CallToolResult, ListToolsResult, TextContent, ToolAnnotati
 from mcp.types import Tool as McpTool
 from rest_framework.authtoken.models import Token
 
-from agents.engine.runner import run_execute
+from agents.engine.runner import new_owner, run_drive_claimed
+from agents.engine.store import opening_of_new_run
 from agents.models import RunStatus
 from agents.services import ServiceError
 from agents.tools.base import Tool
 from approvals.models import ConfirmationRequest
 from mcp_gateway import services
+from mcp_gateway.engine import GatewayCallEngine, tools_or_error
 from mcp_gateway.models import GatewayCall
 
 log = logging.getLogger(__name__)
@@ -157,14 +159,37 @@ def listed_input_schema(name: str) -> dict[str, Any] | None:
     return _listed_schemas.get(caller.gateway.pk, {}).get(name) if caller is not None else None
 
 
-def _start(caller: Caller, name: str, arguments: dict[str, Any]) -> tuple[int, int, bool]:
-    """``(call id, run id, fresh)``: the call started as a run (or found again). A tool the agent
-    does not have is the run's to refuse, as any path's unknown tool is: the refusal is on the
-    record."""
+@dataclass(frozen=True)
+class Started:
+    """A call started as a run (or found again), with what driving a new one needs: its run,
+    created with this server's lease (no claim to make), the call's record and the agent's tools,
+    so that the engine reads nothing again before the call goes through the pipeline."""
+
+    call_id: int
+    run_id: int
+    fresh: bool
+    drive: dict[str, Any] | None = None
+    """For a new run: ``run_drive_claimed``'s keyword arguments."""
+
+
+def _start(caller: Caller, name: str, arguments: dict[str, Any]) -> Started:
+    """The call as a run (module docstring). A tool the agent does not have is the run's to
+    refuse, as any path's unknown tool is: the refusal is on the record."""
+    owner = new_owner()
     call, fresh = services.gateway_call_start(
-        gateway=caller.gateway, user=caller.user, tool_name=name, arguments=arguments
+        gateway=caller.gateway, user=caller.user, tool_name=name, arguments=arguments, claimed_by=owner
     )
-    return call.pk, call.run_id, fresh
+    if not fresh:
+        return Started(call.pk, call.run_id, fresh=False)
+    run = call.run
+    drive = {
+        "owner": owner,
+        "kind": (run.agent.engine, run.execution_path, GatewayCallEngine),
+        "opening": opening_of_new_run(run),
+        "call": call,
+        "tools": tools_or_error(run.agent),
+    }
+    return Started(call.pk, run.pk, fresh=True, drive=drive)
 
 
 async def call_tool(ctx: Any, params: Any) -> Any:
@@ -172,18 +197,18 @@ async def call_tool(ctx: Any, params: Any) -> Any:
     caller = _caller_now()
     arguments = params.arguments if isinstance(params.arguments, dict) else {}
     try:
-        call_id, run_id, fresh = await _db(_start)(caller, params.name, arguments)
+        started = await _db(_start)(caller, params.name, arguments)
     except ServiceError as exc:
         return _result(services.Answer(f"Refused: {exc.message}", is_error=True))
     execution = None
-    if fresh:
+    if started.drive is not None:
         # Driven here, in this server's loop, where the client waits: an ungated call answers
         # without a hop to a worker. A parked run is resumed by the verdict, wherever runs resume.
         # A task of its own: a client that goes away stops waiting, never the run.
-        execution = asyncio.get_running_loop().create_task(run_execute(run_id))
+        execution = asyncio.get_running_loop().create_task(run_drive_claimed(started.run_id, **started.drive))
         _executions.add(execution)
         execution.add_done_callback(_execution_ended)
-    answer = await _wait_for_answer(ctx, call_id, execution)
+    answer = await _wait_for_answer(ctx, started.call_id, execution)
     return _result(answer)
 
 

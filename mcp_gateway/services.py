@@ -80,10 +80,11 @@ def gateway_tools(*, gateway: Gateway) -> dict[str, Tool]:
 
 @transaction.atomic
 def gateway_call_start(
-    *, gateway: Gateway, user: Any, tool_name: str, arguments: dict[str, Any]
+    *, gateway: Gateway, user: Any, tool_name: str, arguments: dict[str, Any], claimed_by: str | None = None
 ) -> tuple[GatewayCall, bool]:
     """The call ``tool_name(arguments)`` as a run, and whether it is new (``False``: the same
-    call, never answered, was found again: module docstring). The run is not dispatched."""
+    call, never answered, was found again: module docstring). The run is not dispatched;
+    ``claimed_by``: a new run is created with its lease held by that owner (``run_start``)."""
     digest = args_sha256(arguments)
     earlier = (
         GatewayCall.objects.select_for_update()
@@ -110,6 +111,7 @@ def gateway_call_start(
         input=f"MCP call through {gateway.name!r}: {tool_name}({text[:300]})",
         execution_path=ExecutionPath.MCP,
         dispatch=False,
+        claimed_by=claimed_by,
     )
     call = GatewayCall.objects.create(
         gateway=gateway,

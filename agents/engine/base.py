@@ -90,10 +90,13 @@ class RunEngine(ABC):
         assert self.journal.checkpoint is not None
         return self.journal.checkpoint
 
-    async def execute(self, *, resumed_reason: str | None = None) -> str:
-        """Drive the run until it completes, fails or parks; return its final status."""
+    async def execute(
+        self, *, resumed_reason: str | None = None, opening: store.Opening | None = None
+    ) -> str:
+        """Drive the run until it completes, fails or parks; return its final status.
+        ``opening``: the run as its creator has it (``store.opening_of_new_run``), not read again."""
         journal = self.journal
-        run = await journal.open()
+        run = await journal.open(opening)
         self.run = run
         await self._opened()
         self.started_here = journal.checkpoint is None

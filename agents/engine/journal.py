@@ -65,10 +65,12 @@ class RunJournal:
 
     # --- opening ----------------------------------------------------------------------------------
 
-    async def open(self) -> Run:
+    async def open(self, opening: store.Opening | None = None) -> Run:
         """Load the run, its last ``seq`` and its checkpoint (messages included), or leave
-        :attr:`checkpoint` ``None`` for a run that never saved one."""
-        opening = await db(store.run_open, run_id=self.run_id)
+        :attr:`checkpoint` ``None`` for a run that never saved one. ``opening``: what the caller
+        read already (a run it has just created: ``store.opening_of_new_run``)."""
+        if opening is None:
+            opening = await db(store.run_open, run_id=self.run_id)
         run = opening.run
         self.execution_path = run.execution_path
         self._seq = opening.last_seq

@@ -93,6 +93,18 @@ async def run_execute(run_id: int, **engine_options: Any) -> str | None:
     return status
 
 
+async def run_drive_claimed(
+    run_id: int, *, owner: str, kind: EngineKind, opening: store.Opening | None = None, **engine_options: Any
+) -> str:
+    """Drive a run whose lease ``owner`` took when it created it (``run_start(claimed_by=…)``):
+    no claim, and with ``kind`` (what :func:`_engine_kind` would say) and ``opening`` nothing is
+    read again before the engine starts."""
+    engine = _engine(run_id, owner, engine_options, kind)
+    status = await engine.execute(resumed_reason="lease expired", opening=opening)
+    await _wake_parent(engine, status)
+    return status
+
+
 async def run_resume(run_id: int, *, reason: str, **engine_options: Any) -> str | None:
     """Continue a suspended run (or one whose worker died). ``None`` if another caller has it or
     there is nothing to resume."""

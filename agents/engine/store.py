@@ -86,6 +86,15 @@ def run_open(*, run_id: int) -> Opening:
     )
 
 
+def opening_of_new_run(run: Run) -> Opening:
+    """What :func:`run_open` would read of ``run``, a run its caller has just created (claimed,
+    with its agent, organisation, conversation and user in hand): no event, no checkpoint yet.
+    Called in the database thread, outside the transaction that created it."""
+    return Opening(
+        run=run, last_seq=0, messages=None, writes_on_loop=_postgres() and not connection.in_atomic_block
+    )
+
+
 def run_load(*, run_id: int) -> Run:
     return Run.objects.select_related("agent", "agent__organization", "conversation", "user").get(pk=run_id)
 

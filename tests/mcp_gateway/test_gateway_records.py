@@ -3,12 +3,16 @@ tool call; in the admin's runs; in the audit of tool calls."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from agents import events as ev
 from agents.models import ExecutionPath, Run, RunStatus
+from agents.services import run_start, runs_reclaim_expired
 from mcp_gateway.services import gateway_call_answer, gateway_call_start
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import events_of
@@ -65,3 +69,37 @@ def test_the_run_is_on_the_record_with_its_path_and_its_tool_call(personas, gove
 
     listing = page_text(logged_in(governed.auditor).get(url(Run, "changelist") + "?execution_path=mcp"))
     assert "Desk agent" in listing
+
+
+def test_a_call_whose_server_died_before_driving_it_runs_once_its_lease_runs_out(personas, resumes) -> None:
+    """The gateway creates a call's run with its own lease, to drive it at once without a claim.
+    A server that dies in between leaves a running run nobody drives: when the lease runs out,
+    the sweep resumes it like any run whose worker died, and the call runs, once."""
+    agent = make_agent(personas.org, personas.operator, name="Desk agent", builtin_tools=["calculator"])
+    call, fresh = gateway_call_start(
+        gateway=make_gateway(agent),
+        user=personas.member,
+        tool_name="calculator",
+        arguments={"expression": "6*7"},
+        claimed_by="web.1:4242:gone",
+    )
+    run = Run.objects.get(pk=call.run_id)
+    assert fresh and run.status == RunStatus.RUNNING and run.lease_owner == "web.1:4242:gone"
+    assert run.started_at is not None and gateway_call_answer(call_id=call.pk) is None
+    harness = ToolboxHarness()
+    assert harness.execute(run) is None, "nobody else claims a run whose lease holds"
+
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - dt.timedelta(seconds=1))
+    assert runs_reclaim_expired() == 1 and resumes.run_ids == [run.pk]
+    assert harness.resume(run, "the previous worker stopped") == RunStatus.COMPLETED
+
+    answer = gateway_call_answer(call_id=call.pk)
+    assert answer is not None and not answer.is_error and "42" in answer.text
+    assert len(events_of(run, ev.TOOL_FINISHED)) == 1  # it ran once
+
+
+def test_a_run_claimed_at_its_start_is_never_also_dispatched(personas) -> None:
+    agent = make_agent(personas.org, personas.operator)
+    with pytest.raises(ValueError):
+        run_start(agent=agent, user=personas.member, input="hi", dispatch=True, claimed_by="web.1:1:x")
+    assert not Run.objects.exists()
