@@ -14,7 +14,7 @@ from typing import Any
 
 from django import forms
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import redirect
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -263,6 +263,18 @@ class BatchDecisionForm(forms.Form):
     filters = forms.CharField(required=False, max_length=2000)
 
 
+def _inbox_with(filters: str) -> str:
+    """The inbox's address with the filters a batch was sent from: only the filters' own keys,
+    encoded again (the field is the browser's to send, so nothing else of it reaches a URL)."""
+    sent = QueryDict(filters)
+    kept = QueryDict(mutable=True)
+    for key in InboxFilterForm.base_fields:
+        value = sent.get(key, "")
+        if value:
+            kept[key] = value[:200]
+    return reverse("approvals:inbox") + (f"?{kept.urlencode()}" if kept else "")
+
+
 def _batch_items(values: list[str]) -> list[BatchItem] | None:
     """The selected requests (``<id>:<hash of the arguments shown>`` each), or ``None`` if one
     cannot be read."""
@@ -286,9 +298,7 @@ def request_decide_batch(request: HttpRequest) -> HttpResponse:
     items = _batch_items(request.POST.getlist("request"))
     if not form.is_valid() or items is None:
         return bad_request(request, form.errors if items is not None else {"request": ["not a request id"]})
-    back = reverse("approvals:inbox") + (
-        f"?{form.cleaned_data['filters']}" if form.cleaned_data["filters"] else ""
-    )
+    back = _inbox_with(form.cleaned_data["filters"])
     try:
         items = check_batch(items)
     except BatchTooLarge as exc:

@@ -204,6 +204,11 @@ def test_an_empty_or_unreadable_selection_decides_nothing(desk) -> None:
     client = logged_in(desk["p"].approver)
     empty = client.post(BATCH, {"decision": "approve", "filters": "agent=1"})
     assert empty.status_code == 302 and empty["Location"] == "/approvals/?agent=1"
+    # The way back keeps only the inbox's filters: nothing else the form carried reaches the URL.
+    forged = client.post(
+        BATCH, {"decision": "approve", "filters": "tool=a%0d%0aX-Evil:%201&next=//evil.example"}
+    )
+    assert forged.status_code == 302 and forged["Location"] == "/approvals/?tool=a%0D%0AX-Evil%3A+1"
     assert client.post(BATCH, {"decision": "approve", "request": ["not-a-uuid:x"]}).status_code == 400
     assert client.post(BATCH, {"decision": "maybe", "request": picked(desk["small"])}).status_code == 400
     assert statuses(desk["small"]) == ["pending"]
