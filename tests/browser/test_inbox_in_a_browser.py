@@ -84,6 +84,7 @@ def test_an_approver_filters_the_inbox_and_approves_what_is_left_in_one_go(
     expect(page.locator("#batch-count")).to_contain_text("Select requests to decide them together")
     expect(page.get_by_role("button", name="Approve selected")).to_be_disabled()
 
+    page.get_by_text("Filter by agent, tool, requester or amount").click()  # folded until used
     page.get_by_label("Amount from").fill("1000")  # the payment of 1,250.50, not the one of 99
     page.get_by_role("button", name="Filter").click()
     expect(page.locator(".inbox-card")).to_have_count(1)

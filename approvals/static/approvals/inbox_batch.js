@@ -12,6 +12,7 @@
   var count = document.getElementById("batch-count");
   var buttons = form.querySelectorAll("button[name=decision]");
   var hint = count.textContent;
+  var filters = document.getElementById("inbox-filters");
 
   function boxes() {
     return Array.prototype.slice.call(cards.querySelectorAll("input[name=request][form=batch-form]"));
@@ -21,6 +22,7 @@
     var shown = boxes();
     var picked = shown.filter(function (box) { return box.checked; }).length;
     form.hidden = shown.length === 0;
+    if (filters && shown.length) filters.hidden = false; // requests arrived on a page that had none
     count.textContent = picked ? picked + " selected" : hint;
     all.checked = picked > 0 && picked === shown.length;
     all.indeterminate = picked > 0 && picked < shown.length;
