@@ -170,8 +170,8 @@ def test_on_a_loop_that_outlives_the_run_writes_share_the_loops_pool(personas, n
     pooled: list[bool] = []
     real_open = RunJournal.open
 
-    async def open_and_note(self):
-        opened = await real_open(self)
+    async def open_and_note(self, opening=None):
+        opened = await real_open(self, opening)
         pooled.append(self._writer.pooled)
         return opened
 
