@@ -36,8 +36,8 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from agents.models import Organization
-from approvals.models import ConfirmationApprover, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
-from approvals.selectors.queue_health import AGE_BUCKETS, DECIDED
+from approvals.models import ConfirmationRequest, ConfirmationStatus
+from approvals.selectors.queue_health import DECIDED, pending_by_age, waiting_for_votes
 from approvals.selectors.requests import display_name
 
 User = get_user_model()
@@ -100,14 +100,12 @@ class ApprovalQueueCollector:
             labels=["organization", "age"],
         )
         now = timezone.now()
-        counts: dict[int, list[int]] = defaultdict(lambda: [0] * len(AGE_BUCKETS))
+        created: dict[int, list[dt.datetime]] = defaultdict(list)
         pending = ConfirmationRequest.objects.filter(status=ConfirmationStatus.PENDING)
-        for org, created in pending.values_list("organization_id", "created_at"):
-            age = (now - created).total_seconds()
-            index = next(i for i, (_label, upper) in enumerate(AGE_BUCKETS) if age < upper)
-            counts[org][index] += 1
+        for org, moment in pending.values_list("organization_id", "created_at"):
+            created[org].append(moment)
         for org in sorted(names):
-            for (label, _upper), n in zip(AGE_BUCKETS, counts[org], strict=True):
+            for label, n in pending_by_age(created[org], now=now):
                 family.add_metric([names[org], label], n)
         return family
 
@@ -117,13 +115,7 @@ class ApprovalQueueCollector:
             "Pending requests a person was asked to decide and has not voted on.",
             labels=["organization", "approver"],
         )
-        pending = ConfirmationRequest.objects.filter(status=ConfirmationStatus.PENDING)
-        voted = set(ConfirmationVote.objects.filter(request__in=pending).values_list("request_id", "user_id"))
-        waiting: dict[tuple[int, int], int] = defaultdict(int)
-        asked = ConfirmationApprover.objects.filter(request__in=pending)
-        for org, request_id, person in asked.values_list("request__organization_id", "request_id", "user_id"):
-            if (request_id, person) not in voted:
-                waiting[(org, person)] += 1
+        waiting = waiting_for_votes(ConfirmationRequest.objects.filter(status=ConfirmationStatus.PENDING))
         people = {u.pk: u for u in User.objects.filter(pk__in={person for _org, person in waiting})}
         for (org, person), n in sorted(waiting.items()):
             family.add_metric([names.get(org, str(org)), display_name(people[person])], n)

@@ -80,11 +80,17 @@ def amount_of(args: Any) -> Decimal | None:
     if not isinstance(args, dict):
         return None
     for key, value in args.items():
-        if is_money_key(key) and not isinstance(value, str):
-            amount = _decimal(value)
-            if amount is not None and amount.is_finite():
-                return amount
+        amount = _decimal(value) if is_money_key(key) and not isinstance(value, str) else None
+        if amount is not None:
+            return amount
     return None
+
+
+def amount_text(args: Any) -> str:
+    """The call's sum of money (:func:`amount_of`) with the arguments' currency, "1,200.00 USD";
+    empty when it has none."""
+    amount = amount_of(args)
+    return money_text(amount, _currency_of(args)) if amount is not None else ""
 
 
 def _decimal(value: Any) -> Decimal | None:

@@ -32,7 +32,7 @@ from rest_framework.authtoken.models import Token
 
 from agents import events as ev
 from agents.engine.store import args_sha256
-from agents.models import ExecutionPath, Run, RunEvent, RunStatus
+from agents.models import ExecutionPath, RunEvent, RunStatus
 from agents.services import ServiceError, chat_refusal_of, member_roles, run_start, run_starts_take
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
@@ -123,10 +123,6 @@ def gateway_call_start(
         tool_call_id=f"mcp-{uuid.uuid4().hex[:16]}",
     )
     return call, True
-
-
-def gateway_call_status(*, call_id: int) -> str:
-    return Run.objects.filter(gateway_call__pk=call_id).values_list("status", flat=True).get()
 
 
 def gateway_call_answer(*, call_id: int) -> Answer | None:

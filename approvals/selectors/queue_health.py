@@ -48,6 +48,31 @@ DECIDED = (ConfirmationStatus.APPROVED, ConfirmationStatus.REJECTED)
 SETTLED = (*DECIDED, ConfirmationStatus.EXPIRED, ConfirmationStatus.CANCELLED)
 
 
+def age_bucket(seconds: float) -> int:
+    """The index in :data:`AGE_BUCKETS` of a request that has waited ``seconds``."""
+    return next(i for i, (_label, upper) in enumerate(AGE_BUCKETS) if seconds < upper)
+
+
+def pending_by_age(created: list[dt.datetime], *, now: dt.datetime) -> list[tuple[str, int]]:
+    """How many of the requests opened at ``created`` have waited how long, per bucket."""
+    counts = [0] * len(AGE_BUCKETS)
+    for moment in created:
+        counts[age_bucket((now - moment).total_seconds())] += 1
+    return [(label, n) for (label, _upper), n in zip(AGE_BUCKETS, counts, strict=True)]
+
+
+def waiting_for_votes(pending: QuerySet[ConfirmationRequest]) -> dict[tuple[int, int], int]:
+    """Per (organisation, person) ids: the requests of ``pending`` they were asked to decide and
+    have not voted on."""
+    voted = set(ConfirmationVote.objects.filter(request__in=pending).values_list("request_id", "user_id"))
+    waiting: dict[tuple[int, int], int] = defaultdict(int)
+    asked = ConfirmationApprover.objects.filter(request__in=pending)
+    for org, request_id, person in asked.values_list("request__organization_id", "request_id", "user_id"):
+        if (request_id, person) not in voted:
+            waiting[(org, person)] += 1
+    return dict(waiting)
+
+
 def percentile(sorted_values: list[float], q: float) -> float | None:
     """The nearest-rank ``q`` percentile (0 < q <= 1) of ``sorted_values``; ``None`` if empty."""
     if not sorted_values:
@@ -167,11 +192,7 @@ def queue_health(
         by_voter[voter].append(max(0.0, (voted - asked).total_seconds()))
 
     pending = requests.filter(status=ConfirmationStatus.PENDING)
-    ages = [(now - created).total_seconds() for created in pending.values_list("created_at", flat=True)]
-    pending_by_age = [
-        (label, sum(1 for age in ages if lower <= age < upper))
-        for (label, upper), lower in zip(AGE_BUCKETS, [0.0, *(b for _l, b in AGE_BUCKETS[:-1])], strict=True)
-    ]
+    by_age = pending_by_age(list(pending.values_list("created_at", flat=True)), now=now)
 
     settled = requests.filter(created_at__gte=start, created_at__lt=end, status__in=SETTLED)
     expiry_counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
@@ -181,7 +202,9 @@ def queue_health(
     expiry = [Expiry(agent, n, expired) for agent, (n, expired) in sorted(expiry_counts.items())]
     overall_expiry = Expiry("all agents", sum(e.settled for e in expiry), sum(e.expired for e in expiry))
 
-    waiting = _waiting_for(pending)
+    waiting: dict[int, int] = defaultdict(int)
+    for (_org, person), n in waiting_for_votes(pending).items():
+        waiting[person] += n
     people = {u.pk: u for u in User.objects.filter(pk__in={*by_voter, *waiting})}
     approvers = sorted(
         (
@@ -207,7 +230,7 @@ def queue_health(
         by_agent=timings(by_agent),
         by_tool=timings(by_tool),
         by_approver=timings({display_name(people[pk]): values for pk, values in by_voter.items()}),
-        pending_by_age=pending_by_age,
+        pending_by_age=by_age,
         expiry=expiry,
         expiry_overall=overall_expiry,
         approvers=approvers,
@@ -217,15 +240,3 @@ def queue_health(
 def _p50_p90(values: list[float]) -> tuple[float | None, float | None]:
     ordered = sorted(values)
     return percentile(ordered, 0.5), percentile(ordered, 0.9)
-
-
-def _waiting_for(pending: QuerySet[ConfirmationRequest]) -> dict[int, int]:
-    """Per person (id): the pending requests they were asked to decide and have not voted on."""
-    voted = set(ConfirmationVote.objects.filter(request__in=pending).values_list("request_id", "user_id"))
-    waiting: dict[int, int] = defaultdict(int)
-    for request_id, user_id in ConfirmationApprover.objects.filter(request__in=pending).values_list(
-        "request_id", "user_id"
-    ):
-        if (request_id, user_id) not in voted:
-            waiting[user_id] += 1
-    return dict(waiting)

@@ -350,19 +350,13 @@ class BatchResultLine:
         if confirmation is None:
             title, detail = "A request you cannot see", ""
         else:
-            amount = presentation.amount_of(confirmation.tool_args)
             title = confirmation.tool_title or presentation.title_of(confirmation.tool_name)
-            detail = " · ".join(
-                part
-                for part in (
-                    confirmation.agent.name,
-                    f"requested by {selectors.display_name(confirmation.requested_by)}",
-                    presentation.money_text(amount, _currency_of(confirmation.tool_args))
-                    if amount is not None
-                    else "",
-                )
-                if part
+            parts = (
+                confirmation.agent.name,
+                f"requested by {selectors.display_name(confirmation.requested_by)}",
+                presentation.amount_text(confirmation.tool_args),
             )
+            detail = " · ".join(part for part in parts if part)
         if outcome.accepted:
             kind = "done"
         elif outcome.counted:
@@ -372,8 +366,3 @@ class BatchResultLine:
         else:
             kind = "late"
         return cls(line.request_id, title, detail, kind, outcome.message)
-
-
-def _currency_of(args: Any) -> str | None:
-    currency = args.get("currency") if isinstance(args, dict) else None
-    return currency if isinstance(currency, str) and currency.isalpha() and len(currency) <= 5 else None

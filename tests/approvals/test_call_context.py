@@ -237,3 +237,12 @@ def test_numbers_read_the_same_everywhere() -> None:
     )
     assert presentation.humanized_key("purchaseId") == "Purchase ID"
     assert presentation.title_of("oa__purchase_pay") == "Purchase pay"
+
+
+def test_a_calls_amount_is_its_first_money_argument_in_its_currency() -> None:
+    """What the inbox filters an amount range on, and what a batch's outcome page shows."""
+    assert presentation.amount_of({"purchase_id": "PO-1", "amount": 1200}) == 1200
+    assert presentation.amount_text({"amount": 1200, "currency": "USD"}) == "1,200.00 USD"
+    assert presentation.amount_text({"total_price": "12.5"}) == ""  # a string is not an amount
+    assert presentation.amount_text({"amount": float("nan")}) == ""
+    assert presentation.amount_text({"trip": "Lyon", "nights": 2}) == ""
