@@ -105,6 +105,7 @@ def test_an_approver_filters_the_inbox_and_approves_what_is_left_in_one_go(
     shoot(page, "inbox-batch-result")
     page.get_by_role("link", name="Back to the inbox").click()
     expect(page.locator(".inbox-card")).to_have_count(0)  # the filter holds; the 99 is outside it
+    expect(page.locator("#batch-form")).to_be_hidden()  # nothing shown, nothing to select
     assert [r.status for r in ConfirmationRequest.objects.order_by("created_at")] == [
         ConfirmationStatus.APPROVED,
         ConfirmationStatus.PENDING,
