@@ -29,9 +29,13 @@ DEMO_USERS: list[tuple[str, str | None]] = [
     ("alice", Role.MEMBER),
     ("oscar", Role.OPERATOR),
     ("april", Role.APPROVER),
+    ("lee", Role.APPROVER),
+    ("fiona", Role.APPROVER),
     ("aude", Role.AUDITOR),
     ("adam", Role.ADMIN),
 ]
+DEMO_MANAGERS = {"alice": "lee"}
+"""Who reports to whom: lee leads alice's team (an approval stage asks "the requester's manager")."""
 RESEED_COMMAND = "manage.py demo_setup"
 DEMO_ORGANIZATION = "Acme Procurement (demo)"
 # What each demo account is for, in a word people understand (the landing page's hint).
@@ -408,13 +412,19 @@ ORDER_APPROVAL_DECLARATION: dict[str, Any] = {
 
 
 def demo_sign_ins() -> list[tuple[str, str]]:
-    """The demo's accounts as ``(username, what it is for)`` ("alice", "chat"), people who chat
-    and decide first, for a page that tells visitors how to try the demo; empty when the demo was
+    """The demo's accounts as ``(username, what it is for)`` ("alice", "chat"), one per role, people
+    who chat and decide first, for a page that tells visitors how to try the demo; empty when the demo was
     not set up in this database. The superuser is left out: it is for developers."""
     if not Organization.objects.filter(name=DEMO_ORGANIZATION).exists():
         return []
     order = list(_ROLE_WORDS)
-    accounts = sorted((order.index(role), username) for username, role in DEMO_USERS if role is not None)
+    # One account per role: the first of :data:`DEMO_USERS` (the other approvers, lee and fiona,
+    # are for the two-stage policy, which the walkthrough introduces).
+    first: dict[str, str] = {}
+    for username, role in DEMO_USERS:
+        if role is not None:
+            first.setdefault(role, username)
+    accounts = sorted((order.index(role), username) for role, username in first.items())
     return [(username, _ROLE_WORDS[order[rank]]) for rank, username in accounts]
 
 
@@ -440,6 +450,8 @@ def demo_setup(*, base_url: str | None = None) -> dict[str, Any]:
             # The role's group and the staff flag come with the membership (agents.roles).
             membership_set(organization=org, user=user, role=role)
         users.append((username, "superuser" if role is None else str(role.label)))
+    for username, manager in DEMO_MANAGERS.items():
+        org.memberships.filter(user__username=username).update(manager=User.objects.get(username=manager))
 
     purchase_seed_demo()
     site = (base_url or settings.SITE_URL).rstrip("/")

@@ -68,6 +68,28 @@ class OutcomeSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
+@extend_schema_serializer(component_name="ApprovalStageRef")
+class StageRefSerializer(serializers.Serializer):
+    """The stage a staged request is at (``null`` for a request without stages)."""
+
+    number = serializers.IntegerField(help_text="1 for the first stage.")
+    of = serializers.IntegerField(help_text="How many stages the request has.")
+    name = serializers.CharField()
+    approvals_required = serializers.IntegerField(help_text="This stage's quorum.")
+
+
+def stage_ref(request: Any) -> dict[str, Any] | None:
+    plan = request.stage_plan or []
+    if not plan or request.stage_index >= len(plan):
+        return None
+    return {
+        "number": request.stage_index + 1,
+        "of": len(plan),
+        "name": plan[request.stage_index].get("name", ""),
+        "approvals_required": request.approvals_required,
+    }
+
+
 class ApprovalListApi(APIView):
     """The caller's inbox: pending, unexpired requests they may decide, soonest deadline first."""
 
@@ -84,6 +106,11 @@ class ApprovalListApi(APIView):
         created_at = serializers.DateTimeField()
         expires_at = serializers.DateTimeField()
         channel = serializers.CharField(help_text='Where the card went ("web" for the web inbox).')
+        stage = serializers.SerializerMethodField()
+
+        @extend_schema_field(StageRefSerializer(allow_null=True))
+        def get_stage(self, request: Any) -> dict[str, Any] | None:
+            return stage_ref(request)
 
     @extend_schema(
         operation_id="approvals_list", tags=["approvals"], responses={200: OutputSerializer(many=True)}

@@ -6,8 +6,8 @@ platform does most. Through the ORM it cost eleven statements, each compiled in 
 organisation's audit chain stayed locked across several round trips. Here it is:
 
 1. :func:`click_facts`: one ``SELECT`` of the request (with the agent and requester fields its
-   answer card shows) and of everything :func:`approvals.policy.describe_refusal` needs to know
-   about the clicker (their :class:`~approvals.policy.Standing`);
+   answer card shows) and of everything :func:`approvals.standing.describe_refusal` needs to know
+   about the clicker (their :class:`~approvals.standing.Standing`);
 2. :func:`verdict_write`: one statement, its own transaction, that moves the request out of
    ``pending`` by the same conditional ``UPDATE … WHERE status = 'pending'`` as every other
    decision (DESIGN §1.4), and only if that update happened records the vote and appends the
@@ -16,7 +16,7 @@ organisation's audit chain stayed locked across several round trips. Here it is:
    row is locked only while PostgreSQL runs that one statement.
 
 The rules stay in Python, in one place: ``approvals.services.confirmation_decide_click`` decides
-from these facts with :func:`~approvals.policy.describe_refusal`, and hands every other case
+from these facts with :func:`~approvals.standing.describe_refusal`, and hands every other case
 (refusals, late clicks, quorums, escalations, SQLite) to ``confirmation_decide``.
 """
 
@@ -46,7 +46,8 @@ from approvals.models import (
     ConfirmationVote,
     EscalationTier,
 )
-from approvals.policy import APPROVER_ROLES, PolicyFlags, Standing
+from approvals.policy import APPROVER_ROLES
+from approvals.standing import PolicyFlags, Standing
 from fimone import adb, outbox, rows
 from fimone.audit_chain import head_advance_sql
 
@@ -160,12 +161,12 @@ def facts_sql(*, user: str) -> str:
     roles = ", ".join(f"'{role}'" for role in APPROVER_ROLES)
     agent_or_default = "(h.agent_id = a.id OR (h.agent_id IS NULL AND h.organization_id = a.organization_id))"
     # One row or none; the policy is the agent's own, else its organisation's default
-    # (approvals.policy._policy_row); ``user`` is the clicker. The last column says whether the
+    # (approvals.policy.policy_row); ``user`` is the clicker. The last column says whether the
     # configuration history records the clicker changing the agent, its hooks or its policy
-    # (approvals.policy._configured), each probe on the history table's ``history_user_id`` index.
+    # (approvals.policy.configured_exists), each probe on the history table's ``history_user_id`` index.
     return (
         f"SELECT {request_columns}, {agent_columns}, {user_columns}, "  # noqa: S608 - our names only
-        "ap.tier, "
+        "ap.tier, ap.stage, ap.delegate_of_id, ap.withdrawn_at IS NOT NULL, "
         f"EXISTS (SELECT 1 FROM {names['membership']} m "
         f"  WHERE m.user_id = {user} AND m.organization_id = r.organization_id), "
         f"EXISTS (SELECT 1 FROM {names['membership']} m "
@@ -208,7 +209,7 @@ def _facts_params(request_id: uuid.UUID, organization_id: int, user_id: int) -> 
 
 def facts_width() -> int:
     """How many columns :func:`facts_sql` selects."""
-    return len(rows.all_fields(ConfirmationRequest)) + len(AGENT_FIELDS) + len(USER_FIELDS) + 11
+    return len(rows.all_fields(ConfirmationRequest)) + len(AGENT_FIELDS) + len(USER_FIELDS) + 14
 
 
 def facts_from_row(row: tuple[Any, ...]) -> ClickFacts:
@@ -218,12 +219,28 @@ def facts_from_row(row: tuple[Any, ...]) -> ClickFacts:
     request = rows.instance(ConfirmationRequest, request_fields, take(len(request_fields)))
     request.agent = rows.instance(Agent, _agent_fields(), take(len(AGENT_FIELDS)))
     request.requested_by = rows.instance(get_user_model(), _user_fields(), take(len(USER_FIELDS)))
-    tier, member, org_approver, policy_id, *flags, named, tier_named, configured = take(11)
+    (
+        tier,
+        stage,
+        delegate_of,
+        withdrawn,
+        member,
+        org_approver,
+        policy_id,
+        *flags,
+        named,
+        tier_named,
+        configured,
+    ) = take(14)
     policy = PolicyFlags(*flags) if policy_id is not None else None
     return ClickFacts(
         request=request,
         standing=Standing(
             tier=tier,
+            stage=stage or 0,
+            # A stand-in's click is decided the long way (their standing is their delegator's).
+            delegate_of=delegate_of,
+            withdrawn=bool(withdrawn),
             member=member,
             org_approver=org_approver,
             policy=policy,

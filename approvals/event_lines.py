@@ -72,6 +72,12 @@ _EVENT_LABELS = {
     "escalation_after_seconds": "Escalation after",
     "timeout_seconds": "Timeout",
     "after_seconds": "After",
+    "stages": "Stages",
+    "stands_in_for": "In the place of",
+    "until": "Until",
+    "already_asked": "Already asked",
+    "stage": "Stage",
+    "name": "Stage name",
     "message_id": "Message ID",
     "attempt": "Attempt",
 }
@@ -91,7 +97,7 @@ _EVENT_HIDDEN = frozenset(
     }
 )
 
-_USER_LISTS = ("approvers", "added_approvers")
+_USER_LISTS = ("approvers", "added_approvers", "stands_in_for")
 
 #: Details for whoever traces a request through the systems (a platform's message id, ids of
 #: records): under "Technical details", closed, with the JSON.
@@ -118,6 +124,14 @@ class EventLine:
             for event in events
             for key in _USER_LISTS
             for user_id in (event.details or {}).get(key) or []
+            if isinstance(user_id, int)
+        }
+        ids |= {
+            user_id
+            for event in events
+            for stage in (event.details or {}).get("stages") or []
+            if isinstance(stage, dict)
+            for user_id in stage.get("approvers") or []
             if isinstance(user_id, int)
         }
         names = {user.pk: display_name(user) for user in User.objects.filter(pk__in=ids)}
@@ -174,11 +188,13 @@ def _event_value(key: str, value: Any, *, request: ConfirmationRequest, names: d
         return ", ".join(names.get(v, f"user {v}") if isinstance(v, int) else str(v) for v in value)
     if key == "tool" and value == request.tool_name:
         return request.tool_title or presentation.title_of(request.tool_name)
+    if key == "stages" and isinstance(value, list):
+        return "; ".join(_stage_text(number, stage, names) for number, stage in enumerate(value, start=1))
     if key in {"channel", "via"}:
         return _channel_text(value, request=request)
     if key in {"vote", "wanted", "status", "tool_status"} and isinstance(value, str):
         return value.capitalize()
-    if key == "expires_at" and isinstance(value, str):
+    if key in {"expires_at", "until"} and isinstance(value, str):
         moment = parse_datetime(value)
         return presentation.moment_text(moment, full=True) if moment else value
     if key in {"timeout_seconds", "after_seconds"} and isinstance(value, int | float):
@@ -196,3 +212,14 @@ def _channel_text(value: Any, *, request: ConfirmationRequest) -> str:
         config = request.channel_config if request.channel_config_id == value else None
         return str(getattr(config, "name", "") or f"channel #{value}")
     return str(value).capitalize()
+
+
+def _stage_text(number: int, stage: Any, names: dict[int, str]) -> str:
+    """A stage as the ``created`` event recorded it: "1. Team lead (1 approval): Lee Park"."""
+    if not isinstance(stage, dict):
+        return str(stage)
+    required = int(stage.get("approvals_required") or 1)
+    people = ", ".join(
+        names.get(v, f"user {v}") if isinstance(v, int) else str(v) for v in stage.get("approvers") or []
+    )
+    return f"{number}. {stage.get('name', '')} ({required} approval{'s' if required > 1 else ''}): {people}"

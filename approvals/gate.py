@@ -26,7 +26,7 @@ from agents.engine.db import db
 from agents.engine.store import args_sha256, run_load
 from approvals import presentation, services
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from approvals.selectors import display_name, request_for_call, request_status, vote_summary
+from approvals.selectors import display_name, request_for_call, request_status, stage_heading, vote_summary
 from approvals.waking import wait_for_verdict
 from hooks.catalog import register_hook
 from hooks.contract import (
@@ -58,6 +58,7 @@ def _approval_payload(request: ConfirmationRequest, approvers: list[dict[str, An
         "expires_at": request.expires_at.isoformat(),
         "channel": request.channel,
         "approvals_required": request.approvals_required,
+        **({"stage": stage_heading(request)} if request.stage_plan else {}),
     }
 
 

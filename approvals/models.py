@@ -105,6 +105,70 @@ class ApproverPolicy(models.Model):
         return f"Policy for {self.agent or self.organization}"
 
 
+class ApprovalStage(models.Model):
+    """One stage of a policy: the call passes its stages in ``position`` order, each approved by
+    its own people before the next one is asked; any stage's rejection rejects the call.
+
+    A stage applies to a call when its ``conditions`` hold (``confirm_when``'s rows, on the call's
+    arguments; ``@tool`` and ``@agent`` name the tool and the agent); a call that no stage applies
+    to is decided by the policy's approvers as if it had no stages. Its approvers are the people
+    named, the members holding the roles chosen, and the requester's manager (a membership's
+    ``manager``), while they are approvers or admins of the organisation."""
+
+    class Mode(models.TextChoices):
+        ALL = "all", "all conditions hold"
+        ANY = "any", "any condition holds"
+
+    policy = models.ForeignKey(ApproverPolicy, on_delete=models.CASCADE, related_name="stages")
+    position = models.PositiveSmallIntegerField(
+        default=1, help_text="Stages are asked in this order (lowest first)."
+    )
+    name = models.CharField(max_length=80, help_text='As approvers read it, e.g. "Team lead", "Finance".')
+    conditions = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='When this stage applies, e.g. [{"field": "amount", "op": ">=", "value": 50000}] '
+        "(ops: > >= < <= == != in regex; @tool and @agent name the tool and the agent). Empty: always.",
+    )
+    condition_mode = models.CharField(max_length=3, choices=Mode.choices, default=Mode.ALL)
+    named_users = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="+")
+    roles = models.JSONField(
+        default=list,
+        blank=True,
+        help_text='Everyone holding these roles decides too: ["approver"], ["admin"] or both.',
+    )
+    requester_manager = models.BooleanField(
+        "the requester's manager",
+        default=False,
+        help_text="The manager set on the requester's membership of the organisation.",
+    )
+    approvals_required = models.PositiveSmallIntegerField(
+        default=1, help_text="How many of this stage's approvers must approve."
+    )
+    timeout_seconds = models.PositiveIntegerField(
+        "timeout (seconds)",
+        null=True,
+        blank=True,
+        help_text="How long this stage may take, counted from when it opens. Empty: the policy's timeout.",
+    )
+    history = HistoricalRecords(m2m_fields=[named_users])
+
+    class Meta:
+        ordering = ["position", "pk"]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(approvals_required__gte=1), name="approvalstage_quorum_min"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(timeout_seconds__isnull=True) | models.Q(timeout_seconds__gte=10),
+                name="approvalstage_timeout_min",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class EscalationTier(models.Model):
     """A step of a policy's escalation: if nobody has decided ``after_seconds`` after a request
     opened (and it has not expired), these people are added to its approvers and the card is sent
@@ -130,6 +194,15 @@ class EscalationTier(models.Model):
         verbose_name="channel",
         help_text="Where this tier's card goes. Empty: the channel the request was sent on.",
     )
+    stage = models.ForeignKey(
+        ApprovalStage,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="tiers",
+        help_text="The stage this tier escalates, counted from when that stage opens. Empty: requests "
+        "no stage applies to.",
+    )
 
     class Meta:
         ordering = ["after_seconds", "pk"]
@@ -139,6 +212,39 @@ class EscalationTier(models.Model):
 
     def __str__(self) -> str:
         return f"after {self.after_seconds} s"
+
+
+class Absence(models.Model):
+    """An approver away until ``ends_at``: the requests that ask them also ask ``delegate`` (a stand-in
+    who decides in their place, with the standing the absent person has), those pending when the
+    absence was set and those opened during it. A delegate is never away themselves, and nobody
+    away is a delegate: delegation never chains or loops. Ended early by the person coming back
+    (``ended_at``). Kept as history: never deleted."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
+    )
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="absences")
+    delegate = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="stand_ins")
+    starts_at = models.DateTimeField(default=timezone.now)
+    ends_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True, help_text="When the person came back early.")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-starts_at", "-pk"]
+        constraints = [
+            models.CheckConstraint(condition=~models.Q(user=models.F("delegate")), name="absence_not_self"),
+        ]
+        indexes = [models.Index(fields=["organization", "user", "ends_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.user} away until {self.ends_at:%Y-%m-%d %H:%M}, requests to {self.delegate}"
+
+    def is_active(self, now: Any = None) -> bool:
+        now = now or timezone.now()
+        return self.ended_at is None and self.starts_at <= now < self.ends_at
 
 
 class ConfirmationStatus(models.TextChoices):
@@ -203,7 +309,10 @@ class ConfirmationRequest(models.Model):
     )
     external_message_id = models.CharField(max_length=200, blank=True)
     approvers = models.ManyToManyField(
-        settings.AUTH_USER_MODEL, through="ConfirmationApprover", related_name="approvable_requests"
+        settings.AUTH_USER_MODEL,
+        through="ConfirmationApprover",
+        through_fields=("request", "user"),
+        related_name="approvable_requests",
     )
     allow_self_approval = models.BooleanField(default=False)
     # The policy's quorum, snapshotted at opening: a later change of policy never moves the bar
@@ -219,6 +328,13 @@ class ConfirmationRequest(models.Model):
     escalation_level = models.PositiveSmallIntegerField(default=0)
     next_escalation_at = models.DateTimeField(null=True, blank=True, db_index=True)
     first_tier_may_decide_after_escalation = models.BooleanField(default=True)
+    # Stages, snapshotted at opening (``[{"name", "approvals_required", "timeout_seconds",
+    # "user_ids", "tiers"}]``, empty for a request without stages), the one being asked now
+    # (``approvals_required``, ``expires_at`` and the escalation fields are that stage's), and
+    # when it opened.
+    stage_plan = models.JSONField(default=list, blank=True)
+    stage_index = models.PositiveSmallIntegerField(default=0)
+    stage_opened_at = models.DateTimeField(null=True, blank=True)
     proposed_args = models.JSONField(null=True, blank=True)
     proposed_args_sha256 = models.CharField(max_length=64, blank=True)
     edited_by = models.ForeignKey(
@@ -288,6 +404,17 @@ class ConfirmationApprover(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     #: 0 for the people first asked, n for those added by the n-th escalation.
     tier = models.PositiveSmallIntegerField(default=0)
+    #: The stage (0-based, of the request's ``stage_plan``) that asks this person; 0 without stages.
+    stage = models.PositiveSmallIntegerField(default=0)
+    #: Whom this person stands in for on this request (an absence's delegate, or a reassignment),
+    #: ``None`` when they were asked in their own right.
+    delegate_of = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    #: The absence that made them a stand-in (``None`` for an admin's reassignment, which lasts).
+    absence = models.ForeignKey("Absence", null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    #: When an admin reassigned this person's part of the request to someone else: they no longer decide it.
+    withdrawn_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "approvals_confirmationrequest_approvers"
@@ -354,6 +481,9 @@ class ConfirmationEvent(ChainLink):
         CLICK_REFUSED = "click_refused"
         EDITED = "edited"
         ESCALATED = "escalated"
+        STAGE_OPENED = "stage_opened"
+        DELEGATED = "delegated"
+        REASSIGNED = "reassigned"
         VOTED = "voted"
         DECIDED = "decided"
         EXPIRED = "expired"

@@ -9,7 +9,8 @@ from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from agents.models import Agent, HookDeclaration, Membership, Role
-from approvals.models import ApproverPolicy, ConfirmationApprover, EscalationTier
+from approvals.models import ApprovalStage, ApproverPolicy, EscalationTier
+from hooks.builtin import Condition, conditions_of
 
 APPROVER_ROLES = (Role.APPROVER, Role.ADMIN)
 """The roles an organisation admin gives to make someone an approver of the organisation: only
@@ -22,6 +23,55 @@ class ResolvedTier:
     user_ids: frozenset[int]
     channel_config_id: int | None = None
     channel: str | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedStage:
+    """A policy's stage as a request snapshots it (:class:`approvals.models.ApprovalStage`)."""
+
+    name: str
+    conditions: tuple[Condition, ...] = ()
+    any_condition: bool = False
+    user_ids: frozenset[int] = field(default_factory=frozenset)
+    roles: frozenset[str] = field(default_factory=frozenset)
+    requester_manager: bool = False
+    approvals_required: int = 1
+    timeout_seconds: int | None = None
+    tiers: tuple[ResolvedTier, ...] = ()
+
+    def applies(self, *, tool_name: str, agent_name: str, args: Any) -> bool:
+        """Whether this stage asks about a call: its conditions hold on the call's arguments,
+        where ``@tool`` and ``@agent`` read the tool's and the agent's names. No conditions:
+        always."""
+        if not self.conditions:
+            return True
+        facts = {**args, "@tool": tool_name, "@agent": agent_name} if isinstance(args, dict) else {}
+        combine = any if self.any_condition else all
+        return combine(condition.met(facts) for condition in self.conditions)
+
+    @classmethod
+    def from_row(cls, row: ApprovalStage) -> ResolvedStage:
+        return cls(
+            name=row.name,
+            # Saved through the admin's form, which refuses rows that do not parse.
+            conditions=conditions_of(row.conditions or []),
+            any_condition=row.condition_mode == ApprovalStage.Mode.ANY,
+            user_ids=frozenset(u.pk for u in row.named_users.all()),
+            roles=frozenset(r for r in (row.roles or []) if r in APPROVER_ROLES),
+            requester_manager=row.requester_manager,
+            approvals_required=row.approvals_required,
+            timeout_seconds=row.timeout_seconds,
+            tiers=tuple(_tier(tier) for tier in row.tiers.all()),
+        )
+
+
+def _tier(tier: EscalationTier) -> ResolvedTier:
+    return ResolvedTier(
+        after_seconds=tier.after_seconds,
+        user_ids=frozenset(u.pk for u in tier.named_users.all()),
+        channel_config_id=tier.channel_config_id,
+        channel=tier.channel_config.kind if tier.channel_config_id else None,
+    )
 
 
 @dataclass(frozen=True)
@@ -39,6 +89,7 @@ class ResolvedPolicy:
     allow_edit_on_approve: bool = False
     first_tier_may_decide_after_escalation: bool = True
     tiers: tuple[ResolvedTier, ...] = ()
+    stages: tuple[ResolvedStage, ...] = ()
 
     @classmethod
     def from_row(cls, row: ApproverPolicy) -> ResolvedPolicy:
@@ -56,18 +107,21 @@ class ResolvedPolicy:
             allow_edit_on_approve=row.allow_edit_on_approve,
             first_tier_may_decide_after_escalation=row.first_tier_may_decide_after_escalation,
             tiers=tuple(
-                ResolvedTier(
-                    after_seconds=tier.after_seconds,
-                    user_ids=frozenset(u.pk for u in tier.named_users.all()),
-                    channel_config_id=tier.channel_config_id,
-                    channel=tier.channel_config.kind if tier.channel_config_id else None,
+                _tier(tier)
+                for tier in row.tiers.filter(stage__isnull=True)
+                .select_related("channel_config")
+                .prefetch_related("named_users")
+            ),
+            stages=tuple(
+                ResolvedStage.from_row(stage)
+                for stage in row.stages.prefetch_related(
+                    "named_users", "tiers__named_users", "tiers__channel_config"
                 )
-                for tier in row.tiers.select_related("channel_config").prefetch_related("named_users")
             ),
         )
 
 
-def _policy_row(agent: Agent, rows: QuerySet[ApproverPolicy]) -> ApproverPolicy | None:
+def policy_row(agent: Agent, rows: QuerySet[ApproverPolicy]) -> ApproverPolicy | None:
     """The agent's own policy among ``rows``, else its organisation's default (one query)."""
     found = {
         p.agent_id: p
@@ -80,7 +134,7 @@ def _policy_row(agent: Agent, rows: QuerySet[ApproverPolicy]) -> ApproverPolicy 
 
 def policy_for(*, agent: Agent) -> ResolvedPolicy:
     """The agent's own policy, else its organisation's default, else the built-in defaults."""
-    row = _policy_row(agent, ApproverPolicy.objects.all())
+    row = policy_row(agent, ApproverPolicy.objects.all())
     return ResolvedPolicy.from_row(row) if row is not None else ResolvedPolicy()
 
 
@@ -135,7 +189,7 @@ def eligible_ids(
     return ids
 
 
-def _configured(*, agent_id: int, organization_id: int, user: Any) -> list[Exists]:
+def configured_exists(*, agent_id: int, organization_id: int, user: Any) -> list[Exists]:
     """Whether ``user`` (an id, or an ``OuterRef`` to one) is recorded by the configuration history
     as having changed the agent, its own hook declarations or its organisation's enforced ones,
     its approver policy or its organisation's default policy: three ``EXISTS`` on the history
@@ -160,7 +214,9 @@ def conflicted_ids(*, agent: Agent, requester_id: int, user_ids: set[int]) -> se
     if not user_ids:
         return set()
     configured = Q(pk=agent.owner_id)
-    for exists in _configured(agent_id=agent.pk, organization_id=agent.organization_id, user=OuterRef("pk")):
+    for exists in configured_exists(
+        agent_id=agent.pk, organization_id=agent.organization_id, user=OuterRef("pk")
+    ):
         configured |= Q(exists)
     rows = (
         get_user_model()
@@ -219,6 +275,53 @@ def tier_approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int
     )
 
 
+def stages_for_call(
+    *, policy: ResolvedPolicy, agent: Agent, tool_name: str, args: Any
+) -> list[ResolvedStage]:
+    """The policy's stages that apply to this call, in order (none: the call has no stages)."""
+    return [
+        stage
+        for stage in policy.stages
+        if stage.applies(tool_name=tool_name, agent_name=agent.name, args=args)
+    ]
+
+
+def stage_approver_ids(
+    *, stage: ResolvedStage, policy: ResolvedPolicy, agent: Agent, requester_id: int
+) -> set[int]:
+    """Who a stage asks about a call of ``requester_id``: the people it names, the members holding
+    its roles and, if it says so, the requester's manager (the ``manager`` of any of their
+    memberships of the organisation) — among them only approvers and admins of the organisation
+    whom :func:`eligible_ids` lets decide (active members, not the requester unless the policy
+    allows self-approval, none that separation of duties bars)."""
+    org = agent.organization_id
+    ids: set[int] = set(stage.user_ids)
+    if stage.roles:
+        ids |= set(
+            Membership.objects.filter(organization_id=org, role__in=stage.roles).values_list(
+                "user_id", flat=True
+            )
+        )
+    if stage.requester_manager:
+        ids |= set(
+            Membership.objects.filter(organization_id=org, user_id=requester_id, manager__isnull=False)
+            .values_list("manager_id", flat=True)
+            .distinct()
+        )
+    ids &= set(
+        Membership.objects.filter(organization_id=org, user_id__in=ids, role__in=APPROVER_ROLES).values_list(
+            "user_id", flat=True
+        )
+    )
+    return eligible_ids(
+        organization_id=org,
+        user_ids=ids,
+        requester_id=requester_id,
+        allow_self=policy.allow_self_approval,
+        agent=agent,
+    )
+
+
 def is_outsider(*, request: Any, user: Any) -> bool:
     """Whether ``user`` has no business with ``request`` at all (DESIGN §1.11): not a superuser,
     not a member of its organisation, not its requester and not in its approver snapshot. Such a
@@ -230,145 +333,3 @@ def is_outsider(*, request: Any, user: Any) -> bool:
     if Membership.objects.filter(user_id=user.pk, organization_id=request.organization_id).exists():
         return False
     return not request.approvers.filter(pk=user.pk).exists()
-
-
-@dataclass(frozen=True)
-class Standing:
-    """What the rules of :func:`describe_refusal` need to know about one person and one request
-    beyond the two rows themselves: their approver-snapshot row (``tier``, ``None`` when they are
-    not in the snapshot), their memberships of its organisation, and the agent's current policy
-    (its flags, ``None`` for the built-in defaults, and whether it or one of its escalation tiers
-    names them), and whether the configuration history records them changing the agent, its
-    hooks or its policy (``configured``; its owner is read from the agent). Read by
-    :func:`standing_of` (two queries) or by a caller that reads it together with the request
-    (``approvals.decision_sql``)."""
-
-    tier: int | None
-    member: bool
-    org_approver: bool
-    policy: PolicyFlags | None
-    named_by_policy: bool = False
-    named_by_a_tier: bool = False
-    configured: bool = False
-
-
-@dataclass(frozen=True)
-class PolicyFlags:
-    """Who an approver policy lets decide (the flags :func:`describe_refusal` reads)."""
-
-    allow_self_approval: bool
-    allow_agent_owner: bool
-    allow_initiator: bool
-    allow_org_approvers: bool
-
-
-def standing_of(*, request: Any, user: Any) -> Standing:
-    """``user``'s :class:`Standing` on ``request`` in two indexed queries (the snapshot row with
-    the memberships and the configuration history, the policy with whether it names the user)."""
-    memberships = Membership.objects.filter(user_id=user.pk, organization_id=request.organization_id)
-    agent_history, hook_history, policy_history = _configured(
-        agent_id=request.agent_id, organization_id=request.organization_id, user=user.pk
-    )
-    row = (
-        ConfirmationApprover.objects.filter(request_id=request.pk, user_id=user.pk)
-        .annotate(
-            member=Exists(memberships),
-            org_approver=Exists(memberships.filter(role__in=APPROVER_ROLES)),
-            agent_changed=agent_history,
-            hooks_changed=hook_history,
-            policy_changed=policy_history,
-        )
-        .values_list("tier", "member", "org_approver", "agent_changed", "hooks_changed", "policy_changed")
-        .first()
-    )
-    if row is None:
-        return Standing(tier=None, member=False, org_approver=False, policy=None)
-    tier, member, org_approver, *changed = row
-    configured = any(changed)
-    policy = _policy_row(
-        request.agent,
-        ApproverPolicy.objects.annotate(
-            names_user=Exists(
-                ApproverPolicy.named_users.through.objects.filter(
-                    approverpolicy_id=OuterRef("pk"), user_id=user.pk
-                )
-            ),
-            tier_names_user=Exists(
-                EscalationTier.named_users.through.objects.filter(
-                    escalationtier__policy_id=OuterRef("pk"), user_id=user.pk
-                )
-            ),
-        ),
-    )
-    if policy is None:
-        return Standing(
-            tier=tier, member=member, org_approver=org_approver, policy=None, configured=configured
-        )
-    return Standing(
-        tier=tier,
-        member=member,
-        org_approver=org_approver,
-        configured=configured,
-        policy=PolicyFlags(
-            allow_self_approval=policy.allow_self_approval,
-            allow_agent_owner=policy.allow_agent_owner,
-            allow_initiator=policy.allow_initiator,
-            allow_org_approvers=policy.allow_org_approvers,
-        ),
-        named_by_policy=policy.names_user,
-        named_by_a_tier=policy.tier_names_user,
-    )
-
-
-def describe_refusal(*, request: Any, user: Any, standing: Standing | None = None) -> str | None:
-    """Why ``user`` may not decide ``request`` (``None`` when they may).
-
-    The approver snapshot taken at opening is an upper bound: at decision time the user must also
-    still be active, a member of the request's organisation and eligible under the agent's
-    current policy (:func:`approver_ids`, or an escalation tier's :func:`tier_approver_ids` once
-    the request was escalated). ``request.agent`` is loaded (or loadable) by the caller.
-    Whoever configures the agent (:func:`conflicted_ids`) decides only while they hold an approver
-    or admin membership, and never their own call.
-
-    The same rules as those two functions, asked of one person, over their :class:`Standing`
-    (read here by :func:`standing_of` unless the caller read it already): two indexed queries
-    where computing the whole approver set took five or more. A click pays this on every
-    decision."""
-    if user is None or not getattr(user, "is_authenticated", False):
-        return "not signed in"
-    if not user.is_active:
-        return "the account is deactivated"
-    if user.pk == request.requested_by_id and not request.allow_self_approval:
-        return "the requester may not approve their own call"
-    if standing is None:
-        standing = standing_of(request=request, user=user)
-    if standing.tier is None:
-        return "not an approver of this request"
-    if not standing.member:
-        return "no longer a member of the organisation"
-    agent = request.agent
-    is_requester = user.pk == request.requested_by_id
-    # Separation of duties (DESIGN §1.13), whatever the policy says.
-    if standing.configured or user.pk == agent.owner_id:
-        if is_requester:
-            return "whoever configures the agent may not decide their own call"
-        if not standing.org_approver:
-            return "whoever configures the agent decides only if an organisation admin made them an approver"
-    rules: PolicyFlags | ResolvedPolicy = standing.policy if standing.policy is not None else ResolvedPolicy()
-    barred_as_requester = is_requester and not rules.allow_self_approval
-    current = not barred_as_requester and (
-        standing.named_by_policy
-        or (rules.allow_agent_owner and user.pk == agent.owner_id)
-        or (rules.allow_initiator and is_requester)
-        or (rules.allow_org_approvers and standing.org_approver)
-    )
-    in_a_tier = not barred_as_requester and standing.named_by_a_tier
-    if not current and (request.escalation_level == 0 or not in_a_tier):
-        return "no longer an approver under the agent's current policy"
-    if (
-        request.escalation_level > 0
-        and not request.first_tier_may_decide_after_escalation
-        and not standing.tier
-    ):
-        return "the request was escalated: only the escalation tiers may decide it now"
-    return None

@@ -19,6 +19,7 @@ urlpatterns: list[URLPattern] = [
     path("health/export.csv", views.queue_health_export, name="queue-health-export"),
     path("live/", views.inbox_live, name="live"),
     path("batch/", views.request_decide_batch, name="decide-batch"),
+    path("away/", views.away, name="away"),
     path("<uuid:request_id>/", views.request_detail, name="detail"),
     path("<uuid:request_id>/decide/", views.request_decide, name="decide"),
     # The admin's login only admits staff; approvers sign in here (Django's own auth views).

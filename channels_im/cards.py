@@ -9,7 +9,7 @@ from typing import Any
 from django.conf import settings
 
 from approvals.presentation import title_of
-from approvals.selectors import display_name, tally_of, votes_of
+from approvals.selectors import current_stage_votes, display_name, stages_of, tally_of, votes_of
 
 #: Arguments longer than this (pretty-printed) are cut on cards, with a link to the full request in
 #: the portal. Feishu cards must stay under 30 KB and Slack text blocks under 3,000 characters.
@@ -40,6 +40,8 @@ class CardFacts:
     #: What the call is about, as "Label: value" lines (the request's context: the business
     #: fields its context action read, else its arguments with numbers written for people).
     about: tuple[str, ...] = ()
+    #: A staged request's stages, a line each ("Stage 1 of 2 — Team lead (1 approval): approved — …").
+    stages: tuple[str, ...] = ()
 
     @property
     def waiting_lines(self) -> list[str]:
@@ -48,6 +50,7 @@ class CardFacts:
         return [
             *self.about,
             f"Expires at {self.expires_at}",
+            *self.stages,
             *([self.tally] if self.tally else []),
             *self.notes,
         ]
@@ -73,8 +76,11 @@ def _when(value: Any) -> str | None:
 
 def card_facts(request: Any) -> CardFacts:
     """Facts of ``request`` (with ``agent``, ``requested_by`` and ``responded_by`` loadable)."""
+    stages = stages_of(request=request) if getattr(request, "stage_plan", None) else []
     tally = tally_of(request=request) if getattr(request, "approvals_required", 1) > 1 else None
-    tally_text = tally.text_with(votes_of(request=request)) if tally is not None else ""
+    # A staged request's tally counts its current stage's votes only.
+    votes = current_stage_votes(request=request, stages=stages) if stages else None
+    tally_text = tally.text_with(votes if votes is not None else votes_of(request=request)) if tally else ""
     text = json.dumps(request.tool_args, indent=2, ensure_ascii=False, sort_keys=True)
     truncated = len(text) > ARGS_CARD_LIMIT
     if truncated:
@@ -97,6 +103,7 @@ def card_facts(request: Any) -> CardFacts:
         reason=request.reason,
         tally=tally_text,
         notes=tuple(_notes(request, link)),
+        stages=tuple(stage.text for stage in stages),
     )
 
 

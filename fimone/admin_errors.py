@@ -31,6 +31,8 @@ CONSTRAINT_MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "approvals.ApproverPolicy.agent": ("agent", "This agent already has its own policy: edit that one."),
     "escalationtier_after_min": ("after_seconds", "After: at least 1 second."),
+    "approvalstage_quorum_min": ("approvals_required", "Approvals required: at least 1."),
+    "approvalstage_timeout_min": ("timeout_seconds", "Timeout: at least 10 seconds, or empty."),
     # agents
     "agents.Organization.name": ("name", "An organisation with this name already exists."),
     "connector_unique_slug": ("slug", "A connector with this slug already exists in this organisation."),

@@ -272,7 +272,10 @@ def _equal(left: Any, right: Any) -> bool:
     return left == right
 
 
-class _Condition:
+class Condition:
+    """One ``{field, op, value}`` row (``confirm_when``'s, and an approval stage's): parsed once,
+    then :meth:`met` by a call's arguments. Raises ``ValueError`` naming ``where`` for a bad row."""
+
     __slots__ = ("field", "op", "path", "regex", "value")
 
     def __init__(self, raw: dict[str, Any], where: str) -> None:
@@ -322,6 +325,22 @@ class _Condition:
 
     def describe(self) -> str:
         return f"{self.field} {self.op} {json.dumps(self.value, ensure_ascii=False)}"
+
+
+def conditions_of(rows: Any, *, where: str = "conditions") -> tuple[Condition, ...]:
+    """Parse a list of ``{field, op, value}`` rows (possibly empty). Raises ``ValueError`` saying
+    which row is wrong and why."""
+    if not isinstance(rows, list):
+        raise ValueError(f"{where} must be a list of {{field, op, value}}")
+    parsed = []
+    for index, raw in enumerate(rows):
+        at = f"{where}[{index}]"
+        if not isinstance(raw, dict) or not {"field", "op", "value"} <= set(raw):
+            raise ValueError(f"{at} must be an object with field, op and value")
+        if not isinstance(raw["field"], str) or not raw["field"] or raw["op"] not in CONFIRM_OPS:
+            raise ValueError(f"{at}: field must be a name and op one of {', '.join(CONFIRM_OPS)}")
+        parsed.append(Condition(raw, at))
+    return tuple(parsed)
 
 
 @register_hook
@@ -376,15 +395,7 @@ class ConfirmWhen(PreToolUseHook):
             raise ValueError("mode must be 'all' or 'any'")
         if not isinstance(conditions, list) or not conditions:
             raise ValueError("conditions must be a non-empty list of {field, op, value}")
-        parsed = []
-        for index, raw in enumerate(conditions):
-            where = f"conditions[{index}]"
-            if not isinstance(raw, dict) or not {"field", "op", "value"} <= set(raw):
-                raise ValueError(f"{where} must be an object with field, op and value")
-            if not isinstance(raw["field"], str) or not raw["field"] or raw["op"] not in CONFIRM_OPS:
-                raise ValueError(f"{where}: field must be a name and op one of {', '.join(CONFIRM_OPS)}")
-            parsed.append(_Condition(raw, where))
-        self.conditions = tuple(parsed)
+        self.conditions = conditions_of(conditions)
         self.mode = mode
         self.reason = str(reason or "")
 

@@ -251,6 +251,10 @@ def request_states(*, request_ids: list[str]) -> dict[str, dict[str, Any]]:
             "at": request.responded_at.isoformat() if request.responded_at else None,
             "reason": request.reason,
         }
+        if request.stage_plan and request.is_pending:
+            # Waiting at a stage: its votes, quorum, people and deadline (the run's
+            # ``approval.pending`` told the first stage's).
+            states[str(request.pk)].update(approval_selectors.stage_vote_summary(request=request))
     return states
 
 

@@ -16,12 +16,16 @@ adding a row to its :data:`PATHS`.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
+from django.utils import timezone
 
 from agents import events as ev
 from agents.models import ConnectorCallLog, ExecutionPath, Run, RunStatus
-from approvals.models import ConfirmationRequest
+from approvals.models import ApprovalStage, ConfirmationRequest
 from approvals.services import BatchItem, confirmation_decide, confirmation_decide_batch
+from approvals.services.absences import absence_set
 from tests.agents.engine_kit import Harness, events_of
 from tests.approvals.kit import set_policy
 from tests.every_path_kit import EVAL_PATHS, PATHS, PAY_ARGS, drive, pay_tool, settle
@@ -294,6 +298,55 @@ def test_a_batch_decision_keeps_a_single_decisions_rules(path, personas, resumes
         items=[BatchItem(request.pk, request.args_sha256)], user=personas.approver, approve=True
     )
     assert line.outcome.accepted
+    settle(resumes, pay)
+    root.refresh_from_db()
+    assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
+
+
+@every_path
+def test_a_staged_request_is_decided_stage_by_stage(path, personas, resumes) -> None:
+    """A policy's stages apply on every path: april's stage first (adam, asked second, is refused
+    until then), then adam's; the call runs once, after the last stage approved."""
+    policy = set_policy(personas)
+    on_payments = [{"field": "@tool", "op": "==", "value": "oa__purchase_pay"}]
+    ApprovalStage.objects.create(
+        policy=policy, position=1, name="Approvers", conditions=on_payments
+    ).named_users.set([personas.approver])
+    ApprovalStage.objects.create(
+        policy=policy, position=2, name="Admins", roles=["admin"], conditions=on_payments
+    )
+    pay = pay_tool(requires_confirmation=True)
+
+    root, _tool_run = drive(path, personas, None, pay)
+
+    request = ConfirmationRequest.objects.get()
+    assert [stage["name"] for stage in request.stage_plan] == ["Approvers", "Admins"]
+    assert confirmation_decide(request_id=request.pk, user=personas.admin, approve=True).refused
+    first = confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+    assert first.status == "recorded" and resumes.run_ids == [] and pay.calls == []
+    last = confirmation_decide(request_id=request.pk, user=personas.admin, approve=True)
+    assert last.accepted
+    settle(resumes, pay)
+    root.refresh_from_db()
+    assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
+
+
+@every_path
+def test_an_absent_approvers_delegate_decides_in_their_seat(path, personas, resumes) -> None:
+    """april is away and adam stands in: on every path the request asks adam too; his approval is
+    april's seat, and the call runs once."""
+    set_policy(personas, allow_org_approvers=False).named_users.set([personas.approver])
+    until = timezone.now() + dt.timedelta(days=1)
+    absence_set(
+        user=personas.approver, organization_id=personas.org.pk, delegate=personas.admin, ends_at=until
+    )
+    pay = pay_tool(requires_confirmation=True)
+
+    root, _tool_run = drive(path, personas, None, pay)
+
+    request = ConfirmationRequest.objects.get()
+    assert set(request.approvers.values_list("username", flat=True)) == {"april", "adam"}
+    assert confirmation_decide(request_id=request.pk, user=personas.admin, approve=True).accepted
     settle(resumes, pay)
     root.refresh_from_db()
     assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]

@@ -41,6 +41,7 @@ class MembershipFormSet(forms.BaseInlineFormSet):
         organization = self.instance
         if organization.pk is None or any(self.errors):
             return
+        self._check_managers(organization)
         dropped: list[tuple[int, Any]] = []
         for form in self.forms:
             membership = form.instance
@@ -71,6 +72,18 @@ class MembershipFormSet(forms.BaseInlineFormSet):
             if len(demoted) < len(dropped):  # a row marked for deletion shows no errors of its own
                 raise forms.ValidationError(message)
 
+    def _check_managers(self, organization: Organization) -> None:
+        """A manager (whom an approval stage may ask) is another member of the organisation."""
+        members = set(Membership.objects.filter(organization=organization).values_list("user_id", flat=True))
+        for form in self.forms:
+            manager = form.cleaned_data.get("manager") if form not in self.deleted_forms else None
+            if manager is None:
+                continue
+            if manager.pk == getattr(_row_user(form), "pk", None):
+                form.add_error("manager", "A person cannot be their own manager.")
+            elif manager.pk not in members:
+                form.add_error("manager", f"{manager} is not a member of {organization}.")
+
 
 class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     """Members and their roles. Joining an organisation takes the person's consent: organisation
@@ -81,7 +94,7 @@ class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     model = Membership
     formset = MembershipFormSet
     extra = 0
-    fields = ("user", "role")
+    fields = ("user", "role", "manager")
     raw_id_fields = ("user",)
     # A superuser may add anyone, so users are picked by id rather than restricted to the
     # organisation's current members.

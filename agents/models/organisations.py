@@ -53,6 +53,15 @@ class Membership(models.Model):
     )
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+    manager = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.SET_NULL,
+        null=True,
+        blank=True,
+        related_name="+",
+        help_text='Who this person reports to: an approval stage can ask "the requester\'s manager". '
+        "Set on any of the person's roles in the organisation.",
+    )
 
     class Meta:
         constraints = [

@@ -23,11 +23,12 @@ from agents import selectors as agent_selectors
 from agents.admin.scoping import OrganizationScopedFieldsMixin
 from agents.models import Membership, Role
 from approvals.admin.scoping import managed_only, manages, visible
-from approvals.models import ApproverPolicy, EscalationTier
+from approvals.models import ApprovalStage, ApproverPolicy, EscalationTier
 from approvals.policy import APPROVER_ROLES, is_organisation_admin, non_approvers
 from approvals.selectors import display_name
 from fimone.history import ConfigHistoryAdmin
 from fimone.humanize import duration_text
+from hooks.builtin import CONFIRM_OPS, conditions_of
 
 ADMIN_SETTINGS = ("allow_self_approval", "allow_initiator")
 """Policy settings only an organisation admin (or a superuser) sets: who may approve their own call."""
@@ -90,22 +91,92 @@ def _named_users_problem(organization: Any, users: Any) -> str | None:
     )
 
 
+def _parent_organization(instance: Any) -> Any:
+    """The organisation of the policy a tier or stage is saved with (the inline's parent), or
+    ``None`` while the policy's own form still misses it (that form says what is missing)."""
+    try:
+        return instance.policy.organization
+    except ObjectDoesNotExist:
+        return None
+
+
 class EscalationTierForm(forms.ModelForm):
-    """A tier names only approvers and admins of its policy's organisation."""
+    """A tier names only approvers and admins of its policy's organisation, and escalates one of
+    its policy's stages, or the requests no stage applies to."""
 
     class Meta:
         model = EscalationTier
-        fields = ("after_seconds", "named_users", "channel_config")
+        fields = ("after_seconds", "named_users", "channel_config", "stage")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
-        try:  # the policy being saved with it (the inline's parent)
-            organization = self.instance.policy.organization
-        except ObjectDoesNotExist:  # the policy's own form says what is missing
-            organization = None
-        problem = _named_users_problem(organization, cleaned.get("named_users"))
+        problem = _named_users_problem(_parent_organization(self.instance), cleaned.get("named_users"))
         if problem is not None:
             self.add_error("named_users", problem)
+        stage = cleaned.get("stage")
+        if (
+            stage is not None
+            and self.instance.policy_id is not None
+            and stage.policy_id != self.instance.policy_id
+        ):
+            self.add_error("stage", "Choose a stage of this policy.")
+        return cleaned
+
+
+ROLE_CHOICES = [(role.value, f"Everyone with the {role.label.lower()} role") for role in APPROVER_ROLES]
+
+
+class ApprovalStageForm(forms.ModelForm):
+    """A stage: when it applies (``confirm_when``'s condition rows), who it asks (named approvers,
+    roles, the requester's manager: at least one of them), its quorum and its deadline."""
+
+    roles = forms.MultipleChoiceField(
+        choices=ROLE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple, label="Roles"
+    )
+
+    class Meta:
+        model = ApprovalStage
+        fields = (
+            "position",
+            "name",
+            "conditions",
+            "condition_mode",
+            "named_users",
+            "roles",
+            "requester_manager",
+            "approvals_required",
+            "timeout_seconds",
+        )
+        widgets = {"conditions": forms.Textarea(attrs={"rows": 3, "cols": 60})}
+
+    def clean_conditions(self) -> Any:
+        rows = self.cleaned_data.get("conditions")
+        rows = [] if rows in (None, "") else rows
+        try:
+            conditions_of(rows)
+        except ValueError as exc:
+            raise forms.ValidationError(
+                f"{exc}. Write a list of rows such as "
+                '[{"field": "amount", "op": ">=", "value": 50000}]; '
+                f"ops: {' '.join(CONFIRM_OPS)}."
+            ) from None
+        return rows
+
+    def clean_roles(self) -> list[str]:
+        return list(self.cleaned_data.get("roles") or [])
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        problem = _named_users_problem(_parent_organization(self.instance), cleaned.get("named_users"))
+        if problem is not None:
+            self.add_error("named_users", problem)
+        if not (cleaned.get("named_users") or cleaned.get("roles") or cleaned.get("requester_manager")):
+            self.add_error(
+                None, "A stage asks somebody: name approvers, tick a role or the requester's manager."
+            )
+        timeout = cleaned.get("timeout_seconds")
+        if timeout is not None and timeout < 10:
+            self.add_error("timeout_seconds", "At least 10 seconds (or empty: the policy's timeout).")
         return cleaned
 
 
@@ -183,7 +254,7 @@ class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     model = EscalationTier
     form = EscalationTierForm
     extra = 0
-    fields = ("after_seconds", "named_users", "channel_config")
+    fields = ("after_seconds", "named_users", "channel_config", "stage")
     verbose_name = "escalation tier"
     verbose_name_plural = "Escalation tiers — if nobody decides in time, ask these people too"
 
@@ -212,6 +283,46 @@ class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
         if db_field.name == "channel_config" and not request.user.is_superuser:
             kwargs["queryset"] = managed_only(request, db_field.related_model._default_manager.all())
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def get_formset(self, request: HttpRequest, obj: Any = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)
+        # A tier escalates one of this policy's stages (saved ones: a new stage can be chosen
+        # once the policy is saved with it).
+        field = formset.form.base_fields.get("stage")
+        if field is not None:
+            field.queryset = (
+                ApprovalStage.objects.filter(policy=obj) if obj is not None else ApprovalStage.objects.none()
+            )
+            field.help_text = (
+                "The stage this tier escalates (counted from when it opens); "
+                "empty: calls no stage applies to."
+            )
+        return formset
+
+
+class ApprovalStageInline(OrganizationScopedFieldsMixin, admin.StackedInline):
+    """The policy's stages, edited on the policy's page with the policy's permissions; saving them
+    saves the policy, so its history records who changed them (separation of duties reads it)."""
+
+    model = ApprovalStage
+    form = ApprovalStageForm
+    extra = 0
+    verbose_name = "stage"
+    verbose_name_plural = (
+        "Stages — for the calls they apply to, ask these people in order; each stage must approve "
+        "before the next is asked, and any stage's rejection rejects"
+    )
+    _may_edit = EscalationTierInline._may_edit
+    has_view_permission = EscalationTierInline.has_view_permission
+    has_add_permission = EscalationTierInline.has_add_permission
+    has_change_permission = EscalationTierInline.has_change_permission
+    has_delete_permission = EscalationTierInline.has_delete_permission
+
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if db_field.name == "named_users" and field is not None:
+            field = _named_users_field(field, request, db_field.verbose_name)
+        return field
 
 
 @admin.register(ApproverPolicy)
@@ -275,7 +386,7 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
             },
         ),
     )
-    inlines = (EscalationTierInline,)
+    inlines = (ApprovalStageInline, EscalationTierInline)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ApproverPolicy]:
         return visible(request, super().get_queryset(request))

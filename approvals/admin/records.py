@@ -13,6 +13,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 
 from agents import events as ev
 from agents.admin.scoping import ReadOnlyAdminMixin
@@ -21,7 +22,7 @@ from approvals.admin.scoping import visible
 from approvals.event_lines import EventLine
 from approvals.gate import pretty_arguments
 from approvals.models import ConfirmationEvent, ConfirmationRequest
-from approvals.selectors import display_name
+from approvals.selectors import display_name, stages_of
 from fimone.humanize import duration_text
 
 
@@ -93,6 +94,7 @@ class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
                 "fields": (
                     "requester",
                     "approver_names",
+                    "stages",
                     "allow_self_approval",
                     "approvals_required",
                     "any_rejection_rejects",
@@ -172,6 +174,13 @@ class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     @admin.display(description="who could decide")
     def approver_names(self, obj: ConfirmationRequest) -> str:
         return ", ".join(sorted(display_name(user) for user in obj.approvers.all())) or "—"
+
+    @admin.display(description="stages")
+    def stages(self, obj: ConfirmationRequest) -> str:
+        lines = stages_of(request=obj)
+        if not lines:
+            return "—"
+        return format_html_join(mark_safe("<br>"), "{}", ((line.text,) for line in lines))
 
     @admin.display(description="arguments (as approved)")
     def arguments(self, obj: ConfirmationRequest) -> str:

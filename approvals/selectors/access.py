@@ -12,9 +12,10 @@ from django.utils import timezone
 
 from agents.models import Membership, Organization, Role, Run
 from approvals.models import ConfirmationApprover, ConfirmationRequest
-from approvals.policy import APPROVER_ROLES, describe_refusal
+from approvals.policy import APPROVER_ROLES
 from approvals.selectors.requests import inbox_for
 from approvals.selectors.votes import has_voted
+from approvals.standing import describe_refusal
 
 AUDIT_ROLES = (Role.AUDITOR, Role.OPERATOR, Role.ADMIN)
 """Roles that may read every confirmation request of their organisation (operators read the

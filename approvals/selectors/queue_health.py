@@ -1,5 +1,5 @@
 """The approval queue's health, for the auditors and admins of an organisation: how long decisions
-take (p50 / p90 by agent, by tool and by approver), what waits and for how long, how many requests
+take (p50 / p90 by agent, by tool, by approver and by stage), what waits and for how long, how many requests
 expire unanswered, and how the load falls on the approvers.
 
 Every figure is read from the record (requests, their approver snapshots and votes) of the
@@ -23,10 +23,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
+from django.db.models import F, QuerySet
 from django.utils import timezone
 
-from approvals.models import ConfirmationApprover, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
+from approvals.models import (
+    ConfirmationApprover,
+    ConfirmationEvent,
+    ConfirmationRequest,
+    ConfirmationStatus,
+    ConfirmationVote,
+)
 from approvals.selectors.access import audited_organization_ids
 from approvals.selectors.requests import display_name
 
@@ -66,7 +72,10 @@ def waiting_for_votes(pending: QuerySet[ConfirmationRequest]) -> dict[tuple[int,
     have not voted on."""
     voted = set(ConfirmationVote.objects.filter(request__in=pending).values_list("request_id", "user_id"))
     waiting: dict[tuple[int, int], int] = defaultdict(int)
-    asked = ConfirmationApprover.objects.filter(request__in=pending)
+    # A staged request waits for the people of its current stage only.
+    asked = ConfirmationApprover.objects.filter(
+        request__in=pending, stage=F("request__stage_index"), withdrawn_at__isnull=True
+    )
     for org, request_id, person in asked.values_list("request__organization_id", "request_id", "user_id"):
         if (request_id, person) not in voted:
             waiting[(org, person)] += 1
@@ -129,6 +138,9 @@ class QueueHealth:
     by_agent: list[Timing]
     by_tool: list[Timing]
     by_approver: list[Timing]
+    #: a staged request's stages, by name: from a stage's opening to its end (the next stage's
+    #: opening, or the verdict), of the requests decided in the period
+    by_stage: list[Timing]
     pending_by_age: list[tuple[str, int]]
     expiry: list[Expiry]
     expiry_overall: Expiry
@@ -186,6 +198,8 @@ def queue_health(
         by_agent[agent].append(waited)
         by_tool[title or tool].append(waited)
 
+    by_stage = stage_times(decided.exclude(stage_plan=[]))
+
     votes = ConfirmationVote.objects.filter(request__in=requests, created_at__gte=start, created_at__lt=end)
     by_voter: dict[Any, list[float]] = defaultdict(list)
     for voter, voted, asked in votes.values_list("user_id", "created_at", "request__created_at"):
@@ -230,11 +244,33 @@ def queue_health(
         by_agent=timings(by_agent),
         by_tool=timings(by_tool),
         by_approver=timings({display_name(people[pk]): values for pk, values in by_voter.items()}),
+        by_stage=timings(by_stage),
         pending_by_age=by_age,
         expiry=expiry,
         expiry_overall=overall_expiry,
         approvers=approvers,
     )
+
+
+def stage_times(staged: QuerySet[ConfirmationRequest]) -> dict[str, list[float]]:
+    """How long each stage of the decided ``staged`` requests took, by the stage's name: from its
+    opening (the request's creation, or its ``stage_opened`` event) to the next stage's opening or
+    the verdict (two queries)."""
+    rows = list(staged.values_list("pk", "stage_plan", "created_at", "responded_at"))
+    opened: dict[Any, list[dt.datetime]] = defaultdict(list)
+    events = ConfirmationEvent.objects.filter(
+        request_id__in=[pk for pk, *_ in rows], kind=ConfirmationEvent.Kind.STAGE_OPENED
+    ).order_by("created_at", "pk")
+    for request_id, moment in events.values_list("request_id", "created_at"):
+        opened[request_id].append(moment)
+    times: dict[str, list[float]] = defaultdict(list)
+    for pk, plan, created, responded in rows:
+        starts = [created, *opened[pk]]
+        ends = [*opened[pk], responded]
+        for index, (began, ended) in enumerate(zip(starts, ends, strict=True)):
+            name = (plan[index].get("name") if index < len(plan) else "") or f"stage {index + 1}"
+            times[name].append(max(0.0, (ended - began).total_seconds()))
+    return times
 
 
 def _p50_p90(values: list[float]) -> tuple[float | None, float | None]:

@@ -7,11 +7,17 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
 from agents.models import Membership
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
+from approvals.models import (
+    ConfirmationApprover,
+    ConfirmationEvent,
+    ConfirmationRequest,
+    ConfirmationStatus,
+    ConfirmationVote,
+)
 
 
 def display_name(user: Any) -> str:
@@ -45,12 +51,17 @@ def request_for_decision(*, request_id: uuid.UUID) -> ConfirmationRequest | None
 
 
 def inbox_for(*, user: Any) -> QuerySet[ConfirmationRequest]:
-    """Pending, unexpired requests ``user`` is an approver of and has not voted on yet, in
-    organisations they still belong to, soonest deadline first (a change of policy since opening
-    is checked when they decide)."""
+    """Pending, unexpired requests ``user`` is asked to decide (by the request's current stage,
+    in their own right or standing in for someone, not reassigned away) and has not voted on yet,
+    in organisations they still belong to, soonest deadline first (a change of policy since
+    opening is checked when they decide)."""
+    # Asked by the request's current stage (0 for a request without stages).
+    asked = ConfirmationApprover.objects.filter(
+        request_id=OuterRef("pk"), user_id=user.pk, stage=OuterRef("stage_index"), withdrawn_at__isnull=True
+    )
     return (
         ConfirmationRequest.objects.filter(
-            approvers=user,
+            Exists(asked),
             status=ConfirmationStatus.PENDING,
             expires_at__gt=timezone.now(),
             organization_id__in=Membership.objects.filter(user=user).values("organization_id"),
@@ -66,3 +77,12 @@ def request_events(*, request: ConfirmationRequest) -> QuerySet[ConfirmationEven
     return (
         ConfirmationEvent.objects.filter(request=request).select_related("actor").order_by("created_at", "pk")
     )
+
+
+def stand_in_for(*, user: Any, request_ids: list[Any]) -> dict[str, str]:
+    """For the requests of ``request_ids`` that ask ``user`` in someone else's place (an absence's
+    delegate, a reassignment): whom, by request id (as text, for templates). One query."""
+    rows = ConfirmationApprover.objects.filter(
+        user_id=user.pk, request_id__in=request_ids, delegate_of__isnull=False, withdrawn_at__isnull=True
+    ).select_related("delegate_of")
+    return {str(row.request_id): display_name(row.delegate_of) for row in rows}

@@ -82,18 +82,22 @@ class Tally:
 
 
 def tally_of(*, request: ConfirmationRequest) -> Tally:
-    """Count the votes on ``request`` (two indexed queries)."""
-    votes = dict(
-        ConfirmationVote.objects.filter(request_id=request.pk)
-        .values("approve")
-        .annotate(n=Count("pk"))
-        .values_list("approve", "n")
-    )
+    """Count the votes on ``request`` (two indexed queries): of a staged request, those of the
+    people its current stage asks, against that stage's quorum."""
+    votes = ConfirmationVote.objects.filter(request_id=request.pk)
+    asked = ConfirmationApprover.objects.filter(request_id=request.pk)
+    if request.stage_plan:
+        asked = asked.filter(stage=request.stage_index)
+        votes = votes.filter(user_id__in=asked.values("user_id"))
+    counted = dict(votes.values("approve").annotate(n=Count("pk")).values_list("approve", "n"))
+    # Seats, not people: an absent approver's stand-in takes their seat (one vote between them),
+    # and a reassigned person's seat went to whom it was reassigned to.
+    seats = asked.filter(withdrawn_at__isnull=True, absence__isnull=True)
     return Tally(
-        approvals=votes.get(True, 0),
-        rejections=votes.get(False, 0),
+        approvals=counted.get(True, 0),
+        rejections=counted.get(False, 0),
         required=request.approvals_required,
-        eligible=ConfirmationApprover.objects.filter(request_id=request.pk).count(),
+        eligible=seats.count(),
         any_rejection_rejects=request.any_rejection_rejects,
     )
 
@@ -164,3 +168,33 @@ def may_edit_arguments(*, request: ConfirmationRequest) -> bool:
 
 def has_voted(*, request: ConfirmationRequest, user: Any) -> bool:
     return ConfirmationVote.objects.filter(request_id=request.pk, user_id=user.pk).exists()
+
+
+def seat_taken(*, request: ConfirmationRequest, user: Any) -> str | None:
+    """Why ``user``'s seat on ``request`` has voted already through someone else (``None`` when it
+    has not): the person they stand in for voted, or their stand-in voted in their place. One
+    seat, one vote: an absence never lets two people vote for one approver."""
+    delegator = (
+        ConfirmationApprover.objects.filter(request_id=request.pk, user_id=user.pk)
+        .values_list("delegate_of_id", flat=True)
+        .first()
+    )
+    if delegator is not None:
+        vote = (
+            ConfirmationVote.objects.filter(request_id=request.pk, user_id=delegator)
+            .select_related("user")
+            .first()
+        )
+        if vote is not None:
+            return f"{display_name(vote.user)}, whom you stand in for, has already voted on it"
+    stand_ins = ConfirmationApprover.objects.filter(request_id=request.pk, delegate_of_id=user.pk).values(
+        "user_id"
+    )
+    vote = (
+        ConfirmationVote.objects.filter(request_id=request.pk, user_id__in=stand_ins)
+        .select_related("user")
+        .first()
+    )
+    if vote is not None:
+        return f"{display_name(vote.user)} has already voted on it in your place"
+    return None

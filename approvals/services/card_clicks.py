@@ -20,11 +20,11 @@ from django.utils import timezone
 
 from approvals import decision_sql
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from approvals.policy import describe_refusal
 from approvals.selectors import Tally
 from approvals.services.deciding import DecisionOutcome, clean_text, decided_details
 from approvals.services.event_log import Kind
 from approvals.services.settling import after_verdict, outbox_follow_up
+from approvals.standing import describe_refusal
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +41,8 @@ def confirmation_decide_click(
 ) -> DecisionOutcome | None:
     """A verified card click through channel ``via_channel_id`` of ``organization_id``, decided in
     two statements (:mod:`approvals.decision_sql`) when it is the common case: the first vote of
-    a request one approval settles and any rejection rejects, neither escalated nor edited, sent
-    to this channel, by a clicker :func:`~approvals.policy.describe_refusal` lets decide. The
+    a request one approval settles and any rejection rejects, neither escalated, staged nor edited, sent
+    to this channel, by a clicker :func:`~approvals.standing.describe_refusal` lets decide. The
     same rows, events and follow-ups as :func:`~approvals.services.deciding.confirmation_decide`,
     whose conditional update it shares; in production the follow-up is written by the same
     statement, to the outbox (:mod:`fimone.outbox`).
@@ -145,10 +145,13 @@ def _click_verdict(
         and request.approvals_required == 1
         and request.any_rejection_rejects
         and request.escalation_level == 0
+        and not request.stage_plan
         and request.edited_by_id is None
         and request.channel_config_id == via_channel_id
     )
-    if not common or describe_refusal(request=request, user=user, standing=facts.standing) is not None:
+    standing = facts.standing
+    common = common and standing.delegate_of is None and not standing.withdrawn
+    if not common or describe_refusal(request=request, user=user, standing=standing) is not None:
         return None
     verdict = ConfirmationStatus.APPROVED if approve else ConfirmationStatus.REJECTED
     clean_reason = clean_text(reason)

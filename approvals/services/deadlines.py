@@ -50,10 +50,15 @@ def _escalate(*, request_id: uuid.UUID, now: dt.datetime) -> bool:
     channel_config_id = tier.get("channel_config_id") or request.channel_config_id
     channel = tier.get("channel") or request.channel
     won = ConfirmationRequest.objects.filter(
-        pk=request_id, status=ConfirmationStatus.PENDING, escalation_level=level
+        pk=request_id,
+        status=ConfirmationStatus.PENDING,
+        escalation_level=level,
+        stage_index=request.stage_index,
     ).update(
         escalation_level=level + 1,
-        next_escalation_at=request.created_at + dt.timedelta(seconds=following["after_seconds"])
+        # Counted from the opening of the request, or of its current stage.
+        next_escalation_at=(request.stage_opened_at or request.created_at)
+        + dt.timedelta(seconds=following["after_seconds"])
         if following
         else None,
         channel_config_id=channel_config_id,
@@ -72,10 +77,17 @@ def _escalate(*, request_id: uuid.UUID, now: dt.datetime) -> bool:
         allow_self=request.allow_self_approval,
         agent=request.agent,
     )
-    # People already asked move up to this tier (they may decide even if the first tier may not).
-    ConfirmationApprover.objects.filter(request_id=request_id, user_id__in=added).update(tier=level + 1)
+    # People already asked (by this stage) move up to this tier (they may decide even if the first
+    # tier may not); someone another stage of the request asks stays there (one vote a person).
+    stage = request.stage_index
+    ConfirmationApprover.objects.filter(request_id=request_id, user_id__in=added, stage=stage).update(
+        tier=level + 1
+    )
     ConfirmationApprover.objects.bulk_create(
-        [ConfirmationApprover(request_id=request_id, user_id=user_id, tier=level + 1) for user_id in added],
+        [
+            ConfirmationApprover(request_id=request_id, user_id=user_id, tier=level + 1, stage=stage)
+            for user_id in added
+        ],
         ignore_conflicts=True,
     )
     log_event(

@@ -10,6 +10,7 @@ inline waiter, resuming a suspended run, updating the card) run after commit
 
 from __future__ import annotations
 
+import datetime as dt
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -19,12 +20,19 @@ from django.utils import timezone
 
 from agents.engine import jsonsafe
 from agents.engine.store import args_sha256
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
-from approvals.policy import describe_refusal, is_outsider
-from approvals.selectors import Tally, has_voted, request_for_decision, tally_of
+from approvals.models import (
+    ConfirmationApprover,
+    ConfirmationEvent,
+    ConfirmationRequest,
+    ConfirmationStatus,
+    ConfirmationVote,
+)
+from approvals.policy import is_outsider
+from approvals.selectors import Tally, has_voted, request_for_decision, seat_taken, tally_of
 from approvals.services.editing import apply_edit, edit_problem
 from approvals.services.event_log import Kind, log_event
-from approvals.services.settling import after_verdict, after_vote
+from approvals.services.settling import after_stage_opened, after_verdict, after_vote
+from approvals.standing import describe_refusal, stage_name, stage_refusal
 
 
 @dataclass(frozen=True)
@@ -169,11 +177,17 @@ def confirmation_decide(
     locked = (
         ConfirmationRequest.objects.select_for_update(no_key=True)
         .filter(pk=request.pk)
-        .values_list("status", "expires_at", "args_sha256", "edited_by_id", "channel")
+        .values_list("status", "expires_at", "args_sha256", "edited_by_id", "channel", "stage_index")
         .first()
     )
     if locked is None or locked[0] != ConfirmationStatus.PENDING or locked[1] <= now:
         return _late(request_id=request.pk, user=user, external_id=external_id, verdict=verdict)
+    if request.stage_plan and locked[5] != request.stage_index:
+        # The request moved to its next stage since it was read: the decider's stage is over.
+        request.stage_index = locked[5]
+        refusal = stage_refusal(request=request, stage=asked_at_stage(request=request, user=user))
+        log(Kind.CLICK_REFUSED, reason=refusal, via="web" if via_channel_id is None else via_channel_id)
+        return DecisionOutcome(False, "refused", f"You cannot decide this request: {refusal}.", request)
     # An approval covers the arguments the approver saw: after another approver's edit, a page
     # opened before it, a chat card (which shows the proposed ones) or any caller that does not
     # say which arguments it saw, cannot approve.
@@ -190,12 +204,18 @@ def confirmation_decide(
         )
     # With one approval required and any rejection rejecting, the first vote settles the request:
     # pending under the lock means nobody has voted yet, so there is nothing to look up or count.
-    first_vote_settles = request.approvals_required == 1 and request.any_rejection_rejects
+    first_vote_settles = (
+        request.approvals_required == 1 and request.any_rejection_rejects and not request.stage_plan
+    )
     if not first_vote_settles and has_voted(request=request, user=user):
         log(Kind.CLICK_REFUSED, reason="already voted")
         return DecisionOutcome(
             False, "already_voted", "You have already voted on this request; a vote counts once.", request
         )
+    taken = None if first_vote_settles else seat_taken(request=request, user=user)
+    if taken is not None:
+        log(Kind.CLICK_REFUSED, reason=f"already voted: {taken}")
+        return DecisionOutcome(False, "already_voted", f"You cannot vote: {taken}.", request)
     clean_reason = clean_text(reason)
     if edited_args is not None:
         if not first_vote_settles and ConfirmationVote.objects.filter(request_id=request.pk).exists():
@@ -225,6 +245,7 @@ def confirmation_decide(
             rejections=tally.rejections,
             required=tally.required,
             via=via,
+            **({"stage": request.stage_index + 1} if request.stage_plan else {}),
         )
         # The channel read under the lock: an escalation may have moved the card since ``request`` was loaded.
         channel = locked[4]
@@ -233,6 +254,8 @@ def confirmation_decide(
         return DecisionOutcome(False, RECORDED, f"Your {what} was recorded: {tally.text}.", request)
 
     verdict = ConfirmationStatus(tally.outcome)
+    if verdict == ConfirmationStatus.APPROVED and request.stage_index + 1 < len(request.stage_plan):
+        return _next_stage(request=request, user=user, reason=clean_reason, via=via, tally=tally, now=now)
     written = {
         "status": verdict,
         "responded_at": now,
@@ -256,6 +279,76 @@ def confirmation_decide(
     )
     transaction.on_commit(lambda: after_verdict(request))
     return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
+
+
+def asked_at_stage(*, request: ConfirmationRequest, user: Any) -> int:
+    """The stage of ``request`` that asks ``user`` (0 when none does)."""
+    stage = (
+        ConfirmationApprover.objects.filter(request_id=request.pk, user_id=user.pk)
+        .values_list("stage", flat=True)
+        .first()
+    )
+    return stage or 0
+
+
+def _next_stage(
+    *, request: ConfirmationRequest, user: Any, reason: str, via: int | str, tally: Any, now: dt.datetime
+) -> DecisionOutcome:
+    """The vote completed its stage's quorum and a stage follows: the request stays pending and
+    asks the next stage's people, with that stage's quorum, deadline and escalation tiers. Caller
+    holds the row lock and has recorded the vote; the request's cards go out again (a new card)."""
+    done, index = request.stage_index, request.stage_index + 1
+    stage = request.stage_plan[index]
+    plan = stage.get("tiers") or []
+    changed = {
+        "stage_index": index,
+        "stage_opened_at": now,
+        "approvals_required": stage["approvals_required"],
+        "expires_at": now + dt.timedelta(seconds=stage["timeout_seconds"]),
+        "escalation_plan": plan,
+        "escalation_level": 0,
+        "next_escalation_at": now + dt.timedelta(seconds=plan[0]["after_seconds"]) if plan else None,
+        "external_message_id": "",
+    }
+    # Under the lock it cannot lose; the condition keeps every move of a stage to one writer.
+    ConfirmationRequest.objects.filter(
+        pk=request.pk, status=ConfirmationStatus.PENDING, stage_index=done
+    ).update(**changed)
+    finished = stage_name(request, done)
+    log_event(
+        request_id=request.pk,
+        organization_id=request.organization_id,
+        kind=Kind.VOTED,
+        actor=user,
+        vote=str(ConfirmationStatus.APPROVED),
+        reason=reason,
+        approvals=tally.approvals,
+        rejections=tally.rejections,
+        required=tally.required,
+        via=via,
+        stage=done + 1,
+    )
+    for field, value in changed.items():
+        setattr(request, field, value)
+    log_event(
+        request_id=request.pk,
+        organization_id=request.organization_id,
+        kind=Kind.STAGE_OPENED,
+        stage=index + 1,
+        name=stage.get("name", ""),
+        approvers=stage.get("user_ids", []),
+        approvals_required=stage["approvals_required"],
+        expires_at=request.expires_at.isoformat(),
+    )
+    channel = request.channel
+    transaction.on_commit(lambda: after_stage_opened(request_id=request.pk, channel=channel))
+    return DecisionOutcome(
+        False,
+        RECORDED,
+        f"Your approval was recorded: {finished} is approved, and the request now waits for "
+        f"{stage_name(request, index)}.",
+        request,
+    )
 
 
 def decided_details(*, verdict: str, reason: str, via: int | str, tally: Tally) -> dict[str, Any]:

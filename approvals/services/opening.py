@@ -15,8 +15,17 @@ from agents.models import Run
 from approvals import presentation
 from approvals.channels import channel_config_for
 from approvals.live import OPENED, inbox_changed
-from approvals.models import ConfirmationRequest
-from approvals.policy import approver_ids, policy_for, tier_approver_ids
+from approvals.models import ConfirmationApprover, ConfirmationRequest
+from approvals.policy import (
+    ResolvedPolicy,
+    ResolvedStage,
+    approver_ids,
+    policy_for,
+    stage_approver_ids,
+    stages_for_call,
+    tier_approver_ids,
+)
+from approvals.services.absences import stand_in, stand_ins_at_opening
 from approvals.services.event_log import Kind, log_event
 from approvals.signals import confirmation_opened
 
@@ -57,30 +66,30 @@ def confirmation_request_open(
     policy = policy_for(agent=agent)
     if existing is not None:
         return Opened(existing, False, policy.inline_wait_seconds)
-    approvers = approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
-    if not approvers:
-        raise NoApprovers("nobody is authorised to approve this call: check the agent's approver policy")
-    tier_approvers = tier_approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
-    if len(approvers | tier_approvers) < policy.approvals_required:
-        # Fail closed and say so now, rather than leave a request nobody could ever approve.
-        raise NoApprovers(
-            f"the approver policy needs {policy.approvals_required} approvals and only "
-            f"{len(approvers | tier_approvers)} people may approve this call"
-        )
+    stages = stage_plan(policy=policy, run=run, tool_name=tool_name, tool_args=tool_args)
+    if stages:
+        first = stages[0]
+        approvers_by_stage = [set(stage["user_ids"]) for stage in stages]
+        approvers = approvers_by_stage[0]
+        approvals_required, timeout_seconds = first["approvals_required"], first["timeout_seconds"]
+        plan = first["tiers"]
+    else:
+        approvers = approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
+        if not approvers:
+            raise NoApprovers("nobody is authorised to approve this call: check the agent's approver policy")
+        tier_approvers = tier_approver_ids(policy=policy, agent=agent, requester_id=run.user_id)
+        if len(approvers | tier_approvers) < policy.approvals_required:
+            # Fail closed and say so now, rather than leave a request nobody could ever approve.
+            raise NoApprovers(
+                f"the approver policy needs {policy.approvals_required} approvals and only "
+                f"{len(approvers | tier_approvers)} people may approve this call"
+            )
+        approvers_by_stage = [approvers]
+        approvals_required, timeout_seconds = policy.approvals_required, policy.timeout_seconds
+        plan = tier_plan(policy.tiers, timeout_seconds=timeout_seconds)
     channel_config = channel_config_for(agent=agent, policy_channel_id=policy.channel_config_id)
     facts = facts or presentation.call_facts(agent=agent, tool_name=tool_name)
     now = timezone.now()
-    # Only tiers due before the deadline can happen ("up to the expiry").
-    plan = [
-        {
-            "after_seconds": tier.after_seconds,
-            "user_ids": sorted(tier.user_ids),
-            "channel_config_id": tier.channel_config_id,
-            "channel": tier.channel,
-        }
-        for tier in policy.tiers
-        if tier.after_seconds < policy.timeout_seconds
-    ]
     try:
         with transaction.atomic():
             request = ConfirmationRequest.objects.create(
@@ -100,13 +109,16 @@ def confirmation_request_open(
                 channel=channel_config.kind if channel_config is not None else "web",
                 channel_config=channel_config,
                 allow_self_approval=policy.allow_self_approval,
-                approvals_required=policy.approvals_required,
-                any_rejection_rejects=policy.any_rejection_rejects,
+                approvals_required=approvals_required,
+                # Any stage's rejection rejects a staged call.
+                any_rejection_rejects=policy.any_rejection_rejects or bool(stages),
                 allow_edit_on_approve=policy.allow_edit_on_approve,
-                expires_at=now + dt.timedelta(seconds=policy.timeout_seconds),
+                expires_at=now + dt.timedelta(seconds=timeout_seconds),
                 escalation_plan=plan,
                 next_escalation_at=now + dt.timedelta(seconds=plan[0]["after_seconds"]) if plan else None,
                 first_tier_may_decide_after_escalation=policy.first_tier_may_decide_after_escalation,
+                stage_plan=stages,
+                stage_opened_at=now if stages else None,
             )
     except IntegrityError:  # a concurrent opener won: theirs is the request
         return Opened(
@@ -114,7 +126,28 @@ def confirmation_request_open(
             False,
             policy.inline_wait_seconds,
         )
-    request.approvers.set(approvers)
+    ConfirmationApprover.objects.bulk_create(
+        [
+            ConfirmationApprover(request_id=request.pk, user_id=user_id, stage=index)
+            for index, people in enumerate(approvers_by_stage)
+            for user_id in sorted(people)
+        ]
+    )
+    away = stand_ins_at_opening(organization_id=agent.organization_id, asked=approvers_by_stage, now=now)
+    staged = (
+        {
+            "stages": [
+                {
+                    "name": stage["name"],
+                    "approvals_required": stage["approvals_required"],
+                    "approvers": stage["user_ids"],
+                }
+                for stage in stages
+            ]
+        }
+        if stages
+        else {}
+    )
     log_event(
         request_id=request.pk,
         kind=Kind.CREATED,
@@ -127,7 +160,13 @@ def confirmation_request_open(
         approvals_required=request.approvals_required,
         any_rejection_rejects=request.any_rejection_rejects,
         escalation_after_seconds=[tier["after_seconds"] for tier in plan],
+        **staged,
     )
+    # Stand-ins for the approvers away now (after ``created``: the log says who was asked first).
+    for row in ConfirmationApprover.objects.filter(request_id=request.pk, user_id__in=away).select_related(
+        "request", "request__agent"
+    ):
+        stand_in(row=row, absence=away[row.user_id])
     transaction.on_commit(
         lambda: confirmation_opened.send(
             sender=ConfirmationRequest, request_id=request.pk, channel=request.channel
@@ -135,3 +174,52 @@ def confirmation_request_open(
     )
     transaction.on_commit(lambda: inbox_changed(request_id=request.pk, change=OPENED))
     return Opened(request, True, policy.inline_wait_seconds)
+
+
+def tier_plan(tiers: tuple[Any, ...], *, timeout_seconds: int) -> list[dict[str, Any]]:
+    """The escalation tiers a request (or one of its stages) snapshots: only those due before its
+    deadline can happen ("up to the expiry")."""
+    return [
+        {
+            "after_seconds": tier.after_seconds,
+            "user_ids": sorted(tier.user_ids),
+            "channel_config_id": tier.channel_config_id,
+            "channel": tier.channel,
+        }
+        for tier in tiers
+        if tier.after_seconds < timeout_seconds
+    ]
+
+
+def stage_plan(
+    *, policy: ResolvedPolicy, run: Run, tool_name: str, tool_args: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The stages that apply to this call, as the request snapshots them, each with the people it
+    asks (``[]``: the call has no stages). A person asked by several stages is asked by the first
+    (a person votes once on a request, so nobody approves two stages of one call). Raises
+    :class:`NoApprovers` naming the first stage that could not reach its quorum."""
+    applying: list[ResolvedStage] = stages_for_call(
+        policy=policy, agent=run.agent, tool_name=tool_name, args=tool_args
+    )
+    plan: list[dict[str, Any]] = []
+    asked: set[int] = set()
+    for index, stage in enumerate(applying, start=1):
+        people = stage_approver_ids(stage=stage, policy=policy, agent=run.agent, requester_id=run.user_id)
+        people -= asked
+        if len(people) < stage.approvals_required:
+            raise NoApprovers(
+                f"stage {index} ({stage.name}) needs {stage.approvals_required} approval"
+                f"{'s' if stage.approvals_required > 1 else ''} and only {len(people)} people may give it"
+            )
+        asked |= people
+        timeout = stage.timeout_seconds or policy.timeout_seconds
+        plan.append(
+            {
+                "name": stage.name,
+                "approvals_required": stage.approvals_required,
+                "timeout_seconds": timeout,
+                "user_ids": sorted(people),
+                "tiers": tier_plan(stage.tiers, timeout_seconds=timeout),
+            }
+        )
+    return plan

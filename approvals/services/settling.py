@@ -25,10 +25,10 @@ from agents import executors
 from agents.consumers import run_group
 from agents.events import APPROVAL_VOTED
 from agents.models import Run, RunEvent, RunStatus
-from approvals.live import SETTLED, VOTED, inbox_changed
+from approvals.live import OPENED, SETTLED, VOTED, inbox_changed
 from approvals.models import ConfirmationRequest, ConfirmationStatus
-from approvals.selectors import vote_summary
-from approvals.signals import confirmation_settled, confirmation_voted
+from approvals.selectors import stage_vote_summary, vote_summary
+from approvals.signals import confirmation_opened, confirmation_settled, confirmation_voted
 from approvals.waking import wake
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,15 @@ def after_vote(*, request_id: uuid.UUID, channel: str) -> None:
     push_voted(request_id=request_id)
 
 
+def after_stage_opened(*, request_id: uuid.UUID, channel: str) -> None:
+    """A stage of the request was approved and the next one opened: its people's inboxes are told,
+    a new card goes out (as for a request just opened) and the run's stream shows the votes.
+    Call on commit."""
+    inbox_changed(request_id=request_id, change=OPENED)
+    confirmation_opened.send(sender=ConfirmationRequest, request_id=request_id, channel=channel)
+    push_voted(request_id=request_id)
+
+
 #: How many runs up a delegation or DAG chain a vote is shown (the parents show the child's request).
 VOTE_PUSH_DEPTH = 8
 
@@ -127,10 +136,11 @@ def push_voted(*, request_id: uuid.UUID | str) -> None:
         request = ConfirmationRequest.objects.filter(pk=request_id).first()
         if request is None:
             return
+        summary = stage_vote_summary(request=request) if request.stage_plan else vote_summary(request=request)
         payload: dict[str, Any] = {
             "request_id": str(request.pk),
             "tool_call_id": request.tool_call_id,
-            **vote_summary(request=request),
+            **summary,
         }
         stamp = timezone.now().isoformat()
         run_id: int | None = request.run_id

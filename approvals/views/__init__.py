@@ -6,6 +6,7 @@ audience:
 - :mod:`~approvals.views.downloads`: that record as CSV;
 - :mod:`~approvals.views.queue_health`: the queue's health (times to decision, what waits, expiry,
   approver load), as a page and as CSV;
+- :mod:`~approvals.views.absences`: an approver's absence and stand-in, an admin's reassignment;
 - :mod:`~approvals.views.sign_in`: the answer to a locked-out sign-in.
 
 They share :mod:`~approvals.views.layout` (the page frame) and :mod:`~approvals.views.cards` (a
@@ -16,6 +17,7 @@ The views ``approvals.urls`` routes to, and the lockout answer the settings name
 (``AXES_LOCKOUT_CALLABLE``), are re-exported here.
 """
 
+from approvals.views.absences import away
 from approvals.views.downloads import history_export, tool_calls_export
 from approvals.views.history import history, tool_calls
 from approvals.views.inbox import inbox, inbox_live, request_decide, request_decide_batch, request_detail
@@ -23,6 +25,7 @@ from approvals.views.queue_health import queue_health_export, queue_health_page
 from approvals.views.sign_in import login_locked_out
 
 __all__ = [
+    "away",
     "history",
     "history_export",
     "inbox",

@@ -43,6 +43,8 @@ class RequestCard:
     proposed: str = ""
     proposed_rows: list[dict[str, str]] = field(default_factory=list)
     editor: str | None = None
+    #: A staged request's stages, in order (empty without stages).
+    stages: list[selectors.StageLine] = field(default_factory=list)
 
     @classmethod
     def of(
@@ -59,7 +61,9 @@ class RequestCard:
         # read in it too, so "what will run" does not say less than "about this call".
         currency = _context_currency(context)
         rows = _labelled(presentation.argument_rows(request.tool_args, order=order), labels)
+        stages = selectors.stages_of(request=request)
         return cls(
+            stages=stages,
             request=request,
             title=request.tool_title or presentation.title_of(request.tool_name),
             arguments=pretty_arguments(request.tool_args),
@@ -86,7 +90,15 @@ class RequestCard:
     def tally_line(self) -> str:
         """The quorum's progress with who voted and when ("1 of 2 approvals: april approved
         10:02 UTC — waiting for one more"); empty when one approval is enough."""
-        return self.tally.text_with(self.votes) if self.tally is not None else ""
+        if self.tally is None:
+            return ""
+        # A staged request's tally counts its current stage's votes only.
+        votes = (
+            selectors.current_stage_votes(request=self.request, stages=self.stages)
+            if self.stages
+            else self.votes
+        )
+        return self.tally.text_with(votes)
 
     @property
     def reason_text(self) -> str:

@@ -135,6 +135,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         "approvals/inbox.html",
         {
             "cards": [RequestCard.of(r) for r in shown],
+            "stand_ins": selectors.stand_in_for(user=request.user, request_ids=[r.pk for r in shown]),
             "total": total,
             "filters": form,
             "filtered": form.active,
@@ -156,10 +157,13 @@ def inbox_live(request: HttpRequest) -> JsonResponse:
     shown, _form, total = _inbox_filtered(request)
     answer: dict[str, Any] = {"pending": total}
     if request.GET.get("cards") == "1":
+        stand_ins = selectors.stand_in_for(user=request.user, request_ids=[r.pk for r in shown])
         answer["cards"] = [
             {
                 "id": str(r.pk),
-                "html": render_to_string("approvals/_inbox_card.html", {"card": RequestCard.of(r)}, request),
+                "html": render_to_string(
+                    "approvals/_inbox_card.html", {"card": RequestCard.of(r), "stand_ins": stand_ins}, request
+                ),
             }
             for r in shown
         ]

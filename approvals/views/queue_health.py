@@ -130,6 +130,7 @@ def _tables(health: QueueHealth) -> dict[str, Any]:
         "by_agent": _timing_lines(health.by_agent),
         "by_tool": _timing_lines(health.by_tool),
         "by_approver": _timing_lines(health.by_approver),
+        "by_stage": _timing_lines(health.by_stage),
         "expiry": [
             {"label": e.label, "settled": e.settled, "expired": e.expired, "rate": _rate(e.rate)}
             for e in [*health.expiry, health.expiry_overall]
@@ -212,6 +213,7 @@ def health_csv_lines(health: QueueHealth) -> Iterator[str]:
         ("time_to_decision_by_agent", health.by_agent),
         ("time_to_decision_by_tool", health.by_tool),
         ("time_to_decision_by_approver", health.by_approver),
+        ("time_in_stage", health.by_stage),
     ):
         for t in timings:
             yield line(section=section, name=t.label, decisions=t.count, p50_seconds=t.p50, p90_seconds=t.p90)

@@ -140,7 +140,7 @@ def test_the_approver_reads_what_the_payment_is_for_from_the_purchase_itself(dem
         {"label": "Description", "value": "200 reams of A4 paper and 12 toner cartridges"},
         {"label": "Amount", "value": "1,200.00 USD"},
     ]
-    assert {u.username for u in request.approvers.all()} == {"april", "adam"}
+    assert {u.username for u in request.approvers.all()} == {"april", "lee", "fiona", "adam"}
 
 
 def test_a_purchase_named_by_its_number_is_paid_or_said_to_be_paid_or_unknown(demo: Demo) -> None:
@@ -177,12 +177,15 @@ def test_a_small_purchase_order_is_raised_at_once(demo: Demo) -> None:
     assert not ConfirmationRequest.objects.exists()
 
 
-def test_a_purchase_order_of_50000_or_more_waits_for_an_approver_as_the_demo_rule_says(demo: Demo) -> None:
+def test_a_purchase_order_of_50000_or_more_asks_the_team_lead_then_finance(demo: Demo) -> None:
     run = demo.says("Order 60,000 from Contoso for 40 laptops")
     request = demo.request_of(run)
 
     assert request.tool_args == {"vendor": "Contoso", "amount": 60000, "description": "40 laptops"}
+    assert [stage["name"] for stage in request.stage_plan] == ["Team lead", "Finance"]
     assert not Purchase.objects.filter(vendor="Contoso").exists()
+    lee = get_user_model().objects.get(username="lee")
+    assert confirmation_decide(request_id=request.pk, user=lee, approve=True).counted
     rejected = demo.april_decides(run, approve=False, reason="Too many laptops")
     assert (
         rejected.output
@@ -208,6 +211,7 @@ def test_the_demo_ships_an_approver_policy_and_an_order_rule_and_reseeding_puts_
     demo.pays()
     ApproverPolicy.objects.filter(pk=policy.pk).update(timeout_seconds=30)
     HookDeclaration.objects.filter(pk=rule.pk).update(enabled=False)
+    policy.stages.filter(name="Finance").update(approvals_required=1)
 
     out = io.StringIO()
     call_command("demo_setup", base_url="http://127.0.0.1:1", stdout=out)
@@ -218,5 +222,9 @@ def test_the_demo_ships_an_approver_policy_and_an_order_rule_and_reseeding_puts_
     assert Purchase.objects.filter(status=Purchase.Status.PENDING).count() == 2
     text = out.getvalue()
     assert "Demo data is ready (reset to its first state)." in text
-    assert "Approver policy: approvers and admins decide, within 10 minutes." in text
+    assert list(policy.stages.values_list("name", "approvals_required")) == [("Team lead", 1), ("Finance", 2)]
+    assert (
+        "Approver policy: approvers and admins decide, within 10 minutes; from 50,000 on, alice's team "
+        "lead (lee) first, then two of finance (april, fiona, adam)." in text
+    )
     assert re.search(r"Run `manage.py demo_setup` again to reset it", text)

@@ -134,6 +134,10 @@ def policy_form(policy: ApproverPolicy, **changes: str) -> dict[str, str]:
         "tiers-INITIAL_FORMS": "0",
         "tiers-MIN_NUM_FORMS": "0",
         "tiers-MAX_NUM_FORMS": "1000",
+        "stages-TOTAL_FORMS": "0",
+        "stages-INITIAL_FORMS": "0",
+        "stages-MIN_NUM_FORMS": "0",
+        "stages-MAX_NUM_FORMS": "1000",
     }
     data.update(changes)
     return {k: v for k, v in data.items() if v is not None}

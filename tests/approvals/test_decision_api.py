@@ -64,6 +64,7 @@ def test_the_inbox_lists_what_the_caller_may_decide(personas, resumes) -> None:
             "created_at": response.json()[0]["created_at"],
             "expires_at": response.json()[0]["expires_at"],
             "channel": "web",
+            "stage": None,
         }
     ]
     assert dt.datetime.fromisoformat(response.json()[0]["expires_at"]) == request.expires_at

@@ -56,20 +56,31 @@ export function reflectRequest(requestId, status) {
 cardMethods.onVoted = function (p) {
   var card = this.approvals[p.request_id];
   if (!card || card.classList.contains("is-decided")) return;
+  // A staged request that moved on has the next stage's deadline: the countdown follows it.
+  var clockNode = p.expires_at ? card.querySelector("time.countdown") : null;
+  if (clockNode) {
+    clockNode.setAttribute("datetime", p.expires_at);
+    clockNode.title = "until " + moment(new Date(p.expires_at), DATE_AND_CLOCK);
+  }
+  var names = p.approvers ? card.querySelector(".may-decide-names") : null;
+  if (names) names.textContent = p.approvers.map(function (a) { return a.name; }).join(", ") || "nobody";
   this.showTally(card, p);
 };
 
 cardMethods.showTally = function (card, state) {
   var required = state.approvals_required || Number(card.dataset.required || 1);
   var tally = card.querySelector(".tally");
-  if (required <= 1 && !(state.votes && state.votes.length)) return;
+  if (required <= 1 && !(state.votes && state.votes.length) && !state.stage) return;
   if (!tally) {
     tally = el("p", "tally");
     tally.setAttribute("role", "status");
     var meta = card.querySelector(".meta");
     card.insertBefore(tally, meta ? meta.nextSibling : null);
   }
-  tally.textContent = tallyText({ votes: state.votes || [], approvals: state.approvals, approvals_required: required });
+  var line = tallyText({ votes: state.votes || [], approvals: state.approvals, approvals_required: required });
+  var stage = state.stage || card.dataset.stage;
+  if (state.stage) card.dataset.stage = state.stage;
+  tally.textContent = stage ? stage + ": " + line : line;
 };
 
 // The verdict on request ``requestId`` (an ``approval.decided`` payload, or the request's state
@@ -176,9 +187,10 @@ cardMethods.approvalCard = function (step, p) {
   card.dataset.required = String(p.approvals_required || known.approvals_required || 1);
   var head = el("div", "approval-head");
   head.appendChild(el("span", "approval-title", "Waiting for approval"));
-  if (p.expires_at) {
-    var clockNode = el("time", "countdown", "until " + moment(new Date(p.expires_at), DATE_AND_CLOCK));
-    clockNode.setAttribute("datetime", p.expires_at);
+  var deadline = known.expires_at || p.expires_at; // a staged request's current stage's, once known
+  if (deadline) {
+    var clockNode = el("time", "countdown", "until " + moment(new Date(deadline), DATE_AND_CLOCK));
+    clockNode.setAttribute("datetime", deadline);
     head.appendChild(clockNode);
     clocks.push(clockNode);
   }
@@ -215,9 +227,9 @@ cardMethods.approvalCard = function (step, p) {
     card.appendChild(args);
   }
   var meta = el("div", "meta");
-  var approverNames = (p.approvers || []).map(function (a) { return a.name; }).join(", ") || "nobody";
+  var approverNames = (known.approvers || p.approvers || []).map(function (a) { return a.name; }).join(", ") || "nobody";
   var who = el("span", "may-decide", "Who may decide: ");
-  who.appendChild(el("b", "", approverNames));
+  who.appendChild(el("b", "may-decide-names", approverNames));
   meta.appendChild(who);
   var where = el("span", "", "Sent to: ");
   where.appendChild(el("b", "", CHANNEL_WORDS[p.channel] || p.channel || "the web inbox"));
@@ -227,7 +239,8 @@ cardMethods.approvalCard = function (step, p) {
   this.approvals[p.request_id] = card;
   this.showTally(card, {
     votes: known.votes || [], approvals: known.approvals,
-    approvals_required: p.approvals_required || known.approvals_required,
+    approvals_required: known.stage ? known.approvals_required : p.approvals_required || known.approvals_required,
+    stage: known.stage || p.stage,
   });
   tickClocks();
   var self = this;
