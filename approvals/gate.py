@@ -211,7 +211,8 @@ class ConfirmationGateHook(PreToolUseHook):
         except services.NoApprovers as exc:
             return HookResult(allow=False, error=f"The call needs approval, but {exc}. It was not executed.")
         request = opened.request
-        if opened.created and sink is not None:
+        # A call a standing approval covers is approved as it opens: nobody is asked.
+        if opened.created and sink is not None and request.status == ConfirmationStatus.PENDING:
             await sink.publish(APPROVAL_PENDING, _approval_payload(request, approvers))
         # The request's status is reported first: a rejected, expired or cancelled call is told
         # so whatever its arguments; only an *approved* request with other arguments is refused

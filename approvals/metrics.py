@@ -70,7 +70,7 @@ class ApprovalQueueCollector:
     def _decisions(self, names: dict[int, str]) -> Metric:
         family = HistogramMetricFamily(
             "fimone_approval_time_to_decision_seconds",
-            "Time from a request's opening to its verdict, of decided requests.",
+            "Time from a request's opening to its verdict, of requests a person decided.",
             labels=["organization"],
         )
         waited = ExpressionWrapper(F("responded_at") - F("created_at"), output_field=DurationField())
@@ -79,7 +79,10 @@ class ApprovalQueueCollector:
             f"le_{i}": Count("pk", filter=Q(waited__lte=limit)) for i, (_label, limit) in enumerate(bounds)
         }
         rows = (
-            ConfirmationRequest.objects.filter(status__in=DECIDED, responded_at__isnull=False)
+            # A call a standing approval approved waited for nobody: it would only flatter the queue.
+            ConfirmationRequest.objects.filter(
+                status__in=DECIDED, responded_at__isnull=False, grant__isnull=True
+            )
             .annotate(waited=waited)
             .values("organization_id")
             .annotate(total=Count("pk"), seconds=Sum("waited"), **aggregates)

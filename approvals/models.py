@@ -83,6 +83,25 @@ class ApproverPolicy(models.Model):
         help_text="Once a request is escalated, the people first asked may still decide it. Untick "
         "to leave it to the escalation tiers alone.",
     )
+
+    class Grants(models.TextChoices):
+        OFF = "off", "No standing approvals"
+        CONVERSATION = "conversation", "For the same conversation"
+        AGENT = "agent", "For the same conversation, or for the whole agent"
+
+    standing_grants = models.CharField(
+        "standing approvals",
+        max_length=12,
+        choices=Grants.choices,
+        default=Grants.OFF,
+        help_text="Whether an approver, when approving, may also approve later calls of the same tool "
+        "whose arguments meet conditions they set. Only where one approval decides (no quorum, no "
+        "stages): a grant stands for one person's approval.",
+    )
+    grant_max_hours = models.PositiveIntegerField(
+        "longest standing approval (hours)", default=8, help_text="How long a standing approval may last."
+    )
+    grants_until_revoked = models.BooleanField("standing approvals may last until revoked", default=False)
     history = HistoricalRecords(m2m_fields=[named_users])
 
     class Meta:
@@ -98,6 +117,10 @@ class ApproverPolicy(models.Model):
             ),
             models.CheckConstraint(
                 condition=models.Q(approvals_required__gte=1), name="approverpolicy_quorum_min"
+            ),
+            models.CheckConstraint(
+                condition=models.Q(grant_max_hours__gte=1, grant_max_hours__lte=8760),
+                name="approverpolicy_grant_hours",
             ),
         ]
 
@@ -247,6 +270,54 @@ class Absence(models.Model):
         return self.ended_at is None and self.starts_at <= now < self.ends_at
 
 
+class StandingGrant(models.Model):
+    """A standing approval: an approver, approving one call, also approved later calls of the same
+    tool whose arguments meet ``conditions`` (``confirm_when``'s rows), in the same conversation
+    or for the whole agent, until ``expires_at`` (or until revoked). The gate uses it under a lock
+    on this row, so a revocation and a use never overlap; each use is a request settled
+    ``approved`` at once and logged with the grant's id. Kept as history: never deleted."""
+
+    class Scope(models.TextChoices):
+        CONVERSATION = "conversation", "this conversation"
+        AGENT = "agent", "this agent"
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
+    )
+    agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="standing_grants")
+    conversation = models.ForeignKey(
+        "agents.Conversation", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    scope = models.CharField(max_length=12, choices=Scope.choices)
+    tool_name = models.CharField(max_length=120)
+    conditions = models.JSONField(help_text="The arguments it covers: confirm_when's rows, all holding.")
+    granted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    source_request = models.ForeignKey(
+        "ConfirmationRequest",
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="The approval it came with.",
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True, help_text="Empty: until revoked.")
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    uses = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["agent", "tool_name", "revoked_at"])]
+
+    def __str__(self) -> str:
+        return f"standing approval #{self.pk} of {self.tool_name}"
+
+    def is_active(self, now: Any = None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or now < self.expires_at)
+
+
 class ConfirmationStatus(models.TextChoices):
     PENDING = "pending"
     APPROVED = "approved"
@@ -333,6 +404,10 @@ class ConfirmationRequest(models.Model):
     # (``approvals_required``, ``expires_at`` and the escalation fields are that stage's), and
     # when it opened.
     stage_plan = models.JSONField(default=list, blank=True)
+    #: The standing approval that approved this call at once (no person was asked).
+    grant = models.ForeignKey(
+        StandingGrant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
     stage_index = models.PositiveSmallIntegerField(default=0)
     stage_opened_at = models.DateTimeField(null=True, blank=True)
     proposed_args = models.JSONField(null=True, blank=True)
@@ -483,6 +558,7 @@ class ConfirmationEvent(ChainLink):
         ESCALATED = "escalated"
         STAGE_OPENED = "stage_opened"
         DELEGATED = "delegated"
+        GRANTED = "granted"
         REASSIGNED = "reassigned"
         VOTED = "voted"
         DECIDED = "decided"

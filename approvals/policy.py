@@ -90,6 +90,9 @@ class ResolvedPolicy:
     first_tier_may_decide_after_escalation: bool = True
     tiers: tuple[ResolvedTier, ...] = ()
     stages: tuple[ResolvedStage, ...] = ()
+    standing_grants: str = "off"
+    grant_max_hours: int = 8
+    grants_until_revoked: bool = False
 
     @classmethod
     def from_row(cls, row: ApproverPolicy) -> ResolvedPolicy:
@@ -106,6 +109,9 @@ class ResolvedPolicy:
             any_rejection_rejects=row.any_rejection_rejects,
             allow_edit_on_approve=row.allow_edit_on_approve,
             first_tier_may_decide_after_escalation=row.first_tier_may_decide_after_escalation,
+            standing_grants=row.standing_grants,
+            grant_max_hours=row.grant_max_hours,
+            grants_until_revoked=row.grants_until_revoked,
             tiers=tuple(
                 _tier(tier)
                 for tier in row.tiers.filter(stage__isnull=True)

@@ -20,6 +20,7 @@ urlpatterns: list[URLPattern] = [
     path("live/", views.inbox_live, name="live"),
     path("batch/", views.request_decide_batch, name="decide-batch"),
     path("away/", views.away, name="away"),
+    path("grants/", views.grants, name="grants"),
     path("<uuid:request_id>/", views.request_detail, name="detail"),
     path("<uuid:request_id>/decide/", views.request_decide, name="decide"),
     # The admin's login only admits staff; approvers sign in here (Django's own auth views).

@@ -30,8 +30,9 @@ from fimone.history import ConfigHistoryAdmin
 from fimone.humanize import duration_text
 from hooks.builtin import CONFIRM_OPS, conditions_of
 
-ADMIN_SETTINGS = ("allow_self_approval", "allow_initiator")
-"""Policy settings only an organisation admin (or a superuser) sets: who may approve their own call."""
+ADMIN_SETTINGS = ("allow_self_approval", "allow_initiator", "standing_grants", "grants_until_revoked")
+"""Policy settings only an organisation admin (or a superuser) sets: who may approve their own call,
+and whether one approval may stand for later calls."""
 
 
 SEPARATION_OF_DUTIES = (
@@ -205,6 +206,9 @@ class ApproverPolicyForm(forms.ModelForm):
             "inline_wait_seconds",
             "channel_config",
             "first_tier_may_decide_after_escalation",
+            "standing_grants",
+            "grant_max_hours",
+            "grants_until_revoked",
         )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -235,14 +239,17 @@ class ApproverPolicyForm(forms.ModelForm):
         for name in ADMIN_SETTINGS:
             if name not in self.fields:
                 continue
-            before = bool(getattr(self.instance, name)) if self.instance.pk else False
-            if self.fields[name].disabled:
-                # A disabled checkbox is not sent: only a posted value (a forged request) changes it.
+            default = ApproverPolicy._meta.get_field(name).get_default()
+            before = getattr(self.instance, name) if self.instance.pk else default
+            field = self.fields[name]
+            if field.disabled:
+                # A disabled field is not sent: only a posted value (a forged request) changes it.
                 sent = self.add_prefix(name) in self.data
-                wanted = bool(self[name].data) if sent else before
+                raw = self.data.get(self.add_prefix(name))
+                wanted = (bool(raw) if isinstance(default, bool) else raw) if sent else before
             else:
-                wanted = bool(cleaned.get(name))
-            if wanted != before or (wanted and moved):
+                wanted = cleaned.get(name)
+            if wanted != before or (wanted != default and moved):
                 self.add_error(name, f"Only an organisation admin of {organization} can change this.")
         return cleaned
 
@@ -377,6 +384,15 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
             },
         ),
         ("Timing and channel", {"fields": ("timeout_seconds", "inline_wait_seconds", "channel_config")}),
+        (
+            "Standing approvals",
+            {
+                "fields": ("standing_grants", "grant_max_hours", "grants_until_revoked"),
+                "description": "Whether an approver, approving a call, may also approve later calls of the "
+                "same tool whose arguments meet conditions they set (listed and revocable under Standing "
+                "approvals in the inbox). Set by organisation admins only.",
+            },
+        ),
         (
             "Escalation",
             {

@@ -22,6 +22,7 @@ from approvals.selectors.access import (
     run_visible_to,
     runs_visible_to,
 )
+from approvals.selectors.grants import GrantOffer, grant_offers, grants_in_force
 from approvals.selectors.history import (
     TOOL_CALL_COLUMNS,
     TOOL_CALL_STATUSES,
@@ -63,6 +64,7 @@ __all__ = [
     "AUDIT_ROLES",
     "TOOL_CALL_COLUMNS",
     "TOOL_CALL_STATUSES",
+    "GrantOffer",
     "HistoryFilters",
     "StageLine",
     "Tally",
@@ -70,6 +72,8 @@ __all__ = [
     "audited_organization_ids",
     "current_stage_votes",
     "display_name",
+    "grant_offers",
+    "grants_in_force",
     "has_voted",
     "history_channels",
     "history_for",

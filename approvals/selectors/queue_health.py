@@ -187,7 +187,10 @@ def queue_health(
     start, end = _bounds(since, until)
     requests = _requests(user=user, organization_id=organization_id)
 
-    decided = requests.filter(status__in=DECIDED, responded_at__gte=start, responded_at__lt=end)
+    # Decided by a person: a call a standing approval approved waited for nobody.
+    decided = requests.filter(
+        status__in=DECIDED, responded_at__gte=start, responded_at__lt=end, grant__isnull=True
+    )
     rows = list(decided.values_list("agent__name", "tool_title", "tool_name", "created_at", "responded_at"))
     by_agent: dict[str, list[float]] = defaultdict(list)
     by_tool: dict[str, list[float]] = defaultdict(list)

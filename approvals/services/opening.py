@@ -27,6 +27,7 @@ from approvals.policy import (
 )
 from approvals.services.absences import stand_in, stand_ins_at_opening
 from approvals.services.event_log import Kind, log_event
+from approvals.services.grants import grant_for_call, grant_settle
 from approvals.signals import confirmation_opened
 
 
@@ -90,6 +91,12 @@ def confirmation_request_open(
     channel_config = channel_config_for(agent=agent, policy_channel_id=policy.channel_config_id)
     facts = facts or presentation.call_facts(agent=agent, tool_name=tool_name)
     now = timezone.now()
+    # A standing approval that covers the call approves it at once (its row locked until commit).
+    grant = (
+        None
+        if stages
+        else grant_for_call(run=run, tool_name=tool_name, tool_args=tool_args, policy=policy, now=now)
+    )
     try:
         with transaction.atomic():
             request = ConfirmationRequest.objects.create(
@@ -119,6 +126,7 @@ def confirmation_request_open(
                 first_tier_may_decide_after_escalation=policy.first_tier_may_decide_after_escalation,
                 stage_plan=stages,
                 stage_opened_at=now if stages else None,
+                grant=grant,
             )
     except IntegrityError:  # a concurrent opener won: theirs is the request
         return Opened(
@@ -162,6 +170,9 @@ def confirmation_request_open(
         escalation_after_seconds=[tier["after_seconds"] for tier in plan],
         **staged,
     )
+    if grant is not None:
+        grant_settle(request=request, grant=grant, now=now)
+        return Opened(request, True, policy.inline_wait_seconds)
     # Stand-ins for the approvers away now (after ``created``: the log says who was asked first).
     for row in ConfirmationApprover.objects.filter(request_id=request.pk, user_id__in=away).select_related(
         "request", "request__agent"

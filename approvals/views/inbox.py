@@ -32,6 +32,7 @@ from approvals.services import (
     confirmation_decide,
     confirmation_decide_batch,
 )
+from approvals.services.grants import GrantAsk, GrantRefused, confirmation_approve_granting, grant_text
 from approvals.views.cards import RequestCard
 from approvals.views.layout import bad_request, render_page, signed_in
 from fimone.parsers import loads as json_loads
@@ -46,6 +47,38 @@ class DecisionForm(forms.Form):
     arguments = forms.CharField(required=False, max_length=MAX_EDITED_ARGS_LENGTH, strip=True)
     # The hash of the arguments the page showed: approving arguments changed since is refused.
     args_sha256 = forms.CharField(required=False, max_length=64)
+    # A standing approval asked with the approval (when the request's policy allows it).
+    grant = forms.BooleanField(required=False)
+    grant_scope = forms.ChoiceField(
+        required=False, choices=[("conversation", "conversation"), ("agent", "agent")]
+    )
+    grant_hours = forms.IntegerField(required=False, min_value=1)
+    grant_until_revoked = forms.BooleanField(required=False)
+    grant_conditions = forms.CharField(required=False, max_length=MAX_EDITED_ARGS_LENGTH, strip=True)
+
+    def clean_grant_conditions(self) -> list[Any]:
+        text = self.cleaned_data["grant_conditions"]
+        if not text:
+            return []
+        try:
+            value = json_loads(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"The conditions cannot be read: {exc}.") from None
+        if not isinstance(value, list):
+            raise forms.ValidationError("The conditions must be a JSON list of {field, op, value}.")
+        return value
+
+    def grant_ask(self) -> GrantAsk | None:
+        data = self.cleaned_data
+        if not data.get("grant") or data.get("decision") != "approve":
+            return None
+        # No hours and not until revoked reads as 0 hours, which the service refuses in words.
+        hours = None if data.get("grant_until_revoked") else data.get("grant_hours") or 0
+        return GrantAsk(
+            scope=data.get("grant_scope") or "conversation",
+            hours=hours,
+            conditions=data.get("grant_conditions") or [],
+        )
 
     def clean_arguments(self) -> dict[str, Any] | None:
         text = self.cleaned_data["arguments"]
@@ -136,6 +169,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
         {
             "cards": [RequestCard.of(r) for r in shown],
             "stand_ins": selectors.stand_in_for(user=request.user, request_ids=[r.pk for r in shown]),
+            "grant_offers": selectors.grant_offers(shown),
             "total": total,
             "filters": form,
             "filtered": form.active,
@@ -158,11 +192,14 @@ def inbox_live(request: HttpRequest) -> JsonResponse:
     answer: dict[str, Any] = {"pending": total}
     if request.GET.get("cards") == "1":
         stand_ins = selectors.stand_in_for(user=request.user, request_ids=[r.pk for r in shown])
+        offers = selectors.grant_offers(shown)
         answer["cards"] = [
             {
                 "id": str(r.pk),
                 "html": render_to_string(
-                    "approvals/_inbox_card.html", {"card": RequestCard.of(r), "stand_ins": stand_ins}, request
+                    "approvals/_inbox_card.html",
+                    {"card": RequestCard.of(r), "stand_ins": stand_ins, "grant_offers": offers},
+                    request,
                 ),
             }
             for r in shown
@@ -192,6 +229,7 @@ def request_detail(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
             "card": RequestCard.of(confirmation),
             "events": events,
             "can_decide": can_decide,
+            "grant_offers": selectors.grant_offers([confirmation]) if can_decide else {},
             "back": ("History", reverse("approvals:history"))
             if from_history
             else ("Inbox", reverse("approvals:inbox")),
@@ -227,22 +265,42 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
         return response
     form = DecisionForm(request.POST)
     if not form.is_valid():
-        if set(form.errors) == {"arguments"} and selectors.request_get(
-            request_id=request_id, user=request.user
-        ):
-            # A typo in the edited arguments: say so on the inbox, nothing was decided.
-            messages.error(request, " ".join(form.errors["arguments"]))
+        typo = set(form.errors) <= {"arguments", "grant_conditions", "grant_hours"}
+        if typo and selectors.request_get(request_id=request_id, user=request.user):
+            # A typo in the edited arguments or a grant's conditions: say so on the inbox,
+            # nothing was decided.
+            messages.error(request, " ".join(" ".join(errors) for errors in form.errors.values()))
             return redirect("approvals:inbox")
         return bad_request(request, form.errors)
     approve = form.cleaned_data["decision"] == "approve"
-    outcome = confirmation_decide(
-        request_id=request_id,
-        user=request.user,
-        approve=approve,
-        reason=form.cleaned_data["reason"],
-        edited_args=form.cleaned_data["arguments"],
-        seen_args_sha256=form.cleaned_data["args_sha256"],
-    )
+    ask = form.grant_ask()
+    grant = None
+    if ask is not None and form.cleaned_data["arguments"] is None:
+        try:
+            outcome, grant = confirmation_approve_granting(
+                request_id=request_id,
+                user=request.user,
+                ask=ask,
+                reason=form.cleaned_data["reason"],
+                seen_args_sha256=form.cleaned_data["args_sha256"],
+            )
+        except GrantRefused as exc:
+            messages.error(request, f"Nothing was decided: {exc}.")
+            return redirect("approvals:inbox")
+    else:
+        if ask is not None:
+            messages.error(
+                request, "Nothing was decided: a standing approval covers calls as proposed, not edited."
+            )
+            return redirect("approvals:inbox")
+        outcome = confirmation_decide(
+            request_id=request_id,
+            user=request.user,
+            approve=approve,
+            reason=form.cleaned_data["reason"],
+            edited_args=form.cleaned_data["arguments"],
+            seen_args_sha256=form.cleaned_data["args_sha256"],
+        )
     if outcome.status == "not_found":
         raise Http404(outcome.message)
     if outcome.accepted:
@@ -251,6 +309,8 @@ def request_decide(request: HttpRequest, request_id: uuid.UUID) -> HttpResponse:
         tool = (decided.tool_title or presentation.title_of(decided.tool_name)) if decided else "the call"
         edited = outcome.request is not None and outcome.request.edited_by_id == request.user.pk
         messages.success(request, f"{verb}: {tool}" + (" with your changed arguments" if edited else ""))
+        if grant is not None:
+            messages.success(request, f"Standing approval #{grant.pk}: {grant_text(grant)}.")
     elif outcome.counted:  # a vote towards a quorum: the request still waits for others
         messages.success(request, outcome.message)
     elif outcome.refused:

@@ -130,6 +130,8 @@ def policy_form(policy: ApproverPolicy, **changes: str) -> dict[str, str]:
         "approvals_required": "1",
         "any_rejection_rejects": "on",
         "first_tier_may_decide_after_escalation": "on",
+        "standing_grants": "off",
+        "grant_max_hours": "8",
         "tiers-TOTAL_FORMS": "0",
         "tiers-INITIAL_FORMS": "0",
         "tiers-MIN_NUM_FORMS": "0",

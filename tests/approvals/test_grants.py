@@ -1,0 +1,243 @@
+"""Standing approvals (issue 26, item 2): approving, an approver may also approve later calls of
+the same tool whose arguments meet conditions they set, for this conversation or this agent, for
+N hours or until revoked, as the policy allows. Later matching calls are approved by the grant
+without a human, each recorded as approved by it; nothing outside its conditions, nothing after
+its revocation; organisation-enforced hooks still run first."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from agents.models import Conversation, Membership, Role, RunStatus
+from agents.services import run_start
+from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.selectors.queue_health import queue_health
+from approvals.services.grants import GrantAsk, GrantRefused, confirmation_approve_granting, grant_revoke
+from tests.admin_kit import logged_in
+from tests.agents.engine_kit import Harness
+from tests.approvals.kit import set_policy
+from tests.approvals.stage_kit import pay_tool, paying
+from tests.personas import make_agent, make_hook
+
+Kind = ConfirmationEvent.Kind
+UP_TO_5000 = [{"field": "amount", "op": "<=", "value": 5000}]
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def allow_grants(personas: Any, **fields: Any) -> ApproverPolicy:
+    fields.setdefault("standing_grants", ApproverPolicy.Grants.AGENT)
+    return set_policy(personas, **fields)
+
+
+def by_amount() -> dict[str, Any]:
+    """A scripted model that pays the amount the user names (1,000 or 9,000)."""
+
+    def paying_turns(amount: int) -> list[dict[str, Any]]:
+        call = {"name": "oa__purchase_pay", "arguments": {"purchase_id": "PO-7", "amount": amount}}
+        return [{"tool_calls": [call]}, {"content": "Outcome: {last}"}]
+
+    return {
+        "provider": "scripted",
+        "script": {"rules": [{"match": "9000", "turns": paying_turns(9000)}, {"turns": paying_turns(1000)}]},
+    }
+
+
+def pay_in(personas: Any, harness: Harness, agent: Any, conversation: Any = None, text: str = "pay") -> Any:
+    run = run_start(agent=agent, user=personas.member, input=text, conversation=conversation)
+    harness.execute(run)
+    run.refresh_from_db()
+    return run
+
+
+def grant(
+    personas: Any, request: Any, *, scope: str = "conversation", hours: int | None = 4, conditions=None
+):
+    ask = GrantAsk(scope=scope, hours=hours, conditions=conditions or UP_TO_5000)
+    return confirmation_approve_granting(request_id=request.pk, user=personas.approver, ask=ask)
+
+
+def test_a_later_call_in_the_conversation_is_approved_by_the_grant_and_recorded_so(personas, resumes) -> None:
+    allow_grants(personas)
+    tool = pay_tool()
+    harness = Harness(tool)
+    agent = paying(personas, 1_000)
+    first = pay_in(personas, harness, agent)
+    request = ConfirmationRequest.objects.get(run=first)
+    outcome, standing = grant(personas, request)
+    assert outcome.accepted and standing is not None
+    assert harness.resume(first) == RunStatus.COMPLETED
+
+    second = pay_in(personas, harness, agent, conversation=first.conversation)
+
+    assert second.status == RunStatus.COMPLETED and len(tool.calls) == 2
+    later = ConfirmationRequest.objects.get(run=second)
+    assert later.status == ConfirmationStatus.APPROVED and later.grant_id == standing.pk
+    assert later.responded_by == personas.approver and later.reason == f"standing approval #{standing.pk}"
+    decided = later.events.get(kind=Kind.DECIDED)
+    assert decided.details["via"] == "grant" and decided.details["grant"] == standing.pk
+    assert "approval.pending" not in list(second.events.values_list("type", flat=True))
+    standing.refresh_from_db()
+    assert standing.uses == 1
+    assert request.events.get(kind=Kind.GRANTED).details["conditions"] == UP_TO_5000
+    assert queue_health(user=personas.auditor).overall.count == 1, "a grant's approval waited for nobody"
+
+
+def test_a_grant_never_covers_arguments_outside_its_conditions_or_another_conversation(
+    personas, resumes
+) -> None:
+    allow_grants(personas)
+    harness = Harness(pay_tool())
+    agent = make_agent(personas.org, personas.operator, name="Payer by amount", model_config_json=by_amount())
+    first = pay_in(personas, harness, agent, text="pay 1000")
+    grant(personas, ConfirmationRequest.objects.get(run=first))
+    harness.resume(first)
+
+    covered = pay_in(personas, harness, agent, conversation=first.conversation, text="pay 1000")
+    too_much = pay_in(personas, harness, agent, conversation=first.conversation, text="pay 9000")
+    elsewhere = pay_in(personas, harness, agent, text="pay 1000")
+
+    assert too_much.status == elsewhere.status == RunStatus.AWAITING_APPROVAL
+    assert ConfirmationRequest.objects.get(run=too_much).grant_id is None
+    assert covered.status == RunStatus.COMPLETED
+
+
+def test_an_agent_wide_grant_covers_every_conversation_of_the_agent(personas, resumes) -> None:
+    allow_grants(personas)
+    harness = Harness(pay_tool())
+    agent = paying(personas, 1_000)
+    first = pay_in(personas, harness, agent)
+    grant(personas, ConfirmationRequest.objects.get(run=first), scope="agent")
+    harness.resume(first)
+
+    assert pay_in(personas, harness, agent).status == RunStatus.COMPLETED
+
+
+def test_a_revoked_or_expired_grant_approves_nothing(personas, resumes) -> None:
+    allow_grants(personas)
+    harness = Harness(pay_tool())
+    agent = paying(personas, 1_000)
+    first = pay_in(personas, harness, agent)
+    _, standing = grant(personas, ConfirmationRequest.objects.get(run=first), scope="agent")
+    harness.resume(first)
+
+    grant_revoke(grant=standing, by=personas.approver)
+    assert pay_in(personas, harness, agent).status == RunStatus.AWAITING_APPROVAL
+
+    first2 = ConfirmationRequest.objects.filter(status="pending").get()
+    _, other = grant(personas, first2, scope="agent")
+    type(other).objects.filter(pk=other.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    assert pay_in(personas, harness, agent).status == RunStatus.AWAITING_APPROVAL
+
+
+def test_a_granter_who_lost_the_role_grants_nothing_any_more(personas, resumes) -> None:
+    allow_grants(personas)
+    harness = Harness(pay_tool())
+    agent = paying(personas, 1_000)
+    first = pay_in(personas, harness, agent)
+    grant(personas, ConfirmationRequest.objects.get(run=first), scope="agent")
+    Membership.objects.filter(user=personas.approver).update(role=Role.MEMBER)
+
+    assert pay_in(personas, harness, agent).status == RunStatus.AWAITING_APPROVAL
+
+
+@pytest.mark.parametrize(
+    ("policy", "ask", "said"),
+    [
+        ({"standing_grants": "off"}, {}, "allows no standing approvals"),
+        ({"standing_grants": "conversation"}, {"scope": "agent"}, "for this conversation only"),
+        ({}, {"hours": 9}, "from 1 to 8 hours"),
+        ({}, {"hours": None}, "not until revoked"),
+        (
+            {},
+            {"conditions": [{"field": "amount", "op": "<=", "value": 10}]},
+            "must cover the call you approve",
+        ),
+        ({}, {"conditions": [{"field": "amount", "op": "~", "value": 10}]}, "op one of"),
+        ({"approvals_required": 2}, {}, "not where more than one must approve"),
+    ],
+)
+def test_the_policy_decides_what_may_be_granted_and_a_refusal_decides_nothing(
+    personas, resumes, policy, ask, said
+) -> None:
+    allow_grants(personas, **policy)
+    run = pay_in(personas, Harness(pay_tool()), paying(personas, 1_000))
+    request = ConfirmationRequest.objects.get(run=run)
+    fields = {"scope": "conversation", "hours": 4, "conditions": UP_TO_5000, **ask}
+
+    with pytest.raises(GrantRefused, match=said):
+        confirmation_approve_granting(request_id=request.pk, user=personas.approver, ask=GrantAsk(**fields))
+
+    request.refresh_from_db()
+    assert request.status == ConfirmationStatus.PENDING and not request.votes.exists()
+
+
+def test_organisation_enforced_hooks_still_run_before_a_grant(personas, resumes) -> None:
+    allow_grants(personas)
+    tool = pay_tool()
+    harness = Harness(tool)
+    agent = paying(personas, 1_000)
+    first = pay_in(personas, harness, agent)
+    grant(personas, ConfirmationRequest.objects.get(run=first), scope="agent")
+    harness.resume(first)
+    make_hook(personas.org, "deny_tools", params={"tools": ["oa__purchase_pay"], "message": "frozen"})
+
+    blocked = pay_in(personas, harness, agent)
+
+    assert blocked.status == RunStatus.COMPLETED and len(tool.calls) == 1
+    assert not ConfirmationRequest.objects.filter(run=blocked).exists()
+
+
+def test_the_inbox_grants_with_an_approval_and_the_grants_page_revokes_it(personas, resumes) -> None:
+    allow_grants(personas)
+    run = pay_in(personas, Harness(pay_tool()), paying(personas, 1_000))
+    request = ConfirmationRequest.objects.get(run=run)
+    client = logged_in(personas.approver)
+    assert "Also approve later calls like this" in client.get("/approvals/").content.decode()
+
+    client.post(
+        f"/approvals/{request.pk}/decide/",
+        {
+            "decision": "approve",
+            "args_sha256": request.args_sha256,
+            "grant": "on",
+            "grant_scope": "agent",
+            "grant_hours": "3",
+            "grant_conditions": '[{"field": "amount", "op": "<=", "value": 2000}]',
+        },
+    )
+
+    page = client.get("/approvals/grants/").content.decode()
+    assert "april approves Purchase pay where amount &lt;= 2000, in every conversation of the agent" in page
+    standing = request.agent.standing_grants.get()
+    assert logged_in(personas.member).post("/approvals/grants/", {"grant": standing.pk}).status_code == 403
+    client.post("/approvals/grants/", {"grant": standing.pk})
+    standing.refresh_from_db()
+    assert standing.revoked_at is not None and standing.revoked_by == personas.approver
+
+
+def test_a_bad_grant_in_the_inbox_decides_nothing_and_says_why(personas, resumes) -> None:
+    allow_grants(personas)
+    run = pay_in(personas, Harness(pay_tool()), paying(personas, 1_000))
+    request = ConfirmationRequest.objects.get(run=run)
+    client = logged_in(personas.approver)
+
+    answer = client.post(
+        f"/approvals/{request.pk}/decide/",
+        {
+            "decision": "approve",
+            "args_sha256": request.args_sha256,
+            "grant": "on",
+            "grant_conditions": "[oops",
+        },
+        follow=True,
+    )
+
+    assert "The conditions cannot be read" in answer.content.decode()
+    request.refresh_from_db()
+    assert request.status == ConfirmationStatus.PENDING
+    assert Conversation.objects.count() == 1
