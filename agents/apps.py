@@ -11,6 +11,7 @@ class AgentsConfig(AppConfig):
 
         # The hooks that need this app's data register themselves in the hook catalog.
         import agents.audit
+        import agents.budget
 
         # The runner and the Celery tasks install how runs are driven and enqueued
         # (agents.executors), so dispatching never imports upwards.

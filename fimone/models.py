@@ -102,3 +102,33 @@ class OutboxMessage(models.Model):
 
     def __str__(self) -> str:
         return f"{self.task} #{self.pk}"
+
+
+class BudgetCounter(models.Model):
+    """What a spending budget has used in one period (``fimone.budgets``), where no Redis is
+    configured: ``key`` names the budget and the period; ``used`` is in millionths of the unit
+    (the amounts' own currency)."""
+
+    key = models.CharField(max_length=200, unique=True)
+    used = models.BigIntegerField(default=0)
+    expires_at = models.DateTimeField(db_index=True)
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.used}"
+
+
+class BudgetReservation(models.Model):
+    """One call's amount counted in a budget (so a resumed call never counts twice, and a call
+    that did not happen gives it back)."""
+
+    counter = models.ForeignKey(BudgetCounter, on_delete=models.CASCADE, related_name="reservations")
+    call = models.CharField(max_length=200)
+    amount = models.BigIntegerField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["counter", "call"], name="budget_one_reservation_per_call")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.call}: {self.amount}"

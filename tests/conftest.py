@@ -182,3 +182,17 @@ def jq() -> str:
             pytest.fail("CI=true but jq is missing (apt-get install jq)", pytrace=False)
         pytest.skip("needs jq (apt-get install jq)")
     return path
+
+
+@pytest.fixture
+def fresh_budgets(settings):
+    """Budget counters start empty: in the database they go with the test's data; in Redis they
+    would outlive the test (and count for the next one's organisation of the same id)."""
+    if settings.REDIS_URL:
+        import redis
+
+        client = redis.Redis.from_url(settings.REDIS_URL)
+        keys = list(client.scan_iter(match="fimone:budget*", count=1000))
+        if keys:
+            client.delete(*keys)
+        client.close()

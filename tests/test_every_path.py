@@ -26,6 +26,9 @@ from agents.models import ConnectorCallLog, ExecutionPath, Run, RunStatus
 from approvals.models import ApprovalStage, ConfirmationRequest
 from approvals.services import BatchItem, confirmation_decide, confirmation_decide_batch
 from approvals.services.absences import absence_set
+from fimone import budgets
+from hooks import HookContext
+from hooks.catalog import build_hooks
 from tests.agents.engine_kit import Harness, events_of
 from tests.approvals.kit import set_policy
 from tests.every_path_kit import EVAL_PATHS, PATHS, PAY_ARGS, drive, pay_tool, settle
@@ -350,6 +353,34 @@ def test_an_absent_approvers_delegate_decides_in_their_seat(path, personas, resu
     settle(resumes, pay)
     root.refresh_from_db()
     assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
+
+
+def spent_before(personas, budget: dict, amount: int) -> str:
+    """The organisation's budget ``budget`` with ``amount`` spent already this period; its key."""
+    hook = build_hooks([{"name": "budget", "params": budget}])[0]
+    key, until = hook.key(HookContext(metadata={"org_id": personas.org.pk}), timezone.now())
+    budgets.reserve(
+        key=key, call="earlier", amount=budgets.units(amount), limit=hook.limit_units, until=until
+    )
+    return key
+
+
+@every_path
+@pytest.mark.parametrize(("spent", "runs"), [(4000, True), (4001, False)], ids=["within", "past"])
+def test_an_enforced_budget_counts_the_call_or_blocks_it_past_the_budget(
+    path, personas, resumes, fresh_budgets, spent, runs
+) -> None:
+    """The organisation's budget of 9,000 for payments, 4,000 or 4,001 spent already: the payment
+    of 5,000 runs and is counted, or is past the budget, never reaches the tool and counts nothing."""
+    budget = {"limit": 9000, "per": "organization", "tools": ["oa__purchase_pay"]}
+    make_hook(personas.org, "budget", params=budget)
+    key = spent_before(personas, budget, spent)
+    pay = pay_tool()
+
+    drive(path, personas, None, pay)
+
+    assert pay.calls == ([PAY_ARGS] if runs else [])
+    assert budgets.used(key=key) == spent + (5000 if runs else 0)
 
 
 def test_every_execution_path_has_a_row() -> None:
