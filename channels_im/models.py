@@ -26,6 +26,7 @@ class ChannelKind(models.TextChoices):
     FEISHU = "feishu", "Feishu / Lark"
     SLACK = "slack", "Slack"
     WECOM = "wecom", "WeCom (企业微信)"
+    EMAIL = "email", "E-mail"
 
 
 class ChannelConfig(SecretsBoundToAddress, models.Model):

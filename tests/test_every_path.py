@@ -17,8 +17,11 @@ adding a row to its :data:`PATHS`.
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
+from django.core import mail
+from django.test import Client
 from django.utils import timezone
 
 from agents import events as ev
@@ -26,6 +29,7 @@ from agents.models import ConnectorCallLog, ExecutionPath, Run, RunStatus
 from approvals.models import ApprovalStage, ConfirmationRequest
 from approvals.services import BatchItem, confirmation_decide, confirmation_decide_batch
 from approvals.services.absences import absence_set
+from channels_im.models import ChannelConfig
 from fimone import budgets
 from hooks import HookContext
 from hooks.catalog import build_hooks
@@ -381,6 +385,30 @@ def test_an_enforced_budget_counts_the_call_or_blocks_it_past_the_budget(
 
     assert pay.calls == ([PAY_ARGS] if runs else [])
     assert budgets.used(key=key) == spent + (5000 if runs else 0)
+
+
+@every_path
+def test_an_e_mail_link_decides_only_with_the_approvers_code(path, personas, resumes) -> None:
+    """The request goes out by e-mail; april's approve link, opened with no session, decides
+    nothing without the code sent to her address, then approves; the call runs once."""
+    personas.approver.email = "april@acme.test"
+    personas.approver.save()
+    set_policy(personas, allow_org_approvers=False).named_users.set([personas.approver])
+    ChannelConfig.objects.create(organization=personas.org, kind="email", name="E-mail", is_default=True)
+    pay = pay_tool(requires_confirmation=True)
+
+    root, _tool_run = drive(path, personas, None, pay)
+
+    [message] = [m for m in mail.outbox if m.to == ["april@acme.test"]]
+    link = re.search(r"^Approve: \S+?(/im/email/\S+)$", message.body, re.M).group(1)
+    reader = Client()
+    assert reader.post(link, {"action": "decide", "code": "000000"}).status_code == 400
+    reader.post(link, {"action": "code"})
+    code = re.search(r"Your code: (\d{6})", mail.outbox[-1].subject).group(1)
+    assert reader.post(link, {"action": "decide", "code": code}).status_code == 200
+    settle(resumes, pay)
+    root.refresh_from_db()
+    assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
 
 
 def test_every_execution_path_has_a_row() -> None:
