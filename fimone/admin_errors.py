@@ -31,6 +31,7 @@ CONSTRAINT_MESSAGES: dict[str, tuple[str, str]] = {
     ),
     "approvals.ApproverPolicy.agent": ("agent", "This agent already has its own policy: edit that one."),
     "escalationtier_after_min": ("after_seconds", "After: at least 1 second."),
+    "approverpolicy_grant_hours": ("grant_max_hours", "Longest standing approval: from 1 to 8,760 hours."),
     "approvalstage_quorum_min": ("approvals_required", "Approvals required: at least 1."),
     "approvalstage_timeout_min": ("timeout_seconds", "Timeout: at least 10 seconds, or empty."),
     # agents
