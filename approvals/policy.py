@@ -144,6 +144,13 @@ def policy_for(*, agent: Agent) -> ResolvedPolicy:
     return ResolvedPolicy.from_row(row) if row is not None else ResolvedPolicy()
 
 
+def inline_wait_of(*, agent: Agent) -> int:
+    """How long the agent's policy lets a run wait inline, in one query (what a re-entered call
+    needs of the policy)."""
+    row = policy_row(agent, ApproverPolicy.objects.only("agent_id", "inline_wait_seconds"))
+    return row.inline_wait_seconds if row is not None else ResolvedPolicy().inline_wait_seconds
+
+
 def approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int) -> set[int]:
     """Who may decide a request of ``requester_id`` on ``agent`` under ``policy``: the snapshot
     taken at opening, and the set a decider is checked against again at decision time. Whoever

@@ -20,6 +20,7 @@ from approvals.policy import (
     ResolvedPolicy,
     ResolvedStage,
     approver_ids,
+    inline_wait_of,
     policy_for,
     stage_approver_ids,
     stages_for_call,
@@ -64,9 +65,9 @@ def confirmation_request_open(
     calls on its event loop, outside this transaction); without it, the arguments."""
     existing = ConfirmationRequest.objects.filter(run=run, tool_call_id=tool_call_id).first()
     agent = run.agent
+    if existing is not None:  # a resumed run re-enters its call: only the inline wait is needed
+        return Opened(existing, False, inline_wait_of(agent=agent))
     policy = policy_for(agent=agent)
-    if existing is not None:
-        return Opened(existing, False, policy.inline_wait_seconds)
     stages = stage_plan(policy=policy, run=run, tool_name=tool_name, tool_args=tool_args)
     if stages:
         first = stages[0]
