@@ -28,7 +28,8 @@ from hooks import HookContext, HookRegistry
 from hooks.catalog import build_hooks, hook_catalog
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.approvals.kit import PAY_SCHEMA, set_policy
-from tests.personas import make_agent, make_hook, scripted
+from tests.approvals.stage_kit import paying
+from tests.personas import make_hook
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -196,18 +197,6 @@ def test_units_are_exact() -> None:
 # --- through runs: a rejection and a failure give the amount back ------------------------------------
 
 
-def paying_agent(personas: Any, amount: int) -> Any:
-    config = scripted(
-        {
-            "tool_calls": [
-                {"name": "oa__purchase_pay", "arguments": {"purchase_id": "PO-7", "amount": amount}}
-            ]
-        },
-        {"content": "Outcome: {last}"},
-    )
-    return make_agent(personas.org, personas.operator, name=f"Payer {amount}", model_config_json=config)
-
-
 def test_a_rejected_call_gives_its_amount_back_and_an_approved_one_keeps_it(
     backend, personas, resumes
 ) -> None:
@@ -217,7 +206,7 @@ def test_a_rejected_call_gives_its_amount_back_and_an_approved_one_keeps_it(
         "oa__purchase_pay", result={"status": "paid"}, parameters=PAY_SCHEMA, requires_confirmation=True
     )
     harness = Harness(tool)
-    agent = paying_agent(personas, 800)
+    agent = paying(personas, 800)
 
     first = run_start(agent=agent, user=personas.member, input="pay")
     assert harness.execute(first) == RunStatus.AWAITING_APPROVAL
@@ -245,7 +234,7 @@ def test_a_failed_call_gives_its_amount_back(backend, personas, resumes, fresh_b
 
     failing = RecordingTool("oa__purchase_pay", parameters=PAY_SCHEMA, result=down)
     harness = Harness(failing)
-    agent = paying_agent(personas, 800)
+    agent = paying(personas, 800)
 
     for _ in range(2):
         run = run_start(agent=agent, user=personas.member, input="pay")

@@ -9,8 +9,8 @@ from typing import Any
 from agents.models import Agent, Membership, Role, Run
 from agents.services import run_start
 from approvals.models import ApprovalStage, ApproverPolicy, ConfirmationRequest
-from tests.agents.engine_kit import Harness, RecordingTool
-from tests.approvals.kit import PAY_SCHEMA, set_policy
+from tests.agents.engine_kit import Harness
+from tests.approvals.kit import pay_tool, set_policy
 from tests.personas import make_agent, make_user, scripted
 
 LARGE = {"field": "amount", "op": ">=", "value": 50000}
@@ -46,12 +46,6 @@ def two_stage_policy(personas: Any, *, finance_required: int = 2, **policy: Any)
     return Finance(lee, finn, fiona, fred, row, lead, finance)
 
 
-def pay_tool() -> RecordingTool:
-    return RecordingTool(
-        "oa__purchase_pay", result={"status": "paid"}, parameters=PAY_SCHEMA, requires_confirmation=True
-    )
-
-
 def paying(personas: Any, amount: float) -> Agent:
     config = scripted(
         {
@@ -69,3 +63,6 @@ def parked_payment(personas: Any, harness: Harness, amount: float) -> tuple[Run,
     run = run_start(agent=paying(personas, amount), user=personas.member, input=f"pay {amount}")
     assert harness.execute(run) == "awaiting_approval"
     return run, ConfirmationRequest.objects.get(run=run)
+
+
+__all__ = ["Finance", "parked_payment", "pay_tool", "paying", "two_stage_policy"]
