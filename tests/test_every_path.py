@@ -21,12 +21,13 @@ import re
 
 import pytest
 from django.core import mail
+from django.db.models.signals import post_save
 from django.test import Client
 from django.utils import timezone
 
 from agents import events as ev
-from agents.models import ConnectorCallLog, ExecutionPath, Run, RunStatus
-from approvals.models import ApprovalStage, ConfirmationRequest
+from agents.models import Agent, ConnectorCallLog, ExecutionPath, Run, RunStatus
+from approvals.models import ApprovalStage, ConfirmationRequest, StandingGrant
 from approvals.services import BatchItem, confirmation_decide, confirmation_decide_batch
 from approvals.services.absences import absence_set
 from channels_im.models import ChannelConfig
@@ -34,7 +35,7 @@ from fimone import budgets
 from hooks import HookContext
 from hooks.catalog import build_hooks
 from tests.agents.engine_kit import Harness, events_of
-from tests.approvals.kit import set_policy
+from tests.approvals.kit import recorded_request, set_policy
 from tests.every_path_kit import EVAL_PATHS, PATHS, PAY_ARGS, drive, pay_tool, settle
 from tests.personas import make_hook
 
@@ -409,6 +410,38 @@ def test_an_e_mail_link_decides_only_with_the_approvers_code(path, personas, res
     settle(resumes, pay)
     root.refresh_from_db()
     assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
+
+
+@every_path
+def test_a_standing_approval_approves_the_call_without_asking_anyone(path, personas, resumes) -> None:
+    """april's standing approval of payments up to 5,000 on the path's agents (granted as each
+    agent is made): the call is approved at once, recorded as approved by the grant, and runs once."""
+    set_policy(personas, standing_grants="agent")
+    source = recorded_request(personas, status="approved", decided_by=personas.approver)
+
+    def grant_on(sender, instance, created, **kwargs) -> None:
+        if created:
+            StandingGrant.objects.create(
+                organization=personas.org,
+                agent=instance,
+                scope="agent",
+                tool_name="oa__purchase_pay",
+                conditions=[{"field": "amount", "op": "<=", "value": 5000}],
+                granted_by=personas.approver,
+                source_request=source,
+            )
+
+    post_save.connect(grant_on, sender=Agent, weak=False, dispatch_uid="every-path-grant")
+    pay = pay_tool(requires_confirmation=True)
+    try:
+        root, _tool_run = drive(path, personas, None, pay)
+    finally:
+        post_save.disconnect(sender=Agent, dispatch_uid="every-path-grant")
+
+    root.refresh_from_db()
+    assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
+    [used] = ConfirmationRequest.objects.filter(grant__isnull=False)
+    assert used.status == "approved" and used.reason == f"standing approval #{used.grant_id}"
 
 
 def test_every_execution_path_has_a_row() -> None:
