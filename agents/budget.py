@@ -36,8 +36,8 @@ from hooks.contract import Band, HookContext, HookResult, PostToolUseHook, PreTo
 T = TypeVar("T")
 
 WINDOWS = ("day", "week", "month")
-SCOPES = ("user", "agent", "organization")
-_SCOPE_WORDS = {"user": "this user", "agent": "this agent", "organization": "the organisation"}
+SCOPES = ("user", "agent", "organisation")
+_SCOPE_WORDS = {"user": "this user", "agent": "this agent", "organisation": "the organisation"}
 _WINDOW_WORDS = {"day": "today", "week": "this week", "month": "this month"}
 
 
@@ -153,7 +153,7 @@ class Budget(PreToolUseHook):
 
     def key(self, ctx: HookContext, now: dt.datetime) -> tuple[str, dt.datetime]:
         """The budget's counter for this call's period, and when the period ends."""
-        who = {"user": ctx.user_id, "agent": ctx.agent_id, "organization": ctx.metadata.get("org_id")}[
+        who = {"user": ctx.user_id, "agent": ctx.agent_id, "organisation": ctx.metadata.get("org_id")}[
             self.per
         ]
         start, until = period(self.window, now)

@@ -377,7 +377,7 @@ def test_an_enforced_budget_counts_the_call_or_blocks_it_past_the_budget(
 ) -> None:
     """The organisation's budget of 9,000 for payments, 4,000 or 4,001 spent already: the payment
     of 5,000 runs and is counted, or is past the budget, never reaches the tool and counts nothing."""
-    budget = {"limit": 9000, "per": "organization", "tools": ["oa__purchase_pay"]}
+    budget = {"limit": 9000, "per": "organisation", "tools": ["oa__purchase_pay"]}
     make_hook(personas.org, "budget", params=budget)
     key = spent_before(personas, budget, spent)
     pay = pay_tool()

@@ -112,6 +112,14 @@ class MembershipInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     def get_readonly_fields(self, request: HttpRequest, obj: Organization | None = None) -> Any:
         return () if request.user.is_superuser else ("user",)
 
+    def get_formset(self, request: HttpRequest, obj: Organization | None = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)
+        field = formset.form.base_fields.get("manager")
+        if field is not None:  # a manager is one of the organisation's members
+            members = Membership.objects.filter(organization=obj).values("user_id") if obj is not None else []
+            field.queryset = User.objects.filter(pk__in=members).order_by("username")
+        return formset
+
     def has_add_permission(self, request: HttpRequest, obj: Organization | None = None) -> bool:
         return request.user.is_superuser and super().has_add_permission(request, obj)
 

@@ -84,7 +84,7 @@ async def test_it_allows_calls_within_the_budget_and_blocks_the_one_past_it_sayi
 
 async def test_each_user_has_their_own_budget_and_a_per_organisation_one_is_shared(backend) -> None:
     org = unique_org()
-    per_user, shared = budget(100), budget(100, per="organization")
+    per_user, shared = budget(100), budget(100, per="organisation")
 
     assert (await per_user.run_pre_tool_use(call(org, 100, user=1))).allow
     assert (await per_user.run_pre_tool_use(call(org, 100, user=2))).allow
@@ -201,7 +201,7 @@ def test_a_rejected_call_gives_its_amount_back_and_an_approved_one_keeps_it(
     backend, personas, resumes
 ) -> None:
     set_policy(personas)
-    make_hook(personas.org, "budget", params={"limit": 1000, "per": "organization"})
+    make_hook(personas.org, "budget", params={"limit": 1000, "per": "organisation"})
     tool = RecordingTool(
         "oa__purchase_pay", result={"status": "paid"}, parameters=PAY_SCHEMA, requires_confirmation=True
     )
@@ -227,7 +227,7 @@ def test_a_rejected_call_gives_its_amount_back_and_an_approved_one_keeps_it(
 
 
 def test_a_failed_call_gives_its_amount_back(backend, personas, resumes, fresh_budgets) -> None:
-    make_hook(personas.org, "budget", params={"limit": 1000, "per": "organization"})
+    make_hook(personas.org, "budget", params={"limit": 1000, "per": "organisation"})
 
     def down(args: dict) -> Any:
         raise ToolError("the bank is down")

@@ -252,7 +252,7 @@ def test_events_of_a_run_that_goes_on_while_the_socket_is_down_are_shown_once(
         window.__portalSocket.close();
       }"""
     )
-    april = Organization.objects.get(name=demo["organization"]).memberships.get(role=Role.APPROVER).user
+    april = Organization.objects.get(name=demo["organization"]).memberships.get(user__username="april").user
     assert confirmation_decide(request_id=request.pk, user=april, approve=True, reason="fine").accepted
     deadline = time.monotonic() + 15
     while Run.objects.get(pk=request.run_id).status != RunStatus.COMPLETED:  # finishes while offline
