@@ -25,7 +25,7 @@ from agents.engine import jsonsafe
 from agents.engine.db import db
 from agents.engine.store import args_sha256, run_load
 from approvals import presentation, services
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.models import ConfirmationApprover, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name, request_for_call, request_status, stage_heading, vote_summary
 from approvals.waking import wait_for_verdict
 from hooks.catalog import register_hook
@@ -108,7 +108,12 @@ def _open(
         facts=facts,
         context=context,
     )
-    approvers = [{"id": u.pk, "name": display_name(u)} for u in opened.request.approvers.order_by("pk")]
+    # Who may decide now: a staged request's current stage (stand-ins included, reassigned not).
+    request = opened.request
+    asked = ConfirmationApprover.objects.filter(
+        request_id=request.pk, stage=request.stage_index, withdrawn_at__isnull=True
+    ).select_related("user")
+    approvers = [{"id": row.user_id, "name": display_name(row.user)} for row in asked.order_by("user_id")]
     return opened, approvers
 
 

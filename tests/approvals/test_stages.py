@@ -63,6 +63,10 @@ def test_a_large_call_asks_the_requesters_manager_then_two_of_finance(personas, 
     assert request.approvals_required == 1
     assert asked(staff.lee) == [request.pk]
     assert asked(staff.finn) == [] and asked(personas.approver) == [], "april is not asked at all"
+    pending = run.events.get(type="approval.pending").payload
+    assert [person["name"] for person in pending["approvers"]] == ["lee"], (
+        "the requester is told who decides now"
+    )
 
     early = vote(request, staff.finn)
     assert early.refused
