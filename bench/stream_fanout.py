@@ -16,8 +16,13 @@ receipt by a client, over the events that happened while every watcher was conne
 every watcher received every stored event of its run exactly once and in order.
 Target: p99 <= 100 ms, no event lost or doubled.
 
+Every process it starts runs under a stall probe (``bench/_stalls.py``: its collections, and any
+pause of the whole process of 20 ms or more); it prints each process's stalls and how many of the
+events over 100 ms were on their way while that process stood still, so a bad run names its cause.
+The load process freezes the heap it inherits from this one (``--load-gc``).
+
     DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/stream_fanout.py [--runs 50 --watchers 4]
-        [--executor celery|embedded --workers 2 --api separate|same]
+        [--executor celery|embedded --workers 2 --api separate|same --load-gc frozen|default]
 """
 
 from __future__ import annotations
@@ -29,24 +34,48 @@ import itertools
 import json
 import multiprocessing
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
+import _stalls
 from _django import ROOT, bench_database, percentile, test_database_url
 
 DELTA = "llm.delta"
 TERMINAL = {"run.completed", "run.failed"}
 
 
-def watch(port: int, sockets: list[tuple[int, str]], ready: Any, done: Any, stop: Any, out: Any) -> None:
+def watch(
+    port: int,
+    sockets: list[tuple[int, str]],
+    ready: Any,
+    done: Any,
+    stop: Any,
+    out: Any,
+    stall_log: str,
+    load_gc: str,
+) -> None:
     """The load process: one WebSocket per ``(run_id, cookie)``, all on one event loop. Signals
     ``ready`` once every socket is open and its replay has arrived, ``done`` once every socket saw
     its run end (or ``stop`` was set), and reports, per socket, each stored event received as
-    ``(seq, created_at, received_at)``."""
+    ``(seq, created_at, received_at)``.
+
+    It is forked from the benchmark's process and inherits its heap (Django, the ORM's objects):
+    some 300,000 objects that a full collection would scan, stopping every socket's reading, and
+    the stall would be counted as the server's. ``load_gc="frozen"`` moves them out of the
+    collector's reach, as the servers do with what their start-up built (``fimone/gc_tuning.py``)."""
+    import gc
+
     from websockets.asyncio.client import connect
+
+    if load_gc == "frozen":
+        gc.freeze()
+    _stalls.probe(stall_log)
 
     async def one(
         run_id: int, cookie: str, opened: asyncio.Event
@@ -134,7 +163,18 @@ def main() -> None:
     parser.add_argument(
         "--api", choices=("separate", "same"), default="separate", help="where runs are started and decided"
     )
+    parser.add_argument(
+        "--load-gc",
+        choices=("frozen", "default"),
+        default="frozen",
+        help="the load process's collector: what it inherited frozen (default), or Python's default",
+    )
     opts = parser.parse_args()
+    stall_dir = Path(tempfile.mkdtemp(prefix="fanout-stalls-"))
+    stall_logs = {
+        name: stall_dir / f"{name}.jsonl"
+        for name in ("streaming server", "API server", "load process", "workers")
+    }
 
     with bench_database(need_redis=True):
         from importlib import import_module
@@ -206,9 +246,10 @@ def main() -> None:
             "DECISION_RATE": "100000/min",
         }
 
-        def daphne(on: socket.socket) -> subprocess.Popen:
+        def daphne(on: socket.socket, stall_log: Path) -> subprocess.Popen:
+            probed = [sys.executable, str(Path(_stalls.__file__)), str(stall_log), "-m", "daphne"]
             return subprocess.Popen(
-                [sys.executable, "-m", "daphne", "--fd", str(on.fileno()), "fimone.asgi:application"],
+                [*probed, "--fd", str(on.fileno()), "fimone.asgi:application"],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.DEVNULL,
@@ -217,34 +258,40 @@ def main() -> None:
 
         # The measured server streams; the runs are started and decided through a second one, as
         # behind a load balancer (``--api same``: through the streaming server too).
-        server = daphne(listener)
-        api_server = daphne(api_listener) if opts.api == "separate" else None
-        workers = [
-            subprocess.Popen(
-                [
-                    *(["nice", "-n", str(opts.worker_nice)] if opts.worker_nice else []),
-                    sys.executable,
-                    "-m",
-                    "celery",
-                    "-A",
-                    "fimone",
-                    "worker",
-                    "--loglevel=WARNING",
-                    "--concurrency=2",
-                    f"--hostname=bench-{n}@%h",
-                    "-Q",
-                    env["CELERY_QUEUE"],
-                ],
-                cwd=ROOT,
-                env=env,
-                stdout=subprocess.DEVNULL,
-            )
-            for n in range(opts.workers if opts.executor == "celery" else 0)
-        ]
-        servers = [server] if api_server is None else [server, api_server]
-        base = f"http://127.0.0.1:{api_port if api_server is not None else port}"
+        servers: list[subprocess.Popen] = []
+        workers: list[subprocess.Popen] = []
         loader = None
-        try:
+        try:  # whatever happens, every process started here is stopped
+            servers.append(daphne(listener, stall_logs["streaming server"]))
+            if opts.api == "separate":
+                servers.append(daphne(api_listener, stall_logs["API server"]))
+            workers += [
+                subprocess.Popen(
+                    [
+                        *(["nice", "-n", str(opts.worker_nice)] if opts.worker_nice else []),
+                        sys.executable,
+                        # Their pool's processes are forked from it: they inherit the collector's probe
+                        # (not the watchdog thread).
+                        str(Path(_stalls.__file__)),
+                        str(stall_logs["workers"]),
+                        "-m",
+                        "celery",
+                        "-A",
+                        "fimone",
+                        "worker",
+                        "--loglevel=WARNING",
+                        "--concurrency=2",
+                        f"--hostname=bench-{n}@%h",
+                        "-Q",
+                        env["CELERY_QUEUE"],
+                    ],
+                    cwd=ROOT,
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                )
+                for n in range(opts.workers if opts.executor == "celery" else 0)
+            ]
+            base = f"http://127.0.0.1:{api_port if opts.api == 'separate' else port}"
             deadline = time.monotonic() + 30
             for url in {f"http://127.0.0.1:{port}", base}:
                 while True:
@@ -287,7 +334,10 @@ def main() -> None:
             ready, done, stop = multiprocessing.Event(), multiprocessing.Event(), multiprocessing.Event()
             queue: multiprocessing.Queue = multiprocessing.Queue()
             sockets = [(run_id, cookie) for run_id in run_ids for cookie in cookies]
-            loader = multiprocessing.Process(target=watch, args=(port, sockets, ready, done, stop, queue))
+            loader = multiprocessing.Process(
+                target=watch,
+                args=(port, sockets, ready, done, stop, queue, str(stall_logs["load process"]), opts.load_gc),
+            )
             loader.start()
             connecting = time.perf_counter()
             if not ready.wait(600):
@@ -331,6 +381,7 @@ def main() -> None:
         lost = doubled = out_of_order = 0
         delays: list[float] = []
         fanout: list[float] = []
+        late: list[tuple[float, float]] = []  # (stamped, received) of events over 100 ms
         live_events = 0
         for run_id, received in results:
             seqs = [seq for seq, _, _ in received]
@@ -344,6 +395,8 @@ def main() -> None:
                 if created >= live_from:
                     live_events += 1
                     delays.append((received_at - created.timestamp()) * 1000)
+                    if delays[-1] > 100:
+                        late.append((created.timestamp(), received_at))
                     if (run_id, seq) in published:
                         fanout.append((received_at - published[(run_id, seq)]) * 1000)
         elapsed = finished - started
@@ -367,6 +420,27 @@ def main() -> None:
             f"p99 {percentile(fanout, 99):.1f} ms over {len(fanout)} deliveries"
         )
         print(f"lost: {lost} {missing or ''}, doubled: {doubled}, out of order: {out_of_order}")
+        # Which process stood still while the late events were on their way (stalls >= 20 ms,
+        # from the moment every watcher was connected).
+        live_start = live_from.timestamp()
+        for name, path in stall_logs.items():
+            stalls = [s for s in _stalls.read(path) if s["at"] + s["ms"] / 1000 >= live_start]
+            overlapping = sum(
+                1
+                for stamped, received in late
+                if any(s["at"] < received and s["at"] + s["ms"] / 1000 > stamped for s in stalls)
+            )
+            if name == "workers":
+                parents = {w.pid for w in workers}
+                in_parents = sum(1 for s in stalls if s["pid"] in parents)
+                name = f"workers ({in_parents} in the pools' parent processes)"
+            print(
+                f"stalls of the {name} (load GC {opts.load_gc}): {_stalls.summary(stalls)}"
+                if name == "load process"
+                else f"stalls of the {name}: {_stalls.summary(stalls)}",
+                f"-- during {overlapping} of the {len(late)} events over 100 ms" if late else "",
+            )
+        shutil.rmtree(stall_dir, ignore_errors=True)
         ok = percentile(delays, 99) <= 100 and lost == doubled == out_of_order == 0
         print("target p99 <= 100 ms, nothing lost or doubled:", "MET" if ok else "MISSED")
         sys.exit(0 if ok else 1)

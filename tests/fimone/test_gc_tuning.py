@@ -41,3 +41,14 @@ def test_a_celery_worker_process_is_tuned_when_it_starts() -> None:
     threshold, frozen = collector_after_loading("fimone.celery", load, GC_THRESHOLD="30000")
 
     assert threshold == 30_000 and frozen > 10_000
+
+
+def test_a_celery_workers_main_process_is_tuned_before_it_starts_its_pool() -> None:
+    """It hands every task to the pool: a full collection there holds up a run's resume."""
+    load = (
+        "import django; django.setup(); from celery.signals import worker_init; "
+        "worker_init.send(sender=None); "
+    )
+    threshold, frozen = collector_after_loading("fimone.celery", load, GC_THRESHOLD="30000")
+
+    assert threshold == 30_000 and frozen > 10_000
