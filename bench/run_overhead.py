@@ -84,10 +84,10 @@ def main() -> None:
         on_loop = {"seconds": 0.0}
         write_on_loop = loop_writes.LoopWriter.run
 
-        async def timed_write(self, sql, params, *, durable=True):
+        async def timed_write(self, sql, params):
             started = time.perf_counter()
             try:
-                return await write_on_loop(self, sql, params, durable=durable)
+                return await write_on_loop(self, sql, params)
             finally:
                 on_loop["seconds"] += time.perf_counter() - started
 

@@ -100,15 +100,28 @@ def _jsonable(value: Any) -> Any:
     return value.isoformat() if isinstance(value, dt.datetime) else value
 
 
+#: The first part of a statement whose commit need not wait for the disk: ``SET LOCAL`` as a
+#: function, so the statement stays one (and can be prepared). A transaction's commit reads
+#: ``synchronous_commit`` as the transaction left it, and a statement run alone is a
+#: transaction of its own.
+COMMIT_WITHOUT_WAITING = "commit_async AS (SELECT set_config('synchronous_commit', 'off', true))"
+
+
 def postgres_statement(
-    guard: Guard | None, writes: list[Write], facts: list[Write] | tuple[Write, ...] = ()
+    guard: Guard | None,
+    writes: list[Write],
+    facts: list[Write] | tuple[Write, ...] = (),
+    *,
+    durable: bool = True,
 ) -> tuple[str, list[Any]] | None:
     """All of ``writes`` and ``facts`` as one statement, or ``None`` when there is nothing to
     write. Under a guard every part of ``writes`` is conditioned on the guard's row
     (``EXISTS (SELECT 1 FROM held)``): it writes everything or nothing; ``facts`` are written
     either way. Rows travel as one JSON array per table, typed by ``jsonb_populate_recordset``
     against the table's row type. The statement's one row, one column: under a guard, whether
-    the run was held (0 or 1: with 0 nothing but ``facts`` was written), else 1."""
+    the run was held (0 or 1: with 0 nothing but ``facts`` was written), else 1.
+    ``durable=False``: run alone (autocommit), its commit does not wait for the disk
+    (:mod:`agents.engine.loop_writes` says when that is safe)."""
     parts: list[str] = []
     params: list[Any] = []
     if guard is not None:
@@ -146,4 +159,12 @@ def postgres_statement(
     if not parts:
         return None
     tail = "SELECT count(*) FROM held" if guard is not None else "SELECT 1"
-    return f"WITH {', '.join(parts)} {tail}", params
+    return assemble(parts, tail, durable=durable), params
+
+
+def assemble(parts: list[str], tail: str, *, durable: bool = True) -> str:
+    """``WITH <parts> <tail>``; ``durable=False`` adds :data:`COMMIT_WITHOUT_WAITING`."""
+    if not durable:
+        # A CTE is evaluated only when read: the one row read here sets the commit's mode.
+        parts, tail = [COMMIT_WITHOUT_WAITING, *parts], f"SELECT ({tail}) FROM commit_async"  # noqa: S608
+    return f"WITH {', '.join(parts)} {tail}" if parts else tail  # our own parts: no values in them

@@ -227,10 +227,12 @@ class RunJournal:
     ) -> None:
         """:func:`agents.engine.store.write` without ``op``, run on the loop (PostgreSQL)."""
         assert self._writer is not None
-        statement = batch.postgres_statement(guard, batch.non_empty(writes), batch.non_empty(facts))
+        statement = batch.postgres_statement(
+            guard, batch.non_empty(writes), batch.non_empty(facts), durable=durable
+        )
         if statement is None:
             return
-        held = await self._writer.run(*statement, durable=durable)
+        held = await self._writer.run(*statement)
         if guard is not None and not held:
             raise batch.lease_lost(guard)
 

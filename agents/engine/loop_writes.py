@@ -13,12 +13,12 @@ the run opens one connection of its own at its first write and :meth:`LoopWriter
 it when the run stops driving.
 
 Durability: a write is durable (``synchronous_commit`` as configured) unless the caller says it
-need not be: then it commits without waiting for the disk (``SET LOCAL synchronous_commit TO
-OFF``, one round trip). Only a tool's outcome is written so (``agents.engine.pipeline``, unless
-``RUN_OUTCOMES_WAIT_FOR_DISK`` is set): a
-database crash can lose at most the last such writes, never a later durable one (the log is
-flushed in order), and a lost outcome reads back as the call's start without an end — "outcome
-unknown" (DESIGN §1.5), never a second execution.
+need not be: then its statement commits without waiting for the disk
+(:data:`agents.engine.batch.COMMIT_WITHOUT_WAITING`, in the statement itself, which stays one
+prepared statement). Only a tool's outcome is written so (``agents.engine.pipeline``, unless
+``RUN_OUTCOMES_WAIT_FOR_DISK`` is set): a database crash can lose at most the last such writes,
+never a later durable one (the log is flushed in order), and a lost outcome reads back as the
+call's start without an end — "outcome unknown" (DESIGN §1.5), never a second execution.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from psycopg import AsyncClientCursor, AsyncConnection
+from psycopg import AsyncConnection
 
 from fimone import adb
 
@@ -39,16 +39,16 @@ class LoopWriter:
         self.pooled = pooled
         self._own: AsyncConnection | None = None
 
-    async def run(self, sql: str, params: list[Any], *, durable: bool = True) -> Any:
+    async def run(self, sql: str, params: list[Any]) -> Any:
         """Run one statement in its own transaction; return the first column of its row.
         psycopg's errors are raised as Django's (``IntegrityError``, …)."""
         with adb.django_errors():
             if self.pooled:
                 async with adb.connection() as connection:
-                    return await _run(connection, sql, params, durable)
+                    return await _run(connection, sql, params)
             connection = await self._connection()
             try:
-                return await _run(connection, sql, params, durable)
+                return await _run(connection, sql, params)
             finally:
                 if connection.broken:
                     self._own = None
@@ -66,15 +66,8 @@ class LoopWriter:
             await own.close()
 
 
-async def _run(connection: AsyncConnection, sql: str, params: list[Any], durable: bool) -> Any:
-    if durable:
-        prepare = True if settings.DATABASE_PREPARED_STATEMENTS else None
-        cursor = await connection.execute(sql, params, prepare=prepare)
-    else:
-        # Two statements in one simple query: one implicit transaction, so SET LOCAL holds for
-        # it alone. That takes client-side binding (no prepared statement: it plans in ~0.1 ms).
-        cursor = AsyncClientCursor(connection)
-        await cursor.execute(f"SET LOCAL synchronous_commit TO OFF; {sql}", params)
-        cursor.nextset()
+async def _run(connection: AsyncConnection, sql: str, params: list[Any]) -> Any:
+    prepare = True if settings.DATABASE_PREPARED_STATEMENTS else None
+    cursor = await connection.execute(sql, params, prepare=prepare)
     row = await cursor.fetchone()
     return row[0] if row is not None else None

@@ -268,7 +268,11 @@ class ToolPipeline:
             await journal.commit(
                 writes=(
                     store.execution_begin(
-                        run_id=journal.run_id, tool_call_id=call_id, tool_name=name, args=final_args
+                        run_id=journal.run_id,
+                        tool_call_id=call_id,
+                        tool_name=name,
+                        args=final_args,
+                        digest=digest,
                     ),
                 ),
                 check_lease=True,

@@ -164,9 +164,14 @@ class ReactEngine(RunEngine):
         every observation joined the messages."""
         cp = self.checkpoint
         todo = [c for c in cp["pending_calls"] if c["id"] not in cp["observations"]]
-        outcomes = await asyncio.gather(
-            *(pipeline.run(c, fresh=c["id"] in self._proposed_here) for c in todo), return_exceptions=True
-        )
+        if len(todo) == 1:  # the common turn: no task to run one call beside nothing
+            [call] = todo
+            outcomes: list[Any] = [await pipeline.run(call, fresh=call["id"] in self._proposed_here)]
+        else:
+            outcomes = await asyncio.gather(
+                *(pipeline.run(c, fresh=c["id"] in self._proposed_here) for c in todo),
+                return_exceptions=True,
+            )
         suspension: Suspended | None = None
         for call, outcome in zip(todo, outcomes, strict=True):
             if isinstance(outcome, BaseException):

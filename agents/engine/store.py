@@ -170,14 +170,17 @@ def message_rows(*, run_id: int, first: int, messages: list[dict[str, Any]]) -> 
     )
 
 
-def execution_begin(*, run_id: int, tool_call_id: str, tool_name: str, args: dict[str, Any]) -> Rows:
+def execution_begin(
+    *, run_id: int, tool_call_id: str, tool_name: str, args: dict[str, Any], digest: str
+) -> Rows:
     """The record that a tool is about to run. Written under a :class:`Guard`; if a row already
     exists (someone started this call before and it must not run again) the whole write fails with
-    ``IntegrityError``. No savepoint: the caller's whole transaction is void then."""
+    ``IntegrityError``. No savepoint: the caller's whole transaction is void then. ``digest``:
+    :func:`args_sha256` of ``args``, which the caller computed for the call's event."""
     return Rows(
         ToolExecution._meta.db_table,
         ("run_id", "tool_call_id", "tool_name", "args", "args_sha256", "status", "started_at"),
-        [(run_id, tool_call_id, tool_name, args, args_sha256(args), "started", timezone.now())],
+        [(run_id, tool_call_id, tool_name, args, digest, "started", timezone.now())],
         frozenset({"args"}),
     )
 

@@ -35,10 +35,10 @@ def writes(monkeypatch) -> Writes:
     seen.writers = set()
     real = loop_writes.LoopWriter.run
 
-    async def run(self, sql, params, *, durable=True):
-        seen.append(durable)
+    async def run(self, sql, params):
+        seen.append(batch.COMMIT_WITHOUT_WAITING not in sql)
         seen.writers.add(self)
-        return await real(self, sql, params, durable=durable)
+        return await real(self, sql, params)
 
     monkeypatch.setattr(loop_writes.LoopWriter, "run", run)
     return seen
@@ -101,11 +101,12 @@ def test_only_a_write_said_not_to_be_durable_skips_waiting_for_the_disk() -> Non
     async def settings_seen() -> tuple[str, str, str]:
         writer = loop_writes.LoopWriter(pooled=False)
         try:
-            sql = "SELECT current_setting('synchronous_commit')"
+            read = "SELECT current_setting('synchronous_commit')"
             return (
-                await writer.run(sql, []),
-                await writer.run(sql, [], durable=False),
-                await writer.run(sql, []),  # SET LOCAL ended with its own transaction
+                await writer.run(batch.assemble([], read), []),
+                # What the statement's transaction commits with, read as its last act.
+                await writer.run(batch.assemble([], read, durable=False), []),
+                await writer.run(batch.assemble([], read), []),  # SET LOCAL ended with its transaction
             )
         finally:
             await writer.close()
@@ -129,7 +130,9 @@ def test_a_call_started_twice_is_refused_as_the_orm_would_refuse_it(personas, no
         journal = RunJournal(run.pk, owner="worker-1")
         await journal.open()
         try:
-            begin = store.execution_begin(run_id=run.pk, tool_call_id="c1", tool_name="t_note", args={})
+            begin = store.execution_begin(
+                run_id=run.pk, tool_call_id="c1", tool_name="t_note", args={}, digest=store.args_sha256({})
+            )
             await journal.commit(writes=(begin,), check_lease=True)
             journal.emit(ev.TOOL_STARTED, {"tool_call_id": "c1"})
             await journal.commit(writes=(begin,), check_lease=True)
@@ -188,8 +191,9 @@ def test_on_a_loop_that_outlives_the_run_writes_share_the_loops_pool(personas, n
     assert writes.count(False) == 2
 
 
-def test_the_outcome_write_needs_no_second_round_trip(personas, no_dispatch) -> None:
-    """Two statements in one simple query: SET LOCAL and the write commit together."""
+@pytest.mark.parametrize("guarded", [False, True], ids=["facts-alone", "under-the-lease"])
+def test_the_outcome_write_is_one_statement_that_sets_its_own_commit(personas, no_dispatch, guarded) -> None:
+    """The commit's mode travels in the statement: it can be prepared like every other write."""
     run = held(personas, no_dispatch)
     ToolExecution.objects.create(run=run, tool_call_id="c1", tool_name="t_note", args={}, status="started")
     outcome = store.execution_finish(
@@ -200,12 +204,14 @@ def test_the_outcome_write_needs_no_second_round_trip(personas, no_dispatch) -> 
         events=[batch.QueuedEvent(1, ev.TOOL_FINISHED, {"tool_call_id": "c1"})],
         stamp=timezone.now(),
     )
-    sql, params = batch.postgres_statement(None, [events], [outcome])
+    guard = batch.Guard(run.pk, "worker-1") if guarded else None
+    sql, params = batch.postgres_statement(guard, [events], [outcome], durable=False)
+    assert sql.startswith(f"WITH {batch.COMMIT_WITHOUT_WAITING}")
 
     async def write() -> object:
         writer = loop_writes.LoopWriter(pooled=False)
         try:
-            return await asyncio.wait_for(writer.run(sql, params, durable=False), 10)
+            return await asyncio.wait_for(writer.run(sql, params), 10)
         finally:
             await writer.close()
 

@@ -26,7 +26,13 @@ def step(run: Run, *, seq: int = 1, call_id: str = "call-1") -> list[batch.Write
     events = [batch.QueuedEvent(seq, "tool.started", {"tool_call_id": call_id, "note": "ünï ✓"})]
     return [
         store.message_rows(run_id=run.pk, first=0, messages=[{"role": "user", "content": "hi"}]),
-        store.execution_begin(run_id=run.pk, tool_call_id=call_id, tool_name="noop", args={"b": 2, "a": [1]}),
+        store.execution_begin(
+            run_id=run.pk,
+            tool_call_id=call_id,
+            tool_name="noop",
+            args={"b": 2, "a": [1]},
+            digest=store.args_sha256({"b": 2, "a": [1]}),
+        ),
         store.event_rows(run_id=run.pk, events=events, stamp=timezone.now()),
     ]
 
