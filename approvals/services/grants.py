@@ -174,11 +174,7 @@ def grant_for_call(
         .exclude(expires_at__lte=now)
         .order_by("pk")
     )
-    approvers = set(
-        Membership.objects.filter(
-            organization_id=run.agent.organization_id, role__in=APPROVER_ROLES
-        ).values_list("user_id", flat=True)
-    )
+    approvers: set[int] | None = None  # read once a grant's conditions hold, not for every gated call
     for grant in candidates:
         if grant.scope == Scope.CONVERSATION and grant.conversation_id != run.conversation_id:
             continue
@@ -190,6 +186,12 @@ def grant_for_call(
             continue
         if not conditions or not all(condition.met(tool_args) for condition in conditions):
             continue
+        if approvers is None:
+            approvers = set(
+                Membership.objects.filter(
+                    organization_id=run.agent.organization_id, role__in=APPROVER_ROLES
+                ).values_list("user_id", flat=True)
+            )
         if grant.granted_by_id not in approvers:
             continue
         allowed = eligible_ids(

@@ -10,13 +10,22 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agents.models import Conversation, Membership, Role, RunStatus
 from agents.services import run_start
 from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.policy import policy_for
 from approvals.selectors.queue_health import queue_health
-from approvals.services.grants import GrantAsk, GrantRefused, confirmation_approve_granting, grant_revoke
+from approvals.services.grants import (
+    GrantAsk,
+    GrantRefused,
+    confirmation_approve_granting,
+    grant_for_call,
+    grant_revoke,
+)
 from tests.admin_kit import logged_in
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import set_policy
@@ -241,3 +250,28 @@ def test_a_bad_grant_in_the_inbox_decides_nothing_and_says_why(personas, resumes
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.PENDING
     assert Conversation.objects.count() == 1
+
+
+def test_a_call_no_grant_could_cover_costs_the_gate_no_look_at_the_approvers(personas, resumes) -> None:
+    """Only a grant whose conditions hold needs its granter checked against the organisation."""
+    allow_grants(personas)
+    tool = pay_tool()
+    harness = Harness(tool)
+    agent = paying(personas, 1_000)
+    first = pay_in(personas, harness, agent)
+    grant(personas, ConfirmationRequest.objects.get(run=first))
+    assert harness.resume(first) == RunStatus.COMPLETED
+    run = run_start(agent=agent, user=personas.member, input="pay", conversation=first.conversation)
+    policy = policy_for(agent=agent)
+
+    def look(amount: int) -> tuple[Any, list[str]]:
+        args = {"purchase_id": "PO-7", "amount": amount}
+        with transaction.atomic(), CaptureQueriesContext(connection) as queries:
+            found = grant_for_call(
+                run=run, tool_name="oa__purchase_pay", tool_args=args, policy=policy, now=timezone.now()
+            )
+        return found, [q["sql"] for q in queries if "agents_membership" in q["sql"]]
+
+    assert look(9_000) == (None, []), "outside the grant's conditions: nothing else read"
+    found, membership_reads = look(1_000)
+    assert found is not None and len(membership_reads) >= 1
