@@ -19,6 +19,7 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
 from agents import events as ev
 from agents.engine import jsonsafe
@@ -28,6 +29,7 @@ from approvals import presentation, services
 from approvals.models import ConfirmationApprover, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name, request_for_call, request_status, stage_heading, vote_summary
 from approvals.waking import wait_for_verdict
+from fimone import telemetry
 from hooks.catalog import register_hook
 from hooks.contract import (
     GATE_PRIORITY,
@@ -241,6 +243,7 @@ class ConfirmationGateHook(PreToolUseHook):
                 detail={"request_id": str(request_id), "expires_at": request.expires_at.isoformat()},
                 still_waiting=still_waiting,
             )
+        _trace_verdict(request)
         problem = None
         if request.status == ConfirmationStatus.EXPIRED:  # say why, if nobody could be reached
             problem = await db(_delivery_problem, request_id=request.pk)
@@ -276,6 +279,37 @@ class ConfirmationGateHook(PreToolUseHook):
             error=observation_for(request, delivery_problem=problem),
             side_effects=[f"approval {request.status}"],
         )
+
+
+def _trace_verdict(request: ConfirmationRequest) -> None:
+    """The request's span, from its opening to its verdict, as a child of the tool call that
+    asked (its stored context), recorded by the run that learns the verdict: the one place every
+    verdict reaches, however it was given (fimone/telemetry.py)."""
+    if not telemetry.ENABLED:
+        return
+    ended = request.responded_at or timezone.now()
+    attributes = {
+        "fim.approval.id": str(request.pk),
+        "fim.approval.status": str(request.status),
+        "fim.approval.channel": request.channel or "web",
+        "fim.approval.stages": len(request.stage_plan or []) or 1,
+        "fim.run.id": request.run_id,
+        "fim.tool": request.tool_name,
+        "fim.tool.call_id": request.tool_call_id,
+    }
+    if request.responded_by_id is not None:
+        attributes["fim.approval.decided_by"] = request.responded_by_id
+    telemetry.record_span(
+        "fim.approval",
+        parent=request.trace_context,
+        start=request.created_at,
+        end=ended,
+        attributes=attributes,
+        error=request.status != ConfirmationStatus.APPROVED,
+    )
+    telemetry.approval_decided(
+        status=str(request.status), seconds=(ended - request.created_at).total_seconds()
+    )
 
 
 @register_hook

@@ -1,5 +1,9 @@
+import os
+
 from django.apps import AppConfig
 from django.contrib.admin.apps import AdminConfig
+
+from fimone import telemetry
 
 
 class FimOneAdminConfig(AdminConfig):
@@ -14,3 +18,7 @@ class FimOneConfig(AppConfig):
     name = "fimone"
     label = "fimone"
     verbose_name = "FIM One"
+
+    def ready(self) -> None:
+        # Before any request's middleware is loaded: Django's instrumentation adds its own.
+        telemetry.configure(os.environ)

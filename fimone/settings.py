@@ -303,6 +303,9 @@ AUDIT_CHAIN_RETIRED_KEYS = env_secret_list("AUDIT_CHAIN_RETIRED_KEYS")
 # ``/metrics`` (the approval queue for Prometheus, approvals/metrics.py) answers a scraper sending
 # ``Authorization: Bearer <METRICS_TOKEN>``, and signed-in superusers; unset, only the latter.
 METRICS_TOKEN = env_secret("METRICS_TOKEN")
+# OpenTelemetry (fimone/telemetry.py) is configured by the standard OTEL_* variables; this one opts
+# in to tool arguments on tool-call spans (credentials redacted). Off: spans name, never show.
+TELEMETRY_TOOL_ARGUMENTS = env_bool("TELEMETRY_TOOL_ARGUMENTS", False)
 # Where ``manage.py audit_anchor`` posts the signed heads of the audit chains (a write-once store).
 AUDIT_ANCHOR_URL = env_http_url("AUDIT_ANCHOR_URL")
 SESSION_COOKIE_HTTPONLY = True

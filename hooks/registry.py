@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Iterable
 from typing import Any
 
+from fimone import telemetry
 from hooks.contract import Hook, HookContext, HookPoint, HookResult, RunEvents, SuspendRun
 from hooks.outcomes import (
     BadHookResult,
@@ -65,6 +67,34 @@ def _describe(exc: BaseException) -> str:
 
 def _not_a_result(result: Any) -> BadHookResult:
     return BadHookResult(f"returned {type(result).__name__} instead of HookResult")
+
+
+def _note(
+    name: str,
+    point: HookPoint,
+    started: float,
+    ended: float,
+    offset: float,
+    decision: str,
+    triggered: bool = True,
+) -> None:
+    """A hook's part of the chain, for telemetry (on only): clock readings made wall times."""
+    telemetry.hook_decided(
+        hook=name,
+        point=point.value,
+        started=started + offset,
+        ended=ended + offset,
+        decision=decision,
+        triggered=triggered,
+    )
+
+
+def _pre_decision(result: HookResult) -> str:
+    if not result.allow:
+        return "block"
+    if result.require_confirmation is True:
+        return "ask"
+    return "rewrite" if result.modified_args is not None else "allow"
 
 
 _KEEP: Any = object()
@@ -194,6 +224,8 @@ class HookRegistry:
         box: list[Any] | None = None  # where stepped puts hooks' answers, made when one triggers
         clock = _clock
         last = clock()  # each hook's end is the next one's start: one clock read per hook
+        tracing = telemetry.ENABLED
+        offset = time.time() - last if tracing else 0.0
         for hook, filters, timeout, system, name in self._pre:
             if ctx.requires_confirmation is not needed:
                 ctx = _evolve(ctx, confirm=needed)
@@ -207,6 +239,8 @@ class HookRegistry:
                         last = clock()
                         if last - started > timeout:
                             raise overran(timeout, last - started)
+                        if tracing:
+                            _note(name, _PRE, started, last, offset, "skipped", triggered=False)
                         continue
                 # A system hook gets the run's events on its own copy of the context (DESIGN §1.10).
                 hook_ctx = _evolve(ctx, events=events) if system and events is not None else ctx
@@ -222,14 +256,21 @@ class HookRegistry:
                 last = clock()
                 if last - started > timeout:
                     raise overran(timeout, last - started)
+                if tracing:
+                    _note(name, _PRE, started, last, offset, _pre_decision(result))
             except SuspendRun as suspension:
+                if tracing:
+                    _note(name, _PRE, started, clock(), offset, "suspend")
                 return PreToolUseOutcome(
                     allow=False, tool_args=ctx.tool_args, suspension=suspension, side_effects=effects
                 )
             except Exception as exc:
                 exc, last = timed(timeout, exc, started)
                 effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
-                if _lets_through(hook, exc):
+                lets_through = _lets_through(hook, exc)
+                if tracing:
+                    _note(name, _PRE, started, last, offset, "failed_open" if lets_through else "failed")
+                if lets_through:
                     continue
                 error = f"Tool call blocked: the safety check '{name}' could not complete."
                 return await self._blocked(ctx, name, error, effects, needed, asked)
@@ -322,6 +363,8 @@ class HookRegistry:
         box: list[Any] | None = None  # where stepped puts hooks' answers, made when one triggers
         clock = _clock
         last = clock()  # each hook's end is the next one's start: one clock read per hook
+        tracing = telemetry.ENABLED
+        offset = time.time() - last if tracing else 0.0
         for hook, filters, timeout, _system, name in self._post:
             started = last
             try:
@@ -333,6 +376,8 @@ class HookRegistry:
                         last = clock()
                         if last - started > timeout:
                             raise overran(timeout, last - started)
+                        if tracing:
+                            _note(name, _POST, started, last, offset, "skipped", triggered=False)
                         continue
                 if box is None:
                     box = [None]
@@ -346,10 +391,22 @@ class HookRegistry:
                 last = clock()
                 if last - started > timeout:
                     raise overran(timeout, last - started)
+                if tracing:
+                    _note(
+                        name,
+                        _POST,
+                        started,
+                        last,
+                        offset,
+                        "rewrite" if result.modified_result is not None else "allow",
+                    )
             except Exception as exc:  # SuspendRun included: it has no meaning here
                 exc, last = timed(timeout, exc, started)
                 effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
-                if _lets_through(hook, exc):
+                lets_through = _lets_through(hook, exc)
+                if tracing:
+                    _note(name, _POST, started, last, offset, "failed_open" if lets_through else "failed")
+                if lets_through:
                     continue
                 failed.append(name)
                 notice = (
@@ -379,6 +436,8 @@ class HookRegistry:
         box: list[Any] | None = None  # where stepped puts hooks' answers, made when one triggers
         clock = _clock
         last = clock()  # each hook's end is the next one's start: one clock read per hook
+        tracing = telemetry.ENABLED
+        offset = time.time() - last if tracing else 0.0
         for hook, filters, timeout, _system, name in self._start:
             started = last
             try:
@@ -390,6 +449,8 @@ class HookRegistry:
                         last = clock()
                         if last - started > timeout:
                             raise overran(timeout, last - started)
+                        if tracing:
+                            _note(name, _START, started, last, offset, "skipped", triggered=False)
                         continue
                 if box is None:
                     box = [None]
@@ -403,10 +464,15 @@ class HookRegistry:
                 last = clock()
                 if last - started > timeout:
                     raise overran(timeout, last - started)
+                if tracing:
+                    _note(name, _START, started, last, offset, "allow")
             except Exception as exc:
                 exc, last = timed(timeout, exc, started)
                 effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
-                if _lets_through(hook, exc):
+                lets_through = _lets_through(hook, exc)
+                if tracing:
+                    _note(name, _START, started, last, offset, "failed_open" if lets_through else "failed")
+                if lets_through:
                     continue
                 return SessionStartOutcome(
                     ok=False,

@@ -444,6 +444,32 @@ def test_a_standing_approval_approves_the_call_without_asking_anyone(path, perso
     assert used.status == "approved" and used.reason == f"standing approval #{used.grant_id}"
 
 
+@every_path
+def test_with_telemetry_on_the_approval_is_a_child_of_the_call_that_asked(
+    path, personas, resumes, recorded
+) -> None:
+    """One trace from the asking call to its verdict, whichever path asked; names, never values."""
+    set_policy(personas)
+    pay = pay_tool(requires_confirmation=True)
+
+    root, tool_run = drive(path, personas, None, pay)
+    request = ConfirmationRequest.objects.get()
+    confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+    settle(resumes, pay)
+
+    root.refresh_from_db()
+    assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
+    calls = [s for s in recorded.spans("fim.tool") if s.attributes["fim.run.id"] == tool_run.pk]
+    [asking] = [s for s in calls if s.attributes["fim.tool.outcome"] == "waiting"]
+    [approval] = recorded.spans("fim.approval")
+    assert approval.parent.span_id == asking.context.span_id
+    assert approval.context.trace_id == asking.context.trace_id
+    assert approval.attributes["fim.approval.status"] == "approved"
+    assert any(s.attributes["fim.tool.outcome"] == "succeeded" for s in calls)
+    shown = repr([dict(s.attributes) for s in recorded.spans()])
+    assert all(str(value) not in shown for value in PAY_ARGS.values()), "argument values stay out"
+
+
 def test_every_execution_path_has_a_row() -> None:
     """A path added to the product without a row here would go untested: seven rows, one per way
     a tool call is reached, and the eval's rows for the runner that bypasses the agent's hooks."""

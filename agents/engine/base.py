@@ -12,9 +12,10 @@ other exception fails it as an internal error (logged). Everything else is the e
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +30,7 @@ from agents.models import Run, RunStatus
 from agents.tools.base import Tool
 from agents.tools.sandbox import sandbox_note, sandboxed_tools
 from agents.tools.toolbox import ToolboxError, tools_for_agent
+from fimone import telemetry
 from hooks import HookRegistry
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,42 @@ class RunEngine(ABC):
             )
         heartbeat = asyncio.create_task(journal.heartbeat())
         try:
+            with self._traced_drive() as span:
+                status = await self._drive_to_an_end()
+                if span is not None:
+                    span.set_attribute("fim.run.status", status)
+                return status
+        finally:
+            heartbeat.cancel()
+            await journal.flush_stream()  # the run's last events reach the stream before it returns
+            await journal.close()
+
+    @contextlib.contextmanager
+    def _traced_drive(self) -> Iterator[Any]:
+        """The drive's span (:mod:`fimone.telemetry`): a run's first drive continues the current
+        context (the request or task that drives it) and stores its own in the checkpoint; a
+        resumed drive continues that one, wherever it runs."""
+        if not telemetry.ENABLED:
+            yield None
+            return
+        run = self.run
+        stored = self.checkpoint.get("trace", "")
+        attributes = {
+            "fim.run.id": run.pk,
+            "fim.agent.id": run.agent_id,
+            "fim.run.execution_path": run.execution_path,
+            "fim.run.resumed": not self.started_here,
+        }
+        with telemetry.span("fim.run", attributes=attributes, parent=stored, link_current=True) as span:
+            if not stored:
+                self.checkpoint["trace"] = telemetry.traceparent()
+                self.journal.checkpoint_changed()
+            yield span
+
+    async def _drive_to_an_end(self) -> str:
+        """:meth:`_drive`, every way it can end turned into the run's ending."""
+        journal = self.journal
+        try:
             return await self._drive()
         except RunFailed as failure:
             return await journal.finish(RunStatus.FAILED, error=failure.error, stage=failure.stage)
@@ -121,10 +159,6 @@ class RunEngine(ABC):
             return await journal.finish(
                 RunStatus.FAILED, error=f"internal error: {type(exc).__name__}", stage="engine"
             )
-        finally:
-            heartbeat.cancel()
-            await journal.flush_stream()  # the run's last events reach the stream before it returns
-            await journal.close()
 
     async def _opened(self) -> None:
         """Read what the engine needs besides the run, once it is open and before it starts or
@@ -206,6 +240,12 @@ class RunEngine(ABC):
         numbered from 0); a model that gives no answer fails the run (stage ``llm``)."""
         self.journal.start_deltas()
         try:
-            return await provider.complete(messages=messages, tools=tools, on_delta=on_delta)
+            if not telemetry.ENABLED:
+                return await provider.complete(messages=messages, tools=tools, on_delta=on_delta)
+            attributes = {"fim.run.id": self.run_id, "fim.llm.provider": type(provider).__name__}
+            with telemetry.span("fim.llm", attributes=attributes) as span:
+                response = await provider.complete(messages=messages, tools=tools, on_delta=on_delta)
+                span.set_attribute("fim.llm.tool_calls", len(response.tool_calls))
+                return response
         except LLMError as exc:
             raise RunFailed(str(exc), "llm") from None

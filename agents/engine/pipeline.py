@@ -38,6 +38,7 @@ from agents.tools.base import OutcomeUnknown, ReentrantTool, Tool, ToolError, To
 from agents.tools.redaction import redact_credentials
 from agents.tools.sandbox import DryRunTool, dry_run_text
 from agents.tools.schema import argument_errors
+from fimone import telemetry
 from hooks import HookContext, HookRegistry
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,27 @@ class ToolPipeline:
         ``fresh``: proposed in this process, so it cannot have run yet; otherwise (proposed before
         a crash or a suspension) an execution already recorded is replayed, never re-run.
         """
+        if not telemetry.ENABLED:
+            return await self._run(call, fresh=fresh)
+        attributes: dict[str, Any] = {
+            "fim.run.id": self.journal.run_id,
+            "fim.tool": call["name"],
+            "fim.tool.call_id": call["id"],
+        }
+        if settings.TELEMETRY_TOOL_ARGUMENTS:  # an operator's opt-in; credentials never
+            attributes["fim.tool.arguments"] = redact_credentials(jsonsafe.text(call["arguments"]))
+        with telemetry.span("fim.tool", attributes=attributes) as span:
+            outcome = await self._run(call, fresh=fresh)
+            if isinstance(outcome, Observation):
+                span.set_attribute("fim.tool.outcome", outcome.status or "replayed")
+            elif isinstance(outcome, Blocked):
+                span.set_attribute("fim.tool.outcome", "blocked")
+                span.set_attribute("fim.tool.blocked_by", outcome.blocked_by or "")
+            else:
+                span.set_attribute("fim.tool.outcome", "waiting")
+            return outcome
+
+    async def _run(self, call: dict[str, Any], *, fresh: bool) -> StepOutcome:
         journal = self.journal
         call_id, name = call["id"], call["name"]
         tool = self.tools.get(name)
@@ -403,6 +425,7 @@ class ToolPipeline:
             journal.emit_side_effects(post.side_effects, point="PostToolUse", tool_call_id=call["id"])
             result = post.result
         observation = jsonsafe.text(result)
+        telemetry.tool_finished(tool=call["name"], status=status, duration_ms=ms)
         journal.emit(
             ev.TOOL_FINISHED,
             {

@@ -101,6 +101,9 @@ class ConfirmationRequest(models.Model):
     # (``approvals_required``, ``expires_at`` and the escalation fields are that stage's), and
     # when it opened.
     stage_plan = models.JSONField(default=list, blank=True)
+    #: The W3C ``traceparent`` of the tool call that asked (fimone/telemetry.py), so its approval
+    #: span is that call's child wherever the verdict is learnt; empty while telemetry is off.
+    trace_context = models.CharField(max_length=64, blank=True, default="", editable=False)
     #: The standing approval that approved this call at once (no person was asked).
     grant = models.ForeignKey(
         StandingGrant, null=True, blank=True, on_delete=models.PROTECT, related_name="+"

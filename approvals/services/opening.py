@@ -30,6 +30,7 @@ from approvals.services.absences import stand_in, stand_ins_at_opening
 from approvals.services.event_log import Kind, log_event
 from approvals.services.grants import grant_for_call, grant_settle
 from approvals.signals import confirmation_opened
+from fimone import telemetry
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,7 @@ def confirmation_request_open(
                 tool_args=tool_args,
                 context=presentation.context_of(facts, tool_args, context),
                 args_sha256=args_sha256,
+                trace_context=telemetry.traceparent(),
                 mode=ConfirmationRequest.Mode.INLINE
                 if channel_config is None
                 else ConfirmationRequest.Mode.CHANNEL,
