@@ -89,7 +89,10 @@ def install(processor: SpanProcessor, reader: MetricReader) -> None:
     tests give in-memory ones). The providers are this module's own, not the global ones, so a
     test can install and remove them at will."""
     global ENABLED
-    resource = Resource.create({"service.name": "fim-one"})
+    # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES first; "fim-one" where they name no service.
+    resource = Resource.create()
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "fim-one"}))
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(processor)
     meter_provider = MeterProvider(resource=resource, metric_readers=[reader])

@@ -201,6 +201,8 @@ def test_a_parked_run_resumed_in_another_process_stays_one_trace_at_a_real_recei
     assert resumed_drive.parent_span_id == first_drive.span_id
     assert paying_call.parent_span_id == resumed_drive.span_id
     assert approval.attributes["fim.approval.status"] == "approved"
+    # Each process names itself as its environment says: the other one by OTEL_SERVICE_NAME.
+    assert (first_drive.service, resumed_drive.service) == ("fim-one", "fim-one-worker")
     # The other process's own instrumentations were on too: its statements are spans of the trace.
     statements = [
         s
