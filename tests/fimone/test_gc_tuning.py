@@ -4,6 +4,8 @@ collections, which stop the process, are rare and short."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.fimone.test_settings import start_django
 
 PROBE = "import gc, {module}; {load}print(gc.get_threshold()[0], gc.get_freeze_count())"
@@ -33,22 +35,17 @@ def test_zero_leaves_the_collector_as_python_sets_it() -> None:
     assert collector_after_loading("fimone.asgi", GC_THRESHOLD="0") == (700, 0)
 
 
-def test_a_celery_worker_process_is_tuned_when_it_starts() -> None:
-    load = (
-        "import django; django.setup(); from celery.signals import worker_process_init; "
-        "worker_process_init.send(sender=None); "
-    )
-    threshold, frozen = collector_after_loading("fimone.celery", load, GC_THRESHOLD="30000")
-
-    assert threshold == 30_000 and frozen > 10_000
-
-
-def test_a_celery_workers_main_process_is_tuned_before_it_starts_its_pool() -> None:
-    """It hands every task to the pool: a full collection there holds up a run's resume."""
-    load = (
-        "import django; django.setup(); from celery.signals import worker_init; "
-        "worker_init.send(sender=None); "
-    )
+@pytest.mark.parametrize(
+    "signal",
+    [
+        "worker_process_init",  # each pool process, once loaded
+        # The main process, before it starts its pool: it hands every task to the pool, and a full
+        # collection there holds up a run's resume.
+        "worker_init",
+    ],
+)
+def test_a_celery_worker_tunes_each_of_its_processes(signal: str) -> None:
+    load = f"import django; django.setup(); from celery.signals import {signal}; {signal}.send(sender=None); "
     threshold, frozen = collector_after_loading("fimone.celery", load, GC_THRESHOLD="30000")
 
     assert threshold == 30_000 and frozen > 10_000
