@@ -147,7 +147,8 @@ def traceparent() -> str:
     if not ENABLED:
         return ""
     carrier: dict[str, str] = {}
-    _propagator.inject(carrier)
+    with contextlib.suppress(Exception):
+        _propagator.inject(carrier)
     return carrier.get("traceparent", "")
 
 
@@ -159,22 +160,43 @@ def _context_of(parent: str) -> otel_context.Context | None:
 def span(
     name: str, *, attributes: Mapping[str, Any] | None = None, parent: str = "", link_current: bool = False
 ) -> Iterator[Span | None]:
-    """A span around the block, current within it (``None`` when off). ``parent``: a stored
-    ``traceparent`` to continue (else the current context); ``link_current``: link the context
-    it replaces (a Celery task's span, when a resumed run continues its first drive's trace)."""
+    """A span around the block, current within it (``None`` when off; one that records nothing
+    if the telemetry failed to start it). ``parent``: a stored ``traceparent`` to continue (else
+    the current context); ``link_current``: link the context it replaces (a Celery task's span,
+    when a resumed run continues its first drive's trace). Telemetry never changes what the block
+    does: a fault of its own (an exporter that raised) is swallowed, the block's own exceptions
+    pass through unchanged."""
     if not ENABLED:
         yield None
         return
-    links = []
-    if parent and link_current:
-        current = trace.get_current_span().get_span_context()
-        if current.is_valid:
-            links.append(Link(current))
-    tracer = _state["tracer"]
-    with tracer.start_as_current_span(
-        name, context=_context_of(parent), attributes=dict(attributes or {}), links=links
-    ) as current_span:
-        yield current_span
+    started: Span | None = None
+    try:
+        links = []
+        if parent and link_current:
+            current = trace.get_current_span().get_span_context()
+            if current.is_valid:
+                links.append(Link(current))
+        started = _state["tracer"].start_span(
+            name, context=_context_of(parent), attributes=dict(attributes or {}), links=links
+        )
+        token = otel_context.attach(trace.set_span_in_context(started))
+    except Exception:  # no telemetry rather than a failed run: a span that records nothing
+        started = None
+    if started is None:
+        yield trace.INVALID_SPAN
+        return
+    try:
+        yield started
+    except BaseException as exc:
+        with contextlib.suppress(Exception):
+            started.record_exception(exc)
+            started.set_status(Status(StatusCode.ERROR, type(exc).__name__))
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            otel_context.detach(token)
+        with contextlib.suppress(Exception):
+            started.end()
 
 
 def record_span(
@@ -190,16 +212,17 @@ def record_span(
     suspension), recorded now as a child of ``parent`` (a stored ``traceparent``)."""
     if not ENABLED:
         return
-    recorded = _state["tracer"].start_span(
-        name,
-        context=_context_of(parent),
-        kind=SpanKind.INTERNAL,
-        attributes=dict(attributes),
-        start_time=_ns(start),
-    )
-    if error:
-        recorded.set_status(Status(StatusCode.ERROR))
-    recorded.end(end_time=max(_ns(end), _ns(start)))
+    with contextlib.suppress(Exception):  # telemetry never fails what records it
+        recorded = _state["tracer"].start_span(
+            name,
+            context=_context_of(parent),
+            kind=SpanKind.INTERNAL,
+            attributes=dict(attributes),
+            start_time=_ns(start),
+        )
+        if error:
+            recorded.set_status(Status(StatusCode.ERROR))
+        recorded.end(end_time=max(_ns(end), _ns(start)))
 
 
 def _ns(moment: dt.datetime) -> int:
@@ -211,12 +234,14 @@ def _ns(moment: dt.datetime) -> int:
 
 def tool_finished(*, tool: str, status: str, duration_ms: float) -> None:
     if ENABLED:
-        _state["tool_duration"].record(duration_ms, {"fim.tool": tool, "fim.tool.status": status})
+        with contextlib.suppress(Exception):
+            _state["tool_duration"].record(duration_ms, {"fim.tool": tool, "fim.tool.status": status})
 
 
 def approval_decided(*, status: str, seconds: float) -> None:
     if ENABLED:
-        _state["approval_wait"].record(max(seconds, 0.0), {"fim.approval.status": status})
+        with contextlib.suppress(Exception):
+            _state["approval_wait"].record(max(seconds, 0.0), {"fim.approval.status": status})
 
 
 def hook_decided(
@@ -229,12 +254,14 @@ def hook_decided(
     if not ENABLED:
         return
     attributes = {"fim.hook": hook, "fim.hook.point": point, "fim.hook.decision": decision}
-    recorded = _state["tracer"].start_span(
-        "fim.hook",
-        attributes={**attributes, "fim.hook.triggered": triggered},
-        start_time=int(started * 1_000_000_000),
-    )
-    if decision in ("failed", "failed_open"):
-        recorded.set_status(Status(StatusCode.ERROR))
-    recorded.end(end_time=int(max(ended, started) * 1_000_000_000))
-    _state["hook_decisions"].add(1, attributes)
+    with contextlib.suppress(Exception):  # telemetry never fails what records it
+        recorded = _state["tracer"].start_span(
+            "fim.hook",
+            attributes={**attributes, "fim.hook.triggered": triggered},
+            start_time=int(started * 1_000_000_000),
+        )
+        if decision in ("failed", "failed_open"):
+            recorded.set_status(Status(StatusCode.ERROR))
+        recorded.end(end_time=int(max(ended, started) * 1_000_000_000))
+    with contextlib.suppress(Exception):
+        _state["hook_decisions"].add(1, attributes)

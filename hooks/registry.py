@@ -78,7 +78,9 @@ def _note(
     decision: str,
     triggered: bool = True,
 ) -> None:
-    """A hook's part of the chain, for telemetry (on only): clock readings made wall times."""
+    """A hook's part of the chain, for telemetry (on only): clock readings made wall times. It is
+    called inside the chain's ``try``, where whatever it raised would count as the hook failing:
+    ``telemetry.hook_decided`` raises nothing (a fault of the telemetry never decides a call)."""
     telemetry.hook_decided(
         hook=name,
         point=point.value,

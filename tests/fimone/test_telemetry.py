@@ -5,7 +5,11 @@ argument values unless an operator opts in, and never credentials."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import SpanProcessor
 
 from agents.models import RunStatus
 from agents.services import run_start
@@ -163,3 +167,40 @@ def test_each_hook_is_a_span_of_the_call_with_its_decision_and_a_count(personas,
         if p.attributes["fim.hook.decision"] == "block"
     ]
     assert [(p.attributes["fim.hook"], p.value) for p in blocked] == [("deny_tools", 1)]
+
+
+class Exploding(SpanProcessor):
+    """A span processor whose exporter fails on every span it is handed."""
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        raise RuntimeError("collector down")
+
+    def on_end(self, span: Any) -> None:
+        raise RuntimeError("collector down")
+
+    def shutdown(self) -> None:
+        pass
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return True
+
+
+def test_telemetry_that_fails_never_changes_a_call_or_a_run(personas, resumes) -> None:
+    """Observability is not a safety check: its faults neither block (fail closed) nor crash."""
+    hooks = [{"name": "deny_tools", "params": {"tools": "t_other"}}]
+    agent = make_agent(
+        personas.org,
+        personas.operator,
+        model_config_json=scripted(
+            {"tool_calls": [{"name": "t_note", "arguments": {}}]}, {"content": "ok"}, hooks=hooks
+        ),
+    )
+    tool = RecordingTool("t_note")
+    telemetry.install(Exploding(), InMemoryMetricReader())
+    try:
+        run = run_start(agent=agent, user=personas.member, input="note it")
+        assert Harness(tool).execute(run) == RunStatus.COMPLETED
+    finally:
+        telemetry.uninstall()
+
+    assert tool.calls == [{}]
