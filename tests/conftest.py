@@ -3,16 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 import pytest
 from django.conf import settings
 
-if TYPE_CHECKING:
-    from tests.telemetry_kit import Recorded
-
-pytest_plugins = ["tests.personas"]
+pytest_plugins = ["tests.personas", "tests.telemetry_kit"]
 
 UNDER_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 
@@ -201,19 +196,3 @@ def fresh_budgets(settings):
         if keys:
             client.delete(*keys)
         client.close()
-
-
-@pytest.fixture
-def recorded() -> Iterator[Recorded]:
-    """OpenTelemetry on for the test, recorded in memory (fimone/telemetry.py)."""
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-
-    from fimone import telemetry
-    from tests.telemetry_kit import Recorded
-
-    record = Recorded()
-    telemetry.install(SimpleSpanProcessor(record.exporter), record.reader)
-    try:
-        yield record
-    finally:
-        telemetry.uninstall()

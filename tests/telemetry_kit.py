@@ -1,12 +1,18 @@
-"""Telemetry recorded in memory for a test (the ``recorded`` fixture of tests/conftest.py)."""
+"""Telemetry recorded in memory for a test: the ``recorded`` fixture (a plugin of tests/conftest.py;
+fimone.telemetry needs no Django, so this loads before Django is set up)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from fimone import telemetry
 
 
 class Recorded:
@@ -29,3 +35,14 @@ class Recorded:
             if metric.name == name
             for point in metric.data.data_points
         ]
+
+
+@pytest.fixture
+def recorded() -> Iterator[Recorded]:
+    """OpenTelemetry on for the test, recorded in memory (fimone/telemetry.py)."""
+    record = Recorded()
+    telemetry.install(SimpleSpanProcessor(record.exporter), record.reader)
+    try:
+        yield record
+    finally:
+        telemetry.uninstall()
