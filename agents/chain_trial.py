@@ -11,6 +11,8 @@ closed behave as in a run. Nothing is recorded and no approval request is opened
 - The approval gate is not run: the trial reports whether it *would* ask a human, and why (the
   tool requires confirmation, the agent confirms every call, or a hook asked).
 - PostToolUse hooks run on a typed sample result, when one is given.
+- A hook in shadow mode is tried as itself and reported as what it would do ("would block
+  (shadow)", …); like in a run, that changes nothing for the hooks after it or the outcome.
 - Hooks that act outside the chain are **not tried**, and say so: command, python and http hooks
   (they run code of their own that may send or write something), the audit log (it would record
   a call that never happened) and the connector rate limit (it would use up the user's quota).
@@ -43,6 +45,7 @@ from agents.tools.toolbox import ToolboxError, tools_for_agent
 from hooks import HookContext, HookRegistry
 from hooks.catalog import CODE_KINDS
 from hooks.contract import Hook, HookPoint
+from hooks.shadow import ShadowHook
 
 NO_RESULT: Any = object()
 """``sample_result`` when none was typed: PostToolUse hooks are then not tried."""
@@ -70,7 +73,9 @@ class TrialError(ValueError):
 class TrialStep:
     """What one hook did: ``verdict`` is one of ``skipped``, ``allowed``, ``rewrote arguments``,
     ``asked for approval``, ``blocked``, ``failed``, ``not tried``, ``rewrote result``,
-    ``approval needed``, ``no approval needed``."""
+    ``approval needed``, ``no approval needed``; for a hook in shadow mode, ``would block
+    (shadow)``, ``would ask (shadow)``, ``would rewrite (shadow)``, ``would fail (shadow)`` or
+    ``would fail closed (shadow)``."""
 
     row: ChainRow
     verdict: str
@@ -138,7 +143,9 @@ def agent_tool_specs(agent: Agent) -> dict[str, Any]:
 
 
 def _inner(hook: Hook) -> Hook:
-    return getattr(hook, "inner", hook)
+    while hasattr(hook, "inner"):
+        hook = hook.inner
+    return hook
 
 
 def _why_not_tried(hook: Hook, row: ChainRow) -> str | None:
@@ -186,6 +193,9 @@ async def _try_pre(
             else:
                 report.steps.append(TrialStep(row, "no approval needed", "nothing asks for a human"))
             continue
+        shadow = isinstance(hook, ShadowHook)
+        if shadow:  # tried as itself; what it would do is reported and changes nothing (below)
+            hook = hook.inner
         try:
             applies = await _applies(hook, here)
         except Exception as exc:  # the registry would fail closed on it: let it say how
@@ -201,6 +211,9 @@ async def _try_pre(
             continue
         outcome = await HookRegistry([hook]).run_pre_tool_use(here)
         failed = [e.message for e in outcome.side_effects if e.failure]
+        if shadow:
+            report.steps.append(_shadow_step(row, outcome, failed, args))
+            continue
         if outcome.suspension is not None:
             report.steps.append(TrialStep(row, "blocked", f"would wait: {outcome.suspension.reason}"))
             report.outcome, report.detail = "blocked", f"{row.name} would make the call wait"
@@ -242,11 +255,33 @@ async def _try_pre(
         report.outcome, report.detail = "allowed", "the tool would run without asking anyone"
 
 
+SHADOW_NOTE = "in shadow: the call goes on as if this hook were absent"
+
+
+def _shadow_step(row: ChainRow, outcome: Any, failed: list[str], args: dict[str, Any]) -> TrialStep:
+    """What a hook in shadow mode would have done with the call: reported, never applied."""
+    if outcome.suspension is not None:
+        return TrialStep(row, "would ask (shadow)", f"{outcome.suspension.reason}; {SHADOW_NOTE}")
+    if not outcome.allow:
+        verdict = "would fail closed (shadow)" if failed else "would block (shadow)"
+        return TrialStep(row, verdict, f"{outcome.error}; {SHADOW_NOTE}")
+    if failed:
+        return TrialStep(row, "would fail (shadow)", f"{'; '.join(failed)}; {SHADOW_NOTE}")
+    if outcome.confirmation_requested_by:
+        return TrialStep(row, "would ask (shadow)", f"{_effects(outcome)}; {SHADOW_NOTE}")
+    if outcome.tool_args != args:
+        return TrialStep(row, "would rewrite (shadow)", SHADOW_NOTE, args=outcome.tool_args)
+    return TrialStep(row, "allowed", _effects(outcome) or "nothing to change (in shadow)")
+
+
 async def _try_post(
     report: TrialReport, pairs: list[tuple[Hook, ChainRow]], ctx: HookContext, result: Any
 ) -> None:
     for hook, row in pairs:
         here = _context(ctx, tool_args=copy.deepcopy(report.final_args or {}), tool_result=result)
+        shadow = isinstance(hook, ShadowHook)
+        if shadow:
+            hook = hook.inner
         try:
             applies = await _applies(hook, here)
         except Exception:
@@ -259,6 +294,16 @@ async def _try_post(
             report.post_steps.append(TrialStep(row, "not tried", f"Not run in a dry run: {why_not}."))
             continue
         outcome = await HookRegistry([hook]).run_post_tool_use(here)
+        if shadow:
+            if outcome.failed_hooks:
+                verdict, detail = "would fail closed (shadow)", f"{_effects(outcome)}; {SHADOW_NOTE}"
+            elif outcome.result != result:
+                verdict, detail = "would rewrite (shadow)", SHADOW_NOTE
+            else:
+                verdict, detail = "allowed", _effects(outcome) or "nothing to change (in shadow)"
+            shown = outcome.result if outcome.result != result else NO_RESULT
+            report.post_steps.append(TrialStep(row, verdict, detail, result=shown))
+            continue
         if outcome.failed_hooks:
             report.post_steps.append(TrialStep(row, "failed", _effects(outcome), result=outcome.result))
         elif outcome.result != result:
@@ -277,6 +322,82 @@ def _pairs(registry: HookRegistry, rows: list[ChainRow], point: HookPoint) -> li
     if len(hooks) != len(mine):  # the panel and the registry disagree: never guess which is which
         raise ChainUnavailable("the chain's hooks could not be matched to the chain's record")
     return list(zip(hooks, mine, strict=True))
+
+
+@dataclass(frozen=True)
+class PreparedChain:
+    """A recorded chain made ready to try: its registry's hooks paired with the rows that show
+    them, per point (built once, tried on any number of calls)."""
+
+    chain: dict[str, Any]
+    pre: list[tuple[Hook, ChainRow]]
+    post: list[tuple[Hook, ChainRow]]
+
+
+def prepare_chain(chain: dict[str, Any]) -> PreparedChain | str:
+    """``chain`` (``agents.checks.hook_chain_of``'s record) ready to try, or why runs keeping it
+    would fail before any tool call."""
+    if "error" in chain:
+        return str(chain["error"])
+    try:
+        registry = registry_for_chain(chain)
+        rows = chain_rows(chain)
+        pre = _pairs(registry, rows, HookPoint.PRE_TOOL_USE)
+        post = _pairs(registry, rows, HookPoint.POST_TOOL_USE)
+    except ChainUnavailable as exc:
+        return str(exc)
+    return PreparedChain(chain=chain, pre=pre, post=post)
+
+
+def gate_reasons_for(agent: Agent, chain: dict[str, Any], spec: Any) -> list[Why]:
+    """Why the gate asks for a call of the tool ``spec`` whatever the hooks do: the tool's flag,
+    the agent confirming every call."""
+    reasons: list[Why] = []
+    if spec.requires_confirmation:
+        reasons.append(tool_flag_reason(agent, spec.name))
+    if chain.get("require_confirmation_for_all"):
+        reasons.append(CONFIRMS_ALL)
+    return reasons
+
+
+async def trial_of(
+    prepared: PreparedChain,
+    *,
+    agent: Agent,
+    user_id: int | None,
+    spec: Any,
+    tool_args: Any,
+    sample_result: Any = NO_RESULT,
+    reasons: list[Why],
+    org_read_only: bool,
+) -> TrialReport:
+    """What ``prepared`` does with one call of the tool ``spec`` (arguments already checked against
+    its schema), dry (module docstring). ``reasons``: :func:`gate_reasons_for`'s (copied here);
+    ``org_read_only``: whether the agent's organisation is read-only (read by the caller: this
+    runs on the event loop, which reads no database)."""
+    tool_name = spec.name
+    report = TrialReport(tool_name=tool_name, tool_args=tool_args, outcome="cannot run")
+    ctx = HookContext(
+        tool_name=tool_name,
+        tool_args=tool_args,
+        agent_id=agent.pk,
+        user_id=user_id,
+        metadata={
+            "org_id": agent.organization_id,
+            "org_read_only": org_read_only,
+            "conversation_id": None,
+            "run_id": None,
+            "execution_path": "trial",
+            "require_confirmation_for_all": bool(prepared.chain.get("require_confirmation_for_all")),
+            "tool_call_id": "trial",
+            "requires_confirmation": bool(spec.requires_confirmation),
+            "is_write": spec.is_write,
+        },
+    )
+    await _try_pre(report, prepared.pre, ctx, list(reasons))
+    if sample_result is not NO_RESULT and report.outcome != "blocked":
+        await _try_post(report, prepared.post, ctx, sample_result)
+    return report
 
 
 def chain_trial(
@@ -305,45 +426,18 @@ def chain_trial(
         report.detail = "the engine refuses these arguments before any hook: " + "; ".join(problems[:5])
         return report
     chain = hook_chain_of(agent)
-    if "error" in chain:
-        report.detail = f"runs of this agent fail before any tool call: {chain['error']}"
+    prepared = prepare_chain(chain)
+    if isinstance(prepared, str):
+        report.detail = f"runs of this agent fail before any tool call: {prepared}"
         return report
-    try:
-        registry = registry_for_chain(chain)
-        rows = chain_rows(chain)
-        pre = _pairs(registry, rows, HookPoint.PRE_TOOL_USE)
-        post = _pairs(registry, rows, HookPoint.POST_TOOL_USE)
-    except ChainUnavailable as exc:
-        report.detail = f"runs of this agent fail before any tool call: {exc}"
-        return report
-    ctx = HookContext(
-        tool_name=tool_name,
-        tool_args=tool_args,
-        agent_id=agent.pk,
+    reasons = gate_reasons_for(agent, chain, tool.spec)
+    return async_to_sync(trial_of)(
+        prepared,
+        agent=agent,
         user_id=getattr(user, "pk", None),
-        metadata={
-            "org_id": agent.organization_id,
-            "org_read_only": agent.organization.read_only,
-            "conversation_id": None,
-            "run_id": None,
-            "execution_path": "trial",
-            "require_confirmation_for_all": bool(chain.get("require_confirmation_for_all")),
-            "tool_call_id": "trial",
-            "requires_confirmation": bool(tool.spec.requires_confirmation),
-            "is_write": tool.spec.is_write,
-        },
+        spec=tool.spec,
+        tool_args=tool_args,
+        sample_result=sample_result,
+        reasons=reasons,
+        org_read_only=agent.organization.read_only,
     )
-
-    reasons: list[Why] = []
-    if tool.spec.requires_confirmation:
-        reasons.append(tool_flag_reason(agent, tool_name))
-    if chain.get("require_confirmation_for_all"):
-        reasons.append(CONFIRMS_ALL)
-
-    async def trial() -> None:
-        await _try_pre(report, pre, ctx, reasons)
-        if sample_result is not NO_RESULT and report.outcome != "blocked":
-            await _try_post(report, post, ctx, sample_result)
-
-    async_to_sync(trial)()
-    return report

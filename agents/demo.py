@@ -405,7 +405,7 @@ ORDER_APPROVAL_DECLARATION: dict[str, Any] = {
     "priority": None,
     "timeout": None,
     "on_error": "",
-    "enabled": True,
+    "mode": HookDeclaration.Mode.ENFORCE,
     "params": ORDER_APPROVAL_HOOK,
 }
 """The fields of its declaration on the demo agent, as re-seeding puts them back."""

@@ -147,7 +147,7 @@ def hook_declarations_adopt_config(*, agent: Agent) -> list[HookDeclaration]:
 #     priority: 50             # optional: the kind's default
 #     timeout: 5               # optional
 #     on_error: block          # optional: block | allow
-#     enabled: true
+#     mode: enforce            # enforce | shadow | off (older files: enabled: true | false)
 #     params: {argv: [/opt/hooks/freeze.sh]}
 # An http hook's secret is never exported; on import it is taken from ``secret:`` if given, else
 # from the target's existing http hook of the same name whose url has the same origin (a stored
@@ -161,6 +161,7 @@ FIELDS = (
     "priority",
     "timeout",
     "on_error",
+    "mode",
     "enabled",
     "params",
     "secret",
@@ -181,7 +182,7 @@ def _export_item(row: HookDeclaration | dict[str, Any]) -> dict[str, Any]:
     for key in ("point", "matcher", "priority", "timeout", "on_error"):
         if item.get(key) not in (None, ""):
             out[key] = item[key]
-    out["enabled"] = row.enabled if isinstance(row, HookDeclaration) else True
+    out["mode"] = str(row.mode) if isinstance(row, HookDeclaration) else "enforce"
     out["params"] = item.get("params") or {}
     return out
 
@@ -293,6 +294,11 @@ def _check_item(raw: Any, index: int, problems: _Problems) -> dict[str, Any] | N
         "priority": (lambda v: type(v) is int, "must be a whole number"),
         "timeout": (lambda v: type(v) in (int, float) and v > 0, "must be a positive number of seconds"),
         "on_error": (lambda v: v in ("block", "allow"), "must be block or allow"),
+        "mode": (
+            # YAML 1.1 reads an unquoted ``off`` as false: that is what was meant.
+            lambda v: v is False or v in HookDeclaration.Mode.values,
+            f"must be one of {', '.join(HookDeclaration.Mode.values)}",
+        ),
         "enabled": (lambda v: type(v) is bool, "must be true or false"),
         "params": (lambda v: isinstance(v, dict), "must be a mapping"),
         "secret": (lambda v: isinstance(v, str), "must be a string"),
@@ -302,6 +308,8 @@ def _check_item(raw: Any, index: int, problems: _Problems) -> dict[str, Any] | N
     for key, (ok, message) in checks.items():
         if key in raw and raw[key] is not None and not ok(raw[key]):
             problems.add((*here, key), message)
+    if raw.get("enabled") is False and raw.get("mode") not in (None, False, HookDeclaration.Mode.OFF):
+        problems.add((*here, "enabled"), "contradicts 'mode': keep 'mode' alone")
     return raw if len(problems.items) == before else None
 
 
@@ -328,6 +336,15 @@ def _target(
             (), "name the target: 'agent: <id>' or 'organisation: <name>' (or pass --agent/--organisation)"
         )
     return None, None
+
+
+def _mode_of(item: dict[str, Any]) -> str:
+    """An item's mode: ``mode``, else the older ``enabled`` (``false``: off), else enforce."""
+    if item.get("mode") is False:  # an unquoted ``off``, read by YAML 1.1 as false
+        return HookDeclaration.Mode.OFF
+    if item.get("mode") is not None:
+        return str(item["mode"])
+    return HookDeclaration.Mode.OFF if item.get("enabled") is False else HookDeclaration.Mode.ENFORCE
 
 
 @transaction.atomic
@@ -392,7 +409,7 @@ def hooks_import(
             priority=item.get("priority"),
             timeout=item.get("timeout"),
             on_error=item.get("on_error") or "",
-            enabled=item.get("enabled", True) is not False,
+            mode=_mode_of(item),
             params=item.get("params") or {},
             secret=secret if kind == "http" else None,
         )

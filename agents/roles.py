@@ -51,6 +51,7 @@ _AUDIT_RECORD: dict[str, tuple[str, ...]] = {
     "agents.runevent": _VIEW,
     "agents.toolexecution": _VIEW,
     "agents.connectorcalllog": _VIEW,
+    "agents.shadowdecision": _VIEW,
     "agents.hookdeclaration": _VIEW,
     "approvals.approverpolicy": _VIEW,
     "approvals.confirmationrequest": _VIEW,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db.models import Model, QuerySet
+from django.db.models import Count, Model, QuerySet
 
 from agents.history import PROTECTED_SAMPLE
 from agents.models import (
@@ -18,6 +18,7 @@ from agents.models import (
     Role,
     Run,
     RunEvent,
+    ShadowDecision,
     ToolExecution,
 )
 
@@ -111,3 +112,18 @@ def tool_executions_of(connector: Connector) -> list[Model]:
         run__agent__organization_id=connector.organization_id, tool_name__startswith=connector.tool_prefix
     )
     return list(executions.order_by("pk")[:PROTECTED_SAMPLE])
+
+
+def shadow_decision_counts(*, declaration_pks: list[int]) -> dict[int, dict[str, int]]:
+    """Per declaration, how many times it would have decided each way in shadow mode (the
+    "would have" counter): ``{declaration: {decision: count}}``, declarations without any absent."""
+    counts: dict[int, dict[str, int]] = {}
+    rows = (
+        ShadowDecision.objects.filter(declaration_pk__in=declaration_pks)
+        .values_list("declaration_pk", "decision")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    for declaration, decision, n in rows:
+        counts.setdefault(declaration, {})[decision] = n
+    return counts

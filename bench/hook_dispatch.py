@@ -22,23 +22,37 @@ as a loop turn leaves them. Figures are medians over the rounds, with their spre
 Targets: (a) the registry costs <= 3 µs per dispatch (half a tool call's cost over the bare call:
 a tool call dispatches twice); (b) and (c) the registry costs <= 1.3x the hand-written loop.
 
+``--against REV`` compares this tree's registry with the one of git revision ``REV`` (checked
+out in a temporary worktree) in one run: ``--pairs`` times, the benchmark runs once with each
+tree's ``hooks`` package, alternately, each in a fresh process; per case, the figure compared is
+the registry's cost as a ratio to the hand-written loop measured beside it (which does not depend
+on the registry's code, so the machine's drift cancels out), and the result is this tree's ratio
+over REV's, median [min-max] over the pairs. Target: <= 1.05 in every case (no regression).
+
     python bench/hook_dispatch.py [--calls N] [--batch B] [--rounds R]
+    python bench/hook_dispatch.py --against REV [--pairs P] [--calls N] [--rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+HERE = Path(__file__).resolve().parent.parent
+# ``--hooks-from DIR`` (set by ``--against``): the hooks package of that tree instead of this one's.
+TREE = Path(sys.argv[sys.argv.index("--hooks-from") + 1]) if "--hooks-from" in sys.argv else HERE
+sys.path.insert(0, str(TREE))
 
-from hooks import Hook, HookContext, HookRegistry, HookResult, PostToolUseHook, PreToolUseHook
+from hooks import Hook, HookContext, HookRegistry, HookResult, PostToolUseHook, PreToolUseHook  # noqa: E402
 
 _OK = HookResult()
 
@@ -261,7 +275,13 @@ async def main() -> None:
     parser.add_argument("--calls", type=int, default=4_000)
     parser.add_argument("--batch", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=8)
+    parser.add_argument("--against", metavar="REV", help="compare with the registry of git revision REV")
+    parser.add_argument("--pairs", type=int, default=5, help="with --against: runs of each tree")
+    parser.add_argument("--hooks-from", metavar="DIR", help=argparse.SUPPRESS)
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     opts = parser.parse_args()
+    if opts.against:
+        sys.exit(against(opts))
 
     quiet: list[Hook] = [QuietPre(priority=i) for i in range(5)] + [QuietPost(priority=i) for i in range(5)]
     noop: list[Hook] = [NoOpPre(priority=i) for i in range(5)] + [NoOpPost(priority=i) for i in range(5)]
@@ -292,9 +312,16 @@ async def main() -> None:
         "per tool call (Pre + tool + Post), median [min-max] over rounds"
     )
     failed = False
+    measured: dict[str, dict[str, float]] = {}
     for label, contenders in cases.items():
         figures = await abba(contenders, opts.calls, opts.batch, opts.rounds)
         ratios = [r / h for r, h in zip(figures["registry"], figures["hand-written"], strict=True)]
+        measured[label] = {
+            "registry": statistics.median(figures["registry"]),
+            "ratio": statistics.median(ratios),
+        }
+        if opts.json:
+            continue
         line = (
             f"{label:34} registry {spread(figures['registry'])} µs | "
             f"hand-written {spread(figures['hand-written'])} µs | ratio {spread(ratios, 1, 2)}"
@@ -313,7 +340,55 @@ async def main() -> None:
             line += f" (target <= 1.3) {'OK' if ok else 'OVER'}"
         failed |= not ok
         print(line, flush=True)
+    if opts.json:
+        print(json.dumps(measured))
+        return
     sys.exit(1 if failed else 0)
+
+
+def against(opts: argparse.Namespace) -> int:
+    """This tree's registry against revision ``opts.against``'s (module docstring)."""
+    runs: dict[str, list[dict[str, dict[str, float]]]] = {"this tree": [], opts.against: []}
+    with tempfile.TemporaryDirectory(prefix="hook-dispatch-") as temp:
+        old = Path(temp) / "tree"
+        subprocess.run(["git", "-C", str(HERE), "worktree", "add", "--detach", str(old), opts.against],
+                       check=True, capture_output=True)  # fmt: skip
+        sizes = ["--calls", str(opts.calls), "--batch", str(opts.batch), "--rounds", str(opts.rounds)]
+        try:
+            for pair in range(opts.pairs):
+                order = [("this tree", HERE), (opts.against, old)]
+                for name, tree in order if pair % 2 == 0 else order[::-1]:
+                    sizes = [
+                        "--calls",
+                        str(opts.calls),
+                        "--batch",
+                        str(opts.batch),
+                        "--rounds",
+                        str(opts.rounds),
+                    ]
+                    argv = [sys.executable, __file__, "--hooks-from", str(tree), "--json", *sizes]
+                    done = subprocess.run(argv, check=True, capture_output=True, text=True)
+                    runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
+        finally:
+            subprocess.run(["git", "-C", str(HERE), "worktree", "remove", "--force", str(old)], check=False)
+    print(
+        f"this tree against {opts.against}: {opts.pairs} pairs of runs, alternated; per case the "
+        "registry/hand-written ratio of this tree over that of the revision, median [min-max]"
+    )
+    failed = False
+    for label in runs["this tree"][0]:
+        mine = [run[label] for run in runs["this tree"]]
+        theirs = [run[label] for run in runs[opts.against]]
+        over = [m["ratio"] / t["ratio"] for m, t in zip(mine, theirs, strict=True)]
+        ok = statistics.median(over) <= 1.05
+        failed |= not ok
+        print(
+            f"{label:34} this tree {spread([m['registry'] for m in mine])} µs, "
+            f"{opts.against} {spread([t['registry'] for t in theirs])} µs | "
+            f"ratio over {opts.against} {spread(over, 1, 3)} (target <= 1.05) {'OK' if ok else 'OVER'}",
+            flush=True,
+        )
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

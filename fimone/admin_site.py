@@ -34,6 +34,7 @@ INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "agents.run",
             "agents.toolexecution",
             "agents.connectorcalllog",
+            "agents.shadowdecision",
             "agents.conversation",
             "mcp_gateway.gatewaycall",
         ),

@@ -250,7 +250,9 @@ def hook_decided(
     """One hook's part of a chain, as a span of the current context (the tool call, or the run
     for SessionStart) from ``started`` to ``ended`` (Unix seconds), and as a count of decisions.
     ``decision``: ``skipped`` (it did not trigger), ``allow``, ``rewrite``, ``ask``, ``block``,
-    ``suspend``, ``failed`` (the chain stopped) or ``failed_open`` (its ``on_error`` let it go on)."""
+    ``suspend``, ``failed`` (the chain stopped) or ``failed_open`` (its ``on_error`` let it go on);
+    for a hook in shadow mode that would have changed something, ``shadow_<what>`` (``shadow_block``,
+    ``shadow_rewrite``, …: ``hooks.shadow``), the call having gone on."""
     if not ENABLED:
         return
     attributes = {"fim.hook": hook, "fim.hook.point": point, "fim.hook.decision": decision}

@@ -23,6 +23,7 @@ from hooks.kinds.http import HttpHook
 from hooks.kinds.python import load_python_hook
 from hooks.params import TUNABLE, hook_params_errors
 from hooks.registry import HookRegistry
+from hooks.shadow import ShadowHook
 
 H = TypeVar("H", bound=type[Hook])
 
@@ -293,6 +294,9 @@ def _record(item: Mapping[str, Any], hook: Hook, source: str) -> dict[str, Any]:
         "on_error": hook.on_error,
         "source": source,
     }
+    if item.get("mode") == "shadow":  # absent: enforced, as every chain recorded before modes
+        record["mode"] = "shadow"
+        record["declaration"] = item.get("id")
     secret = _secret_of(item)
     if kind == "http" and secret is not None:
         record["secret_enc"] = encrypt_text(secret)
@@ -310,16 +314,19 @@ def resolve_chain(
     (every check of :func:`build_item` applies).
 
     ``enforced``: the organisation's enforced declarations; ``declared``: the agent's own; both as
-    items (``kind``, ``name``, ``point``, ``matcher``, ``params``, tunables, ``secret``), enabled
-    ones only. ``declaration``: the agent's ``model_config_json`` ``class_hooks`` list, still
-    honoured. The running order follows the ordering rule above.
+    items (``kind``, ``name``, ``point``, ``matcher``, ``params``, tunables, ``secret``, ``mode``
+    and the declaration's ``id``); an item whose ``mode`` is ``off`` is left out, one in ``shadow``
+    is recorded so (``hooks.shadow``). ``declaration``: the agent's ``model_config_json``
+    ``class_hooks`` list, still honoured. The running order follows the ordering rule above.
     """
     enforced_records = []
     for item in enforced:
-        enforced_records.append(_record(item, build_item(item), "organisation"))
+        if item.get("mode") != "off":
+            enforced_records.append(_record(item, build_item(item), "organisation"))
     agent_records = []
     for item in declared:
-        agent_records.append(_record(item, build_item(item), "agent"))
+        if item.get("mode") != "off":
+            agent_records.append(_record(item, build_item(item), "agent"))
     for name, params in parse_declaration(declaration):
         item = {
             "kind": "class",
@@ -363,7 +370,8 @@ def registry_from_chain(chain: Any) -> HookRegistry:
     """The registry a run's recorded chain describes, or :class:`HookDeclarationError` (a
     recorded error, a hook that no longer exists, bad params: the run fails closed).
 
-    Each hook runs in its band (:func:`declared_band`, :func:`system_band`). A sandboxed chain
+    Each hook runs in its band (:func:`declared_band`, :func:`system_band`); one recorded in
+    shadow mode runs wrapped in a :class:`~hooks.shadow.ShadowHook`. A sandboxed chain
     (an eval's) leaves out every system hook that asks a human."""
     if not isinstance(chain, dict) or chain.get("v") != CHAIN_VERSION:
         raise HookDeclarationError("the run's recorded hook chain is missing or of an unknown version")
@@ -383,6 +391,8 @@ def registry_from_chain(chain: Any) -> HookRegistry:
             # The tunables as resolved at the run's start, checked as a declaration would be.
             hook = build_item({**item, **{key: item[key] for key in TUNABLE}})
             hook.band = declared_band(item.get("source"), _declared_class(hook))
+            if item.get("mode") == "shadow":
+                hook = ShadowHook(hook, declaration=item.get("declaration"), source=item.get("source", ""))
             hooks.append(hook)
         for name in chain["system"]:
             cls = catalog.get(name)

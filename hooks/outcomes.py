@@ -15,11 +15,16 @@ from hooks.contract import SuspendRun
 
 @dataclass(slots=True, frozen=True)
 class SideEffect:
-    """One note for the run's trace, attributed to the hook that produced it."""
+    """One note for the run's trace, attributed to the hook that produced it.
+
+    ``shadow``: set on the note of a hook in shadow mode that would have changed the call
+    (:mod:`hooks.shadow`): ``{"decision": ..., "declaration": <id or None>, "source": ...}``. Only
+    the registry sets it, from a :class:`~hooks.shadow.ShadowHook`'s answer: no hook can forge one."""
 
     hook: str
     message: str
     failure: bool = False
+    shadow: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)

@@ -32,6 +32,7 @@ from hooks.outcomes import (
     SessionStartOutcome,
     SideEffect,
 )
+from hooks.shadow import ShadowHook
 from hooks.timeouts import clock as _clock
 from hooks.timeouts import finish, overran, stepped, timed, triggers
 
@@ -91,7 +92,17 @@ def _note(
     )
 
 
+def _shadow_decision(result: HookResult) -> str | None:
+    """What a hook in shadow mode would have done, from its note (``hooks.shadow``), if anything."""
+    for note in result.side_effects:
+        if type(note) is SideEffect and note.shadow is not None:
+            return f"shadow_{note.shadow['decision']}"
+    return None
+
+
 def _pre_decision(result: HookResult) -> str:
+    if result.side_effects and (shadow := _shadow_decision(result)):
+        return shadow
     if not result.allow:
         return "block"
     if result.require_confirmation is True:
@@ -277,8 +288,11 @@ class HookRegistry:
                 error = f"Tool call blocked: the safety check '{name}' could not complete."
                 return await self._blocked(ctx, name, error, effects, needed, asked)
             if result.side_effects:  # cheaper than iterating an empty list
-                for message in result.side_effects:
-                    effects.append(SideEffect(name, str(message)))
+                if type(hook) is ShadowHook:  # its notes are whole SideEffects (hooks.shadow)
+                    effects.extend(result.side_effects)  # type: ignore[arg-type]
+                else:
+                    for message in result.side_effects:
+                        effects.append(SideEffect(name, str(message)))
             if not result.allow:
                 error = result.error or f"Tool call blocked by '{name}'."
                 return await self._blocked(ctx, name, error, effects, needed, asked)
@@ -400,7 +414,9 @@ class HookRegistry:
                         started,
                         last,
                         offset,
-                        "rewrite" if result.modified_result is not None else "allow",
+                        "rewrite"
+                        if result.modified_result is not None
+                        else (result.side_effects and _shadow_decision(result)) or "allow",
                     )
             except Exception as exc:  # SuspendRun included: it has no meaning here
                 exc, last = timed(timeout, exc, started)
@@ -418,8 +434,11 @@ class HookRegistry:
                 ctx = _evolve(ctx, tool_result=notice)
                 continue
             if result.side_effects:  # cheaper than iterating an empty list
-                for message in result.side_effects:
-                    effects.append(SideEffect(name, str(message)))
+                if type(hook) is ShadowHook:  # its notes are whole SideEffects (hooks.shadow)
+                    effects.extend(result.side_effects)  # type: ignore[arg-type]
+                else:
+                    for message in result.side_effects:
+                        effects.append(SideEffect(name, str(message)))
             if result.modified_result is not None:
                 ctx = _evolve(ctx, tool_result=result.modified_result)
         out = _new(PostToolUseOutcome)  # every field, without the dataclass __init__
@@ -467,7 +486,8 @@ class HookRegistry:
                 if last - started > timeout:
                     raise overran(timeout, last - started)
                 if tracing:
-                    _note(name, _START, started, last, offset, "allow")
+                    decision = (result.side_effects and _shadow_decision(result)) or "allow"
+                    _note(name, _START, started, last, offset, decision)
             except Exception as exc:
                 exc, last = timed(timeout, exc, started)
                 effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
@@ -484,8 +504,11 @@ class HookRegistry:
                     side_effects=effects,
                 )
             if result.side_effects:  # cheaper than iterating an empty list
-                for message in result.side_effects:
-                    effects.append(SideEffect(name, str(message)))
+                if type(hook) is ShadowHook:  # its notes are whole SideEffects (hooks.shadow)
+                    effects.extend(result.side_effects)  # type: ignore[arg-type]
+                else:
+                    for message in result.side_effects:
+                        effects.append(SideEffect(name, str(message)))
             if result.additional_context:
                 pieces.append(result.additional_context)
         return SessionStartOutcome(ok=True, additional_context=pieces, side_effects=effects)

@@ -26,7 +26,7 @@ from django.test import Client
 from django.utils import timezone
 
 from agents import events as ev
-from agents.models import Agent, ConnectorCallLog, ExecutionPath, Run, RunStatus
+from agents.models import Agent, ConnectorCallLog, ExecutionPath, Run, RunStatus, ShadowDecision
 from approvals.models import ApprovalStage, ConfirmationRequest, StandingGrant
 from approvals.services import BatchItem, confirmation_decide, confirmation_decide_batch
 from approvals.services.absences import absence_set
@@ -81,6 +81,36 @@ def test_an_organisation_enforced_hook_blocks_though_the_path_declares_none(path
     [blocked] = events_of(tool_run, ev.TOOL_BLOCKED)
     assert blocked["blocked_by"] == "deny_tools" and blocked["error"] == "Acme froze payments."
     assert [i["source"] for i in tool_run.hook_chain["declared"]] == ["organisation"]
+
+
+@every_path
+def test_a_shadow_block_lets_the_call_run_and_records_the_block_it_would_have_made(
+    path, personas, resumes
+) -> None:
+    frozen = make_hook(
+        personas.org,
+        "deny_tools",
+        params={"tools": ["oa__*"], "message": "Payments are frozen."},
+        mode="shadow",
+    )
+    pay = pay_tool()
+
+    root, tool_run = drive(path, personas, None, pay)
+
+    assert pay.calls == [PAY_ARGS], "the call ran as if the hook were absent"
+    assert events_of(tool_run, ev.TOOL_BLOCKED) == []
+    root.refresh_from_db()
+    assert root.status == RunStatus.COMPLETED
+    [note] = [e for e in events_of(tool_run, ev.HOOK_SIDE_EFFECT) if e.get("shadow")]
+    assert note["shadow"] == "block" and note["hook"] == "deny_tools"
+    assert note["message"] == "shadow: would have blocked the call: Payments are frozen."
+    [decision] = ShadowDecision.objects.filter(run=tool_run)
+    assert (decision.declaration_pk, decision.decision, decision.tool_name, decision.source) == (
+        frozen.pk,
+        "block",
+        "oa__purchase_pay",
+        "organisation",
+    )
 
 
 @every_path

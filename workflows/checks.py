@@ -23,9 +23,11 @@ def workflow_chain(*, workflow: Workflow) -> dict[str, Any]:
     """The hook chain a new run of ``workflow``'s CONNECTOR nodes keeps: its organisation's
     enforced declarations, the workflow's own hooks, the system hooks (the gate last); or the
     reason it cannot be built, recorded so the node fails closed with it."""
-    enforced = HookDeclaration.objects.filter(
-        organization_id=workflow.organization_id, enabled=True, agent__isnull=True
-    ).order_by("priority", "pk")
+    enforced = (
+        HookDeclaration.objects.filter(organization_id=workflow.organization_id, agent__isnull=True)
+        .exclude(mode=HookDeclaration.Mode.OFF)
+        .order_by("priority", "pk")
+    )
     try:
         return resolve_chain(
             workflow.hooks,

@@ -332,7 +332,9 @@ class AgentAdmin(
         if "error" in chain:
             return {"chain_error": chain["error"], "chain_rows": []}
         disabled = list(
-            HookDeclaration.objects.filter(organization_id=agent.organization_id, enabled=False)
+            HookDeclaration.objects.filter(
+                organization_id=agent.organization_id, mode=HookDeclaration.Mode.OFF
+            )
             .filter(Q(agent=agent) | Q(agent__isnull=True))
             .values_list("name", flat=True)
         )
@@ -341,6 +343,7 @@ class AgentAdmin(
             "chain_rows": rows,
             "chain_error": None,
             "chain_disabled": disabled,
+            "chain_shadowed": any(row.in_shadow for row in rows),
             "gate_reasons": gate_reasons(agent, rows),
         }
 

@@ -11,11 +11,14 @@ from django import forms
 from django.contrib import admin
 from django.db.models import Field, JSONField, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
+from django.utils.html import format_html
 
+from agents import selectors
 from agents.admin.bound_secrets import SecretsEntryFormMixin
 from agents.hook_declarations import check_may_change_kinds
 from agents.hook_editor import OWN_PREFIX, HookParamsField, chooses_tools, hook_choices
-from agents.models import HookDeclaration, Membership, Organization, Role
+from agents.models import HookDeclaration, Membership, Organization, Role, ShadowDecision
 from agents.services import ServiceError
 from fimone.admin_errors import PlainErrorsAdminMixin
 from fimone.forms import JSONFormField
@@ -24,7 +27,7 @@ from fimone.forms import JSONFormField
 class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
     """One hook declaration as an operator edits it: the hook picked from the catalog (or a kind
     of their own), its parameters as inputs built from the hook's parameter schema
-    (:mod:`agents.hook_editor`), matcher, priority, timeout, ``on_error`` and enabled.
+    (:mod:`agents.hook_editor`), matcher, priority, timeout, ``on_error`` and mode (enforce, shadow, off).
 
     The http signing secret is write-only: never rendered, blank keeps the stored one. A post
     without ``hook`` (the name and kind typed, parameters as JSON) is still read as before."""
@@ -52,7 +55,7 @@ class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
             "priority",
             "timeout",
             "on_error",
-            "enabled",
+            "mode",
             "params",
             "secret",
         )
@@ -120,7 +123,7 @@ class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
         return cleaned
 
 
-HOOK_HISTORY_FIELDS = ("point", "matcher", "params", "priority", "timeout", "on_error", "enabled")
+HOOK_HISTORY_FIELDS = ("point", "matcher", "params", "priority", "timeout", "on_error", "mode")
 """What a History page lists of a hook when it is added or removed."""
 
 
@@ -170,7 +173,7 @@ class HookDeclarationInlineBase(PlainErrorsAdminMixin, admin.StackedInline):
             None,
             {
                 "fields": (
-                    ("hook", "enabled"),
+                    ("hook", "mode", "would_have"),
                     ("name", "point"),
                     "params",
                     ("matcher", "priority", "timeout", "on_error"),
@@ -180,6 +183,22 @@ class HookDeclarationInlineBase(PlainErrorsAdminMixin, admin.StackedInline):
             },
         ),
     )
+
+    readonly_fields = ("would_have",)
+
+    @admin.display(description="would have (in shadow)")
+    def would_have(self, obj: HookDeclaration) -> str:
+        """What the hook would have done while in shadow mode, counted, with a link to the
+        decisions; a dash for a hook that never ran in shadow."""
+        if obj.pk is None:
+            return "—"
+        counts = selectors.shadow_decision_counts(declaration_pks=[obj.pk]).get(obj.pk)
+        if not counts:
+            return "nothing yet" if obj.mode == HookDeclaration.Mode.SHADOW else "—"
+        labels = dict(ShadowDecision.Decision.choices)
+        parts = [f"{n} {labels.get(decision, decision)}" for decision, n in sorted(counts.items())]
+        url = reverse("admin:agents_shadowdecision_changelist") + f"?declaration_pk={obj.pk}"
+        return format_html('<a href="{}">{}</a>', url, ", ".join(parts))
 
     @admin.display(description="hook")
     def hook(self, obj: HookDeclaration) -> str:

@@ -1,6 +1,7 @@
-"""The records of what ran: conversations, runs (with their events), tool executions and the
-append-only log of connector calls. Runs, their events, tool executions and the call log are
-read-only records (a run may be cancelled); conversations are history, never deleted.
+"""The records of what ran: conversations, runs (with their events), tool executions, the
+append-only log of connector calls and the shadow decisions (what hooks in shadow mode would have
+done). Runs, their events, tool executions and the two logs are read-only records (a run may be
+cancelled); conversations are history, never deleted.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ from django.http import HttpRequest
 
 from agents import selectors, services
 from agents.admin.scoping import OrganizationScopedAdmin, ReadOnlyAdminMixin
-from agents.models import Agent, ConnectorCallLog, Conversation, Role, Run, RunEvent, ToolExecution
+from agents.models import (
+    Agent,
+    ConnectorCallLog,
+    Conversation,
+    Role,
+    Run,
+    RunEvent,
+    ShadowDecision,
+    ToolExecution,
+)
 from agents.services import ServiceError
 from fimone.humanize import duration_text
 
@@ -156,8 +166,19 @@ class ToolExecutionAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
 AUDIT_READER_ROLES = (*selectors.ORG_MANAGER_ROLES, Role.AUDITOR)
 
 
+class AuditReaderScopedAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
+    """An append-only record: read by the operators, admins and auditors of its organisation."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        queryset = admin.ModelAdmin.get_queryset(self, request)
+        if request.user.is_superuser:
+            return queryset
+        readable = selectors.organization_ids_of(user=request.user, roles=AUDIT_READER_ROLES)
+        return queryset.filter(organization_id__in=readable)
+
+
 @admin.register(ConnectorCallLog)
-class ConnectorCallLogAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
+class ConnectorCallLogAdmin(AuditReaderScopedAdmin):
     """The append-only log of connector calls written by the ``audit_log`` hook: nobody adds,
     changes or deletes a row; staff see the rows of the organisations where they are an operator,
     an admin or an auditor."""
@@ -194,9 +215,29 @@ class ConnectorCallLogAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
         "created_at",
     )
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[ConnectorCallLog]:
-        queryset = admin.ModelAdmin.get_queryset(self, request)
-        if request.user.is_superuser:
-            return queryset
-        readable = selectors.organization_ids_of(user=request.user, roles=AUDIT_READER_ROLES)
-        return queryset.filter(organization_id__in=readable)
+
+@admin.register(ShadowDecision)
+class ShadowDecisionAdmin(AuditReaderScopedAdmin):
+    """What hooks in shadow mode would have done (``hooks.shadow``): one append-only row per
+    decision that would have changed a call; the calls went on as if the hooks were absent. Each
+    hook's row on its agent's (or organisation's) page counts them and links here."""
+
+    list_display = ("created_at", "hook", "decision", "tool_name", "point", "source", "agent", "run")
+    list_select_related = ("organization", "agent", "run")
+    list_filter = (
+        "decision",
+        "point",
+        "source",
+        ("organization", admin.RelatedOnlyFieldListFilter),
+        ("agent", admin.RelatedOnlyFieldListFilter),
+    )
+    search_fields = ("hook", "tool_name", "tool_call_id", "=run__id", "=declaration_pk")
+    date_hierarchy = "created_at"
+    fields = (
+        ("organization", "agent", "run"),
+        ("hook", "source", "declaration_pk"),
+        ("point", "tool_name", "tool_call_id"),
+        "decision",
+        "detail",
+        "created_at",
+    )

@@ -132,19 +132,26 @@ class RunJournal:
         for seq in reversed(doomed):
             self.retract(seq)
 
-    def emit_side_effects(self, effects: list[SideEffect], *, point: str, tool_call_id: str | None) -> None:
+    def emit_side_effects(
+        self, effects: list[SideEffect], *, point: str, tool_call_id: str | None
+    ) -> list[SideEffect] | None:
+        """One ``hook.side_effect`` event per note; those of hooks in shadow mode carry what the
+        hook would have done (``shadow``) and are returned, for the audit record (``None``: none)."""
+        shadows = None
         for effect in effects:
-            self.emit(
-                ev.HOOK_SIDE_EFFECT,
-                {
-                    "tool_call_id": tool_call_id,
-                    "hook": effect.hook,
-                    "point": point,
-                    # A failing hook's message quotes its exception, which may quote a URL.
-                    "message": redact_credentials(effect.message),
-                    "failure": effect.failure,
-                },
-            )
+            payload = {
+                "tool_call_id": tool_call_id,
+                "hook": effect.hook,
+                "point": point,
+                # A failing hook's message quotes its exception, which may quote a URL.
+                "message": redact_credentials(effect.message),
+                "failure": effect.failure,
+            }
+            if effect.shadow is not None:
+                payload["shadow"] = effect.shadow["decision"]
+                shadows = [*(shadows or ()), effect]
+            self.emit(ev.HOOK_SIDE_EFFECT, payload)
+        return shadows
 
     # --- writes -----------------------------------------------------------------------------------
 

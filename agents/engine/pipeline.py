@@ -34,6 +34,7 @@ from agents.engine import batch, jsonsafe, store
 from agents.engine.db import db
 from agents.engine.journal import RunJournal
 from agents.models import ToolExecution
+from agents.shadow_log import shadow_notes_record
 from agents.tools.base import OutcomeUnknown, ReentrantTool, Tool, ToolError, ToolSuspension
 from agents.tools.redaction import redact_credentials
 from agents.tools.sandbox import DryRunTool, dry_run_text
@@ -157,6 +158,22 @@ class ToolPipeline:
         #: an eval's run (DESIGN §1.2): a call that needs approval is answered, never asked
         self.sandboxed = sandboxed
 
+    async def record_shadows(
+        self, notes: list[Any], *, point: str, tool_call_id: str | None, tool_name: str = ""
+    ) -> None:
+        """Record in the audit what hooks in shadow mode would have done (``agents.shadow_log``);
+        the trace already has the same notes. A failure to record never touches the call."""
+        await db(
+            shadow_notes_record,
+            org_id=self.facts.get("org_id"),
+            agent_id=self.agent_id,
+            run_id=self.journal.run_id,
+            point=point,
+            tool_call_id=tool_call_id,
+            tool_name=tool_name,
+            notes=notes,
+        )
+
     def context(self, **fields: Any) -> HookContext:
         """A hook context for this run; ``metadata=`` adds per-call facts."""
         metadata = {**self.facts, **fields.pop("metadata", {})}
@@ -236,7 +253,9 @@ class ToolPipeline:
             },
         )
         pre = await self.registry.run_pre_tool_use(ctx, events=journal)
-        journal.emit_side_effects(pre.side_effects, point="PreToolUse", tool_call_id=call_id)
+        shadows = journal.emit_side_effects(pre.side_effects, point="PreToolUse", tool_call_id=call_id)
+        if shadows:
+            await self.record_shadows(shadows, point="PreToolUse", tool_call_id=call_id, tool_name=name)
         if pre.suspension is not None:
             signal = pre.suspension
             return Suspended(call, signal.reason, signal.detail, signal.still_waiting)
@@ -422,7 +441,13 @@ class ToolPipeline:
                 confirmation_request_id=confirmation_request_id,
             )
             post = await self.registry.run_post_tool_use(post_ctx)
-            journal.emit_side_effects(post.side_effects, point="PostToolUse", tool_call_id=call["id"])
+            shadows = journal.emit_side_effects(
+                post.side_effects, point="PostToolUse", tool_call_id=call["id"]
+            )
+            if shadows:
+                await self.record_shadows(
+                    shadows, point="PostToolUse", tool_call_id=call["id"], tool_name=call["name"]
+                )
             result = post.result
         observation = jsonsafe.text(result)
         telemetry.tool_finished(tool=call["name"], status=status, duration_ms=ms)

@@ -87,7 +87,9 @@ class ReactEngine(RunEngine):
         cp = self.checkpoint
         if cp["session_context"] is None:
             outcome = await pipeline.registry.run_session_start(pipeline.context())
-            journal.emit_side_effects(outcome.side_effects, point="SessionStart", tool_call_id=None)
+            shadows = journal.emit_side_effects(outcome.side_effects, point="SessionStart", tool_call_id=None)
+            if shadows:
+                await pipeline.record_shadows(shadows, point="SessionStart", tool_call_id=None)
             if not outcome.ok:
                 raise RunFailed(outcome.error or "a session hook failed", "hooks")
             cp["session_context"] = outcome.additional_context

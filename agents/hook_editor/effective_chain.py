@@ -41,6 +41,12 @@ class ChainRow:
     priority: int | float
     params: dict[str, Any]
     is_gate: bool = False
+    mode: str = "enforce"
+    """``shadow``: it runs, but only what it would have done is recorded (``hooks.shadow``)."""
+
+    @property
+    def in_shadow(self) -> bool:
+        return self.mode == "shadow"
 
     @property
     def source_label(self) -> str:
@@ -95,6 +101,7 @@ def chain_rows(chain: dict[str, Any]) -> list[ChainRow]:
                     matcher=record.get("matcher") or "",
                     priority=record["priority"],
                     params=record.get("params") or {},
+                    mode=record.get("mode") or "enforce",
                 ),
             )
         )

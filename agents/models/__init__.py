@@ -10,7 +10,8 @@ Each module imports only modules listed before it, never this package:
 - ``agents``: agents;
 - ``runs``: conversations, runs and their trace;
 - ``hooks``: hook declarations of agents and organisations;
-- ``call_logs``: the hash-chained connector call log.
+- ``call_logs``: the hash-chained connector call log;
+- ``shadow_decisions``: the hash-chained record of what hooks in shadow mode would have done.
 """
 
 # isort: off
@@ -42,6 +43,7 @@ from agents.models.runs import (
 )
 from agents.models.hooks import HookDeclaration
 from agents.models.call_logs import ConnectorCallLog
+from agents.models.shadow_decisions import ShadowDecision
 # isort: on
 
 # django-simple-history creates each historical model (``Organization.history.model``) as its model
@@ -84,6 +86,7 @@ __all__ = [
     "RunStatus",
     "SecretsBoundQuerySet",
     "SecretsBoundToAddress",
+    "ShadowDecision",
     "ToolExecution",
     "humanized_name",
     "mcp_tool_defaults",

@@ -100,14 +100,18 @@ class Agent(SecretsBoundToAddress, models.Model):
         check_agent_config(self)
 
     def hook_declaration_items(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The enabled declarations a run of this agent carries, as ``hooks.catalog`` items:
-        ``(enforced by its organisation, its own)``."""
+        """The declarations a run of this agent carries (enforced or in shadow, not off), as
+        ``hooks.catalog`` items: ``(enforced by its organisation, its own)``."""
         # The declarations refer to this model (agents.models.hooks imports this module), so their
         # model is reached through that relation rather than imported.
         declarations = self._meta.get_field("hook_declarations").related_model
-        rows = declarations.objects.filter(
-            Q(agent__isnull=True) | Q(agent_id=self.pk), organization_id=self.organization_id, enabled=True
-        ).order_by("priority", "pk")
+        rows = (
+            declarations.objects.filter(
+                Q(agent__isnull=True) | Q(agent_id=self.pk), organization_id=self.organization_id
+            )
+            .exclude(mode="off")
+            .order_by("priority", "pk")
+        )
         enforced: list[dict[str, Any]] = []
         own: list[dict[str, Any]] = []
         for row in rows:  # one query for both lists, each in its (priority, pk) order

@@ -34,8 +34,14 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
 
     Enforced hooks run for every agent of the organisation, after the agent's own hooks of the
     same point, so they have the last word (``hooks.catalog`` states the ordering rule); only the
-    organisation's row can
-    disable one. Creating or changing a command, python or http declaration needs the
+    organisation's row can disable one or put it in shadow.
+
+    ``mode``: ``enforce`` (its decisions apply), ``shadow`` (it runs, and what it would have done is
+    recorded — in the run's trace, marked, and as a :class:`~agents.models.ShadowDecision` — while
+    the call goes on as if it were absent: ``hooks.shadow``) or ``off`` (not in the chain). A change
+    of mode is a recorded configuration change like any other (``history``).
+
+    Creating or changing a command, python or http declaration needs the
     ``agents.manage_code_hooks`` permission (checked by the services, the admin and the import).
     """
 
@@ -54,6 +60,11 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
         DEFAULT = "", "Kind default"
         BLOCK = "block", "Block (fail closed)"
         ALLOW = "allow", "Allow"
+
+    class Mode(models.TextChoices):
+        ENFORCE = "enforce", "Enforce"
+        SHADOW = "shadow", "Shadow (record what it would do)"
+        OFF = "off", "Off"
 
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="hook_declarations", verbose_name="organisation"
@@ -79,7 +90,13 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
     priority = models.IntegerField(null=True, blank=True, help_text="Lower runs earlier; below the gate.")
     timeout = models.FloatField(null=True, blank=True, help_text="Seconds.")
     on_error = models.CharField(max_length=8, choices=OnError.choices, blank=True)
-    enabled = models.BooleanField(default=True)
+    mode = models.CharField(
+        max_length=8,
+        choices=Mode.choices,
+        default=Mode.ENFORCE,
+        help_text="Enforce: its decisions apply. Shadow: it runs and what it would have done (block, "
+        "rewrite, ask) is recorded, but the call goes on as if it were absent. Off: not in the chain.",
+    )
     params = models.JSONField(default=dict, blank=True)
     secret = EncryptedJSONField(
         null=True, blank=True, help_text="http hooks: the HMAC-SHA256 signing secret. Encrypted, never shown."
@@ -100,7 +117,13 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
 
     def __str__(self) -> str:
         owner = self.agent if self.agent_id else f"{self.organization} (enforced)"
-        return f"{self.name} [{self.kind}] on {owner}"
+        shadow = ", shadow" if self.mode == self.Mode.SHADOW else ""
+        return f"{self.name} [{self.kind}{shadow}] on {owner}"
+
+    @property
+    def enabled(self) -> bool:
+        """In the chain: enforced or in shadow."""
+        return self.mode != self.Mode.OFF
 
     @property
     def is_enforced(self) -> bool:
@@ -127,6 +150,8 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
             "timeout": self.timeout,
             "on_error": self.on_error or None,
             "secret": self.secret if self.kind == self.Kind.HTTP else None,
+            "mode": self.mode,
+            "id": self.pk,
         }
 
     def clean(self) -> None:

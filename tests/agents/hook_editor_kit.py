@@ -37,7 +37,7 @@ def payments(governed) -> Agent:
 def editor_row(hook: str, **inputs: Any) -> dict[str, Any]:
     """One row as the editor posts it: the hook picked and its parameter inputs."""
     row: dict[str, Any] = {"id": "", "hook": hook, "name": "", "kind": "class", "point": "", "matcher": "",
-                           "priority": "", "timeout": "", "on_error": "", "enabled": "on", "params": "{}",
+                           "priority": "", "timeout": "", "on_error": "", "mode": "enforce", "params": "{}",
                            "secret": ""}  # fmt: skip
     row.update({key: inputs.pop(key) for key in ("matcher", "priority") if key in inputs})
     if hook and not hook.startswith("own:"):

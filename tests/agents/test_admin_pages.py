@@ -15,6 +15,7 @@ from agents.models import (
     Invitation,
     Organization,
     Run,
+    ShadowDecision,
     ToolExecution,
 )
 from tests.admin_kit import logged_in, page_text, url
@@ -32,6 +33,7 @@ ADMIN_MODELS = (
     ToolExecution,
     Invitation,
     ConnectorCallLog,
+    ShadowDecision,
 )
 
 

@@ -28,13 +28,16 @@ from agents.models import (
     Organization,
     Role,
     Run,
+    ShadowDecision,
     ToolExecution,
 )
 from agents.roles import GROUP_NAMES, role_groups_sync, user_roles_sync
+from agents.shadow_log import shadow_decisions_record
 from approvals.models import ApproverPolicy, ConfirmationRequest
 from approvals.services import confirmation_decide
 from channels_im.models import ChannelConfig, ImIdentity
 from evals.models import EvalRun, EvalSet
+from hooks import SideEffect
 from mcp_gateway.models import Gateway, GatewayCall
 from tests.admin_kit import logged_in, page_text, url
 from tests.approvals.kit import recorded_request
@@ -58,6 +61,7 @@ CONTRACT: dict[type, dict[str, set[str]]] = {
     ChannelConfig: {"auditor": {VIEW}, "operator": CONFIGURE | {DELETE}, "admin": CONFIGURE | {DELETE}},
     ImIdentity: {"auditor": {VIEW}, "operator": {VIEW, DELETE}, "admin": {VIEW, DELETE}},
     ConnectorCallLog: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
+    ShadowDecision: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
     Workflow: {"auditor": {VIEW}, "operator": CONFIGURE, "admin": CONFIGURE},
     WorkflowRun: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
     EvalSet: {"auditor": {VIEW}, "operator": CONFIGURE, "admin": CONFIGURE},
@@ -137,7 +141,23 @@ def estate_of(org: Organization, owner: Any, requester: Any, approver: Any, pref
         ),
         Invitation: invitation,
         ConnectorCallLog: call_log_row(org, agent, request.run, prefix),
+        ShadowDecision: shadow_decision_row(org, agent, request.run, prefix),
     }
+
+
+def shadow_decision_row(org: Any, agent: Any, run: Any, prefix: str) -> ShadowDecision:
+    """A chained shadow decision, written the way the engine writes one."""
+    note = SideEffect("deny_tools", "shadow: would have blocked the call", shadow={"decision": "block"})
+    [row] = shadow_decisions_record(
+        org_id=org.pk,
+        agent_id=agent.pk,
+        run_id=run.pk,
+        point="PreToolUse",
+        tool_call_id="c1",
+        tool_name=f"{prefix.lower()}_lookup",
+        notes=[note],
+    )
+    return row
 
 
 def call_log_row(org: Any, agent: Any, run: Any, prefix: str) -> ConnectorCallLog:

@@ -210,7 +210,7 @@ def test_the_demo_ships_an_approver_policy_and_an_order_rule_and_reseeding_puts_
     assert rule.params == ORDER_APPROVAL_HOOK and rule.enabled
     demo.pays()
     ApproverPolicy.objects.filter(pk=policy.pk).update(timeout_seconds=30)
-    HookDeclaration.objects.filter(pk=rule.pk).update(enabled=False)
+    HookDeclaration.objects.filter(pk=rule.pk).update(mode="off")
     policy.stages.filter(name="Finance").update(approvals_required=1)
 
     out = io.StringIO()
@@ -218,7 +218,7 @@ def test_the_demo_ships_an_approver_policy_and_an_order_rule_and_reseeding_puts_
 
     policy.refresh_from_db()
     rule.refresh_from_db()
-    assert (policy.timeout_seconds, policy.inline_wait_seconds, rule.enabled) == (600, 20, True)
+    assert (policy.timeout_seconds, policy.inline_wait_seconds, rule.mode) == (600, 20, "enforce")
     assert Purchase.objects.filter(status=Purchase.Status.PENDING).count() == 2
     text = out.getvalue()
     assert "Demo data is ready (reset to its first state)." in text

@@ -21,7 +21,7 @@ AGENT_PERMISSIONS = ("view_agent", "change_agent", "view_hookdeclaration", "add_
 
 def row(**fields: Any) -> dict[str, Any]:
     base = {"id": "", "name": "", "kind": "class", "point": "", "matcher": "", "priority": "", "timeout": "",
-            "on_error": "", "enabled": "on", "params": "{}", "secret": ""}  # fmt: skip
+            "on_error": "", "mode": "enforce", "params": "{}", "secret": ""}  # fmt: skip
     return {**base, **{k: json.dumps(v) if k == "params" else v for k, v in fields.items()}}
 
 

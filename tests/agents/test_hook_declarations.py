@@ -264,7 +264,7 @@ def test_a_run_keeps_its_declarations_with_their_kind_and_an_http_secret_only_en
         params={"url": "https://hooks.example/policy"},
         secret="whsec-do-not-print-me",
     )
-    make_hook(agent, "deny_tools", kind="class", params={"tools": "*"}, enabled=False)
+    make_hook(agent, "deny_tools", kind="class", params={"tools": "*"}, mode="off")
     make_hook(personas.org, "deny_tools", params={"tools": "oa__danger"})
 
     chain = hook_chain_of(agent)
@@ -296,7 +296,7 @@ def test_a_run_keeps_a_command_hook_deleted_after_it_started(personas) -> None:
 def test_a_disabled_declaration_does_not_run(personas) -> None:
     agent = paying(personas, 10)
     make_hook(
-        agent, "freeze", kind="command", point="PreToolUse", params=script("block_payments.sh"), enabled=False
+        agent, "freeze", kind="command", point="PreToolUse", params=script("block_payments.sh"), mode="off"
     )
     tool = pay_tool()
 

@@ -209,7 +209,7 @@ def test_the_agent_page_shows_the_effective_chain_in_the_order_the_engine_runs_i
     make_hook(governed.org, "deny_tools", params={"tools": "oa__purchase_delete"})
     make_hook(payments, "confirm_when", params=CONFIRM_BIG_PAYMENTS)
     make_hook(payments, "set_arguments", params={"tools": "oa__*", "values": {"currency": "EUR"}})
-    make_hook(payments, "result_truncate", params={"max_chars": 500}, enabled=False)
+    make_hook(payments, "result_truncate", params={"max_chars": 500}, mode="off")
 
     text = page_text(logged_in(governed.operator).get(url(Agent, "change", payments.pk)))
 
@@ -221,7 +221,7 @@ def test_the_agent_page_shows_the_effective_chain_in_the_order_the_engine_runs_i
     assert shown.index("set_arguments") < shown.index("confirm_when") < shown.index("deny_tools")
     assert engine_order[-1] == "confirmation_gate", "the gate is last"
     assert "Organisation-enforced" in text and "System" in text
-    assert "Disabled, so not in the chain: result_truncate" in text
+    assert "Off, so not in the chain: result_truncate" in text
 
 
 def test_a_chain_that_cannot_be_built_is_shown_as_the_reason_runs_fail(governed, payments) -> None:

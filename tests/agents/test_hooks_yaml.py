@@ -64,7 +64,7 @@ def busy_agent(personas):
         kind="python",
         point="PreToolUse",
         params={"path": "tests.hooks.declared_examples.tag_reference"},
-        enabled=False,
+        mode="off",
     )
     return agent
 
@@ -144,7 +144,7 @@ def test_a_bad_field_is_named_with_its_line_and_nothing_is_imported(personas) ->
     assert problems == [
         "bad.yaml:8: hooks[1].priority: must be a whole number",
         "bad.yaml:12: hooks[2].colour: unknown field (fields: name, kind, point, matcher, priority, timeout, "
-        "on_error, enabled, params, secret)",
+        "on_error, mode, enabled, params, secret)",
     ]
     assert list(HookDeclaration.objects.values_list("params", flat=True)) == [{"tools": "keep"}]
 
@@ -222,3 +222,54 @@ def test_an_import_cannot_reach_an_agent_by_a_file_naming_another_organisations_
 
     assert not HookDeclaration.objects.filter(agent=theirs).exists()
     assert HookDeclaration.objects.filter(agent=mine).count() == 1
+
+
+def test_a_hooks_mode_goes_out_and_comes_back(personas) -> None:
+    source = make_agent(personas.org, personas.operator)
+    make_hook(source, "deny_tools", params={"tools": "oa__*"}, mode="shadow")
+    make_hook(source, "result_truncate", params={"max_chars": 500}, mode="off")
+    target = make_agent(personas.org, personas.operator, name="Copy")
+
+    text = hooks_export(agent=source)
+    hooks_import(text=text, filename="x.yaml", agent=target)
+
+    assert "mode: shadow" in text and "mode: 'off'" in text and "enabled" not in text
+    assert list(target.hook_declarations.order_by("pk").values_list("name", "mode")) == [
+        ("deny_tools", "shadow"),
+        ("result_truncate", "off"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("fields", "mode"),
+    [("enabled: false", "off"), ("enabled: true", "enforce"), ("", "enforce"), ("mode: shadow", "shadow"),
+     ("mode: off", "off"), ("mode: 'off'", "off")],
+)  # fmt: skip
+def test_an_older_file_saying_enabled_still_imports(personas, fields, mode) -> None:
+    agent = make_agent(personas.org, personas.operator)
+    text = f"hooks:\n  - name: deny_tools\n    params: {{tools: x}}\n    {fields}\n"
+
+    [row] = hooks_import(text=text, filename="x.yaml", agent=agent)
+
+    assert row.mode == mode
+
+
+@pytest.mark.parametrize(
+    ("fields", "problem"),
+    [
+        ("mode: loud", "x.yaml:4: hooks[0].mode: must be one of enforce, shadow, off"),
+        (
+            "mode: shadow\n    enabled: false",
+            "x.yaml:5: hooks[0].enabled: contradicts 'mode': keep 'mode' alone",
+        ),
+    ],
+)
+def test_a_mode_it_cannot_read_is_refused_naming_the_line(personas, fields, problem) -> None:
+    agent = make_agent(personas.org, personas.operator)
+    text = f"hooks:\n  - name: deny_tools\n    params: {{tools: x}}\n    {fields}\n"
+
+    with pytest.raises(HookFileError) as caught:
+        hooks_import(text=text, filename="x.yaml", agent=agent)
+
+    assert caught.value.problems == [problem]
+    assert not HookDeclaration.objects.filter(agent=agent).exists()

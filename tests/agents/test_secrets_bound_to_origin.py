@@ -341,7 +341,7 @@ def test_the_hook_editor_says_a_moved_url_needs_the_secret_again(superuser, pers
         "kind": "http",
         "point": "PostToolUse",
         "params": json.dumps({"url": "https://collector.example.test/policy"}),
-        "enabled": "on",
+        "mode": "enforce",
     }
     data = agent_form(personas, agent.model_config_json, name=agent.name, **hook_rows(row, initial=1))
 

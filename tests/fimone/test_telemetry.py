@@ -19,7 +19,7 @@ from fimone import telemetry
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.approvals.kit import pay_tool, set_policy
 from tests.approvals.stage_kit import paying
-from tests.personas import make_agent, scripted
+from tests.personas import make_agent, make_hook, scripted
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -167,6 +167,29 @@ def test_each_hook_is_a_span_of_the_call_with_its_decision_and_a_count(personas,
         if p.attributes["fim.hook.decision"] == "block"
     ]
     assert [(p.attributes["fim.hook"], p.value) for p in blocked] == [("deny_tools", 1)]
+
+
+def test_a_shadow_hooks_span_says_what_it_would_have_done_and_the_call_went_on(
+    personas, resumes, recorded
+) -> None:
+    agent = make_agent(
+        personas.org,
+        personas.operator,
+        model_config_json=scripted(
+            {"tool_calls": [{"name": "t_note", "arguments": {}}]}, {"content": "done"}
+        ),
+    )
+    make_hook(agent, "deny_tools", params={"tools": "t_note"}, mode="shadow")
+    run = run_start(agent=agent, user=personas.member, input="note it")
+    tool = RecordingTool("t_note")
+
+    assert Harness(tool).execute(run) == RunStatus.COMPLETED
+
+    assert tool.calls == [{}]
+    [call] = recorded.spans("fim.tool")
+    assert call.attributes["fim.tool.outcome"] == "succeeded"
+    [hook] = [s for s in recorded.spans("fim.hook") if s.attributes["fim.hook"] == "deny_tools"]
+    assert hook.attributes["fim.hook.decision"] == "shadow_block"
 
 
 class Exploding(SpanProcessor):

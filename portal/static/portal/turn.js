@@ -213,6 +213,11 @@ Turn.prototype.handlers = {
     var step = p.tool_call_id ? this.steps[p.tool_call_id] : null;
     var raw = (p.hook || "hook") + (p.failure ? " failed: " : ": ") + (p.message || "");
     var text = effectForPeople(p, step ? step.title : null);
+    if (p.shadow) {
+      // A hook in shadow mode changed nothing: what it would have done is for the trace only.
+      if (step) this.techLine(step, "Hook note (shadow, changed nothing)", raw);
+      return;
+    }
     var set = SET_BY_RULE.exec(String(p.message || ""));
     if (step && set) {
       // The note names the arguments, not their values: the arguments that run (the approval
