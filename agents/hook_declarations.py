@@ -347,6 +347,25 @@ def _mode_of(item: dict[str, Any]) -> str:
     return HookDeclaration.Mode.OFF if item.get("enabled") is False else HookDeclaration.Mode.ENFORCE
 
 
+@dataclass
+class _Parsed:
+    rows: list[HookDeclaration]
+    agent: Agent | None
+    organization: Organization | None
+    existing: Any
+
+
+def hooks_parse(
+    *, text: str, filename: str = "<hooks>", agent: Agent, actor: Any = None
+) -> list[HookDeclaration]:
+    """The declarations a hooks file gives ``agent``, checked as an import checks them and not
+    saved (a replay tries them: ``agents.chain_replay``). Raises :class:`HookFileError` listing
+    every problem with its line, ``ServiceError`` for code hooks ``actor`` may not write."""
+    parsed = _parse(text=text, filename=filename, agent=agent, organization=None)
+    check_may_change_kinds(actor=actor, kinds={r.kind for r in parsed.rows})
+    return parsed.rows
+
+
 @transaction.atomic
 def hooks_import(
     *,
@@ -358,6 +377,22 @@ def hooks_import(
 ) -> list[HookDeclaration]:
     """Replace the target's declarations (an agent's own, or an organisation's enforced ones) with
     the file's, all or nothing. Raises :class:`HookFileError` listing every problem with its line."""
+    parsed = _parse(text=text, filename=filename, agent=agent, organization=organization)
+    rows, agent, existing = parsed.rows, parsed.agent, parsed.existing
+    check_may_change_kinds(
+        actor=actor, kinds={r.kind for r in rows} | set(existing.values_list("kind", flat=True))
+    )
+    existing.delete()
+    for row in rows:
+        row.save()
+    if agent is not None:
+        agent.model_config_json = _without_class_hooks(agent.model_config_json)
+        agent.save(update_fields=["model_config_json"])
+    return rows
+
+
+def _parse(*, text: str, filename: str, agent: Agent | None, organization: Organization | None) -> _Parsed:
+    """A hooks file's declarations for its target, checked and not saved (:func:`hooks_import`)."""
     located = _load(text, filename)
     problems = _Problems(filename, located)
     doc = located.value
@@ -423,13 +458,4 @@ def hooks_import(
         rows.append(row)
     if problems.items:
         raise HookFileError(problems.items)
-    check_may_change_kinds(
-        actor=actor, kinds={r.kind for r in rows} | set(existing.values_list("kind", flat=True))
-    )
-    existing.delete()
-    for row in rows:
-        row.save()
-    if agent is not None:
-        agent.model_config_json = _without_class_hooks(agent.model_config_json)
-        agent.save(update_fields=["model_config_json"])
-    return rows
+    return _Parsed(rows=rows, agent=agent, organization=organization, existing=existing)

@@ -12,6 +12,7 @@ from typing import Any
 from celery import shared_task
 
 from agents import executors
+from agents.chain_replay import chain_replay_execute
 from agents.engine.runner import run_execute, run_resume
 from agents.services import runs_reclaim_expired
 
@@ -38,6 +39,12 @@ def run_resume_task(run_id: int, reason: str) -> str | None:
 def runs_reclaim_expired_task() -> int:
     """Beat: resume runs whose worker stopped heart-beating (its lease expired)."""
     return runs_reclaim_expired()
+
+
+@shared_task(ignore_result=True)
+def chain_replay_task(replay_id: int) -> None:
+    """A queued replay of a proposed hook chain over recorded calls (``agents.chain_replay``)."""
+    chain_replay_execute(replay_id=replay_id)
 
 
 executors.install_queue(

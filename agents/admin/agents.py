@@ -20,6 +20,7 @@ from agents.admin.archiving import ArchivableAdminMixin
 from agents.admin.bound_secrets import SecretsClearedMessageMixin, SecretsEntryFormMixin
 from agents.admin.hook_import import import_links, import_urls
 from agents.admin.hook_inlines import HOOK_HISTORY_FIELDS, AgentHookInline, hook_subject
+from agents.admin.replays import replay_urls
 from agents.admin.scoping import OrganizationScopedAdmin, manages
 from agents.chain_trial import NO_RESULT, TrialError, agent_tool_specs, chain_trial
 from agents.checks import API_KEY_MISPLACED, hook_chain_of, hooks_declaration
@@ -310,6 +311,7 @@ class AgentAdmin(
         return [
             path("<path:object_id>/try-chain/", trial, name="agents_agent_try_chain"),
             *import_urls(self),
+            *replay_urls(self),
             *super().get_urls(),
         ]
 
@@ -322,6 +324,7 @@ class AgentAdmin(
             context.update(self._chain_context(agent))
             if manages(request, agent):
                 context["try_chain_url"] = reverse("admin:agents_agent_try_chain", args=[agent.pk])
+                context["replay_url"] = reverse("admin:agents_agent_replay", args=[agent.pk])
                 context.update(import_links(request, agent))
         return super().change_view(request, object_id, form_url, extra_context=context)
 

@@ -11,7 +11,8 @@ Each module imports only modules listed before it, never this package:
 - ``runs``: conversations, runs and their trace;
 - ``hooks``: hook declarations of agents and organisations;
 - ``call_logs``: the hash-chained connector call log;
-- ``shadow_decisions``: the hash-chained record of what hooks in shadow mode would have done.
+- ``shadow_decisions``: the hash-chained record of what hooks in shadow mode would have done;
+- ``replays``: proposed hook chains replayed over recorded calls.
 """
 
 # isort: off
@@ -44,6 +45,7 @@ from agents.models.runs import (
 from agents.models.hooks import HookDeclaration
 from agents.models.call_logs import ConnectorCallLog
 from agents.models.shadow_decisions import ShadowDecision
+from agents.models.replays import ChainReplay
 # isort: on
 
 # django-simple-history creates each historical model (``Organization.history.model``) as its model
@@ -65,6 +67,7 @@ __all__ = [
     "TERMINAL_RUN_STATUSES",
     "WRITE_METHODS",
     "Agent",
+    "ChainReplay",
     "Connector",
     "ConnectorAction",
     "ConnectorCallLog",
