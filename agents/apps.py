@@ -18,6 +18,7 @@ class AgentsConfig(AppConfig):
         import agents.engine.runner
         import agents.fim_one_hooks  # FIM One's hook names, as aliases of ours
         import agents.guards
+        import agents.prompt_hooks
         import agents.rate_limit
         import agents.tasks  # noqa: F401
         from agents.history import refuse_deleting_connector_with_history, register_connector_history

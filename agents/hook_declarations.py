@@ -21,8 +21,7 @@ from django.db import transaction
 from agents.checks import hooks_declaration
 from agents.models import Agent, HookDeclaration, Organization
 from agents.services import ServiceError, check_operator, check_organization_admin
-from fimone.egress import url_origin
-from hooks.catalog import CODE_KINDS, KINDS, HookDeclarationError, parse_declaration
+from hooks.catalog import CODE_KINDS, KINDS, SECRET_KINDS, HookDeclarationError, parse_declaration
 
 CODE_PERMISSION = "agents.manage_code_hooks"
 _TUNABLE = ("priority", "timeout", "on_error")
@@ -149,9 +148,10 @@ def hook_declarations_adopt_config(*, agent: Agent) -> list[HookDeclaration]:
 #     on_error: block          # optional: block | allow
 #     mode: enforce            # enforce | shadow | off (older files: enabled: true | false)
 #     params: {argv: [/opt/hooks/freeze.sh]}
-# An http hook's secret is never exported; on import it is taken from ``secret:`` if given, else
-# from the target's existing http hook of the same name whose url has the same origin (a stored
-# secret is bound to the address it was entered for).
+# An http or prompt hook's secret is never exported; on import it is taken from ``secret:`` if
+# given, else from the target's existing hook of the same kind and name whose url (a prompt hook:
+# its model's base_url) has the same origin (a stored secret is bound to the address it was
+# entered for).
 
 FIELDS = (
     "name",
@@ -414,26 +414,11 @@ def _parse(*, text: str, filename: str, agent: Agent | None, organization: Organ
         existing = HookDeclaration.objects.filter(agent=agent)
     else:
         existing = HookDeclaration.objects.filter(organization=organization, agent__isnull=True)
-    stored = {row.name: row for row in existing.filter(kind="http")}
+    stored = {(row.kind, row.name): row for row in existing.filter(kind__in=SECRET_KINDS)}
     rows = []
     for index, item in enumerate(items):
         assert item is not None
         kind = item.get("kind") or "class"
-        secret = item.get("secret")
-        if kind == "http" and secret is None:
-            same = stored.get(item["name"])
-            url = (item.get("params") or {}).get("url")
-            if same is not None and same.secrets_address() != ("http", url_origin(url)):
-                problems.add(
-                    ("hooks", index),
-                    "the url's scheme, host or port changed: give 'secret:' again (a stored secret "
-                    "is only sent to the address it was entered for)",
-                )
-                continue
-            secret = same.secret if same is not None else None
-            if secret is None:
-                problems.add(("hooks", index), "an http hook needs 'secret:' (exports never include it)")
-                continue
         row = HookDeclaration(
             organization=organization,
             agent=agent,
@@ -446,8 +431,22 @@ def _parse(*, text: str, filename: str, agent: Agent | None, organization: Organ
             on_error=item.get("on_error") or "",
             mode=_mode_of(item),
             params=item.get("params") or {},
-            secret=secret if kind == "http" else None,
+            secret=item.get("secret") if kind in SECRET_KINDS else None,
         )
+        if kind in SECRET_KINDS and row.secret is None:
+            same = stored.get((kind, item["name"]))
+            if same is not None and same.secrets_address() != row.secrets_address():
+                where = "url" if kind == "http" else "model's base_url"
+                problems.add(
+                    ("hooks", index),
+                    f"the {where}'s scheme, host or port changed: give 'secret:' again (a stored secret "
+                    "is only sent to the address it was entered for)",
+                )
+                continue
+            row.secret = same.secret if same is not None else None
+            if row.secret is None and kind == "http":
+                problems.add(("hooks", index), "an http hook needs 'secret:' (exports never include it)")
+                continue
         try:
             row.full_clean()
         except ValidationError as exc:

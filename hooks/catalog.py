@@ -10,7 +10,7 @@ Building is all-or-nothing: any unknown name, bad parameter or import error rais
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -186,10 +186,26 @@ def build_registry(declaration: Any, *, system_hooks: Iterable[Hook] = ()) -> Ho
 # never opens an approval request.
 
 CHAIN_VERSION = 1
-KINDS = ("class", "command", "python", "http")
-#: Kinds that run code of the declarer's choosing: only holders of ``agents.manage_code_hooks``
-#: may create or change them.
-CODE_KINDS = frozenset({"command", "python", "http"})
+KINDS = ("class", "command", "python", "http", "prompt")
+#: Kinds that run code of the declarer's choosing, or send the call's data somewhere (a prompt
+#: hook, to a model): only holders of ``agents.manage_code_hooks`` may create or change them.
+CODE_KINDS = frozenset({"command", "python", "http", "prompt"})
+#: Kinds whose declaration carries a secret (encrypted; bound to the address it is sent to).
+SECRET_KINDS = frozenset({"http", "prompt"})
+
+KindBuilder = Callable[[Mapping[str, Any], dict[str, Any]], Hook]
+_KIND_BUILDERS: dict[str, KindBuilder] = {}
+
+
+def register_kind(kind: str, builder: KindBuilder) -> None:
+    """Let a higher app build the hooks of ``kind`` (one of :data:`KINDS` this package cannot build
+    itself: ``prompt`` needs the agents' model providers). ``builder(item, declared)`` gets the
+    declaration item and the keyword arguments every declared hook takes (name, point, matcher,
+    tunables) and returns the hook, or raises ``ValueError`` / ``TypeError`` naming the problem.
+    Called at start-up (``AppConfig.ready``)."""
+    _KIND_BUILDERS[kind] = builder
+
+
 SOURCES = ("organisation", "agent", "config")
 
 
@@ -233,6 +249,11 @@ def _kind_params(item: Mapping[str, Any], allowed: set[str]) -> dict[str, Any]:
     return params
 
 
+def item_secret(item: Mapping[str, Any]) -> Any:
+    """A declaration item's secret in clear (from ``secret``, or a recorded ``secret_enc``)."""
+    return _secret_of(item)
+
+
 def _secret_of(item: Mapping[str, Any]) -> Any:
     if item.get("secret") is not None:
         return item["secret"]
@@ -264,6 +285,10 @@ def build_item(item: Mapping[str, Any]) -> Hook:
             params = dict(item.get("params") or {})
             path = params.pop("path", None)
             hook = load_python_hook(path=path, params=params, **declared)
+        elif kind in _KIND_BUILDERS:
+            hook = _KIND_BUILDERS[kind](item, declared)
+        elif kind in KINDS:
+            raise HookDeclarationError(f"hook {name!r}: {kind} hooks are not available in this process")
         else:
             raise HookDeclarationError(f"hook {name!r}: unknown kind {kind!r} (kinds: {', '.join(KINDS)})")
         if not isinstance(hook, DeclaredHook | MatchedHook):  # python classes come matched
@@ -298,7 +323,7 @@ def _record(item: Mapping[str, Any], hook: Hook, source: str) -> dict[str, Any]:
         record["mode"] = "shadow"
         record["declaration"] = item.get("id")
     secret = _secret_of(item)
-    if kind == "http" and secret is not None:
+    if kind in SECRET_KINDS and secret is not None:
         record["secret_enc"] = encrypt_text(secret)
     return record
 

@@ -22,6 +22,7 @@ from agents.models import HookDeclaration, Membership, Organization, Role, Shado
 from agents.services import ServiceError
 from fimone.admin_errors import PlainErrorsAdminMixin
 from fimone.forms import JSONFormField
+from hooks.catalog import SECRET_KINDS
 
 
 class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
@@ -41,7 +42,8 @@ class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
     secret = forms.CharField(
         required=False,
         widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
-        help_text="http hooks: the HMAC-SHA256 signing secret (16+ characters). Blank keeps the current one.",
+        help_text="http hooks: the HMAC-SHA256 signing secret (16+ characters); prompt hooks: the "
+        "model's API key. Blank keeps the current one.",
     )
 
     class Meta:
@@ -118,7 +120,7 @@ class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
                 "This hook chooses its tools in its Tools parameter: put them there and leave the "
                 "matcher empty.",
             )
-        if cleaned.get("kind") != "http":
+        if cleaned.get("kind") not in SECRET_KINDS:
             cleaned["secret"] = None
         return cleaned
 

@@ -16,6 +16,7 @@ OWN_KINDS = {
     "command": "Command hook (runs a program)",
     "python": "Python hook (a class on the server's path)",
     "http": "HTTP hook (calls a URL, signed)",
+    "prompt": "Prompt hook (a model judges the call)",
 }
 
 

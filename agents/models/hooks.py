@@ -17,7 +17,7 @@ from agents.models.bound_secrets import SecretsBoundQuerySet, SecretsBoundToAddr
 from agents.models.organisations import Organization
 from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
-from hooks.catalog import CODE_KINDS, HookDeclarationError, build_item
+from hooks.catalog import CODE_KINDS, SECRET_KINDS, HookDeclarationError, build_item
 
 
 class HookDeclaration(SecretsBoundToAddress, models.Model):
@@ -50,6 +50,7 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
         COMMAND = "command", "Command"
         PYTHON = "python", "Python"
         HTTP = "http", "HTTP"
+        PROMPT = "prompt", "Prompt (a model judges)"
 
     class Point(models.TextChoices):
         PRE_TOOL_USE = "PreToolUse", "Before a tool call (PreToolUse)"
@@ -99,7 +100,10 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
     )
     params = models.JSONField(default=dict, blank=True)
     secret = EncryptedJSONField(
-        null=True, blank=True, help_text="http hooks: the HMAC-SHA256 signing secret. Encrypted, never shown."
+        null=True,
+        blank=True,
+        help_text="http hooks: the HMAC-SHA256 signing secret; prompt hooks: the model's API key. "
+        "Encrypted, never shown.",
     )
     # Every change is recorded (who, when, old and new values); the secret is never copied.
     history = HistoricalRecords(excluded_fields=["secret"])
@@ -132,6 +136,9 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
     def secrets_address(self) -> Any:
         if self.kind == self.Kind.HTTP and isinstance(self.params, dict):
             return (self.kind, url_origin(self.params.get("url")))
+        if self.kind == self.Kind.PROMPT and isinstance(self.params, dict):
+            model = self.params.get("model")
+            return (self.kind, url_origin(model.get("base_url")) if isinstance(model, dict) else None)
         return (self.kind,)
 
     @property
@@ -149,7 +156,7 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
             "priority": self.priority,
             "timeout": self.timeout,
             "on_error": self.on_error or None,
-            "secret": self.secret if self.kind == self.Kind.HTTP else None,
+            "secret": self.secret if self.kind in SECRET_KINDS else None,
             "mode": self.mode,
             "id": self.pk,
         }
@@ -163,8 +170,8 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
             raise ValidationError({"agent": "the agent belongs to another organisation"})
         if not isinstance(self.params, dict):
             raise ValidationError({"params": "must be a JSON object"})
-        if self.kind != self.Kind.HTTP and self.secret is not None:
-            raise ValidationError({"secret": "only http hooks have a secret"})
+        if self.kind not in SECRET_KINDS and self.secret is not None:
+            raise ValidationError({"secret": "only http and prompt hooks have a secret"})
         try:
             hook = build_item(self.as_item())
         except HookDeclarationError as exc:
