@@ -20,9 +20,9 @@ model's ``base_url``, like an http hook's secret to its url). Contract:
   PostToolUse: ``deny`` and ``ask`` withhold the result (the call ran; nobody can approve it
   afterwards) and the model reads why. SessionStart is refused: there is no call to judge;
 * an answer is cached for ``cache_seconds`` (0: not cached; at most a day) under the declaration
-  and the exact prompt sent, in the project's cache (Redis in production): a retried call does not
-  pay twice. The trace notes the decision, its reason, how long the model took, and whether it
-  came from the cache.
+  (its text, its model, its key's digest), the agent and the exact prompt sent, in the project's
+  cache (Redis in production): a retried call does not pay twice. The trace notes the decision,
+  its reason, how long the model took, and whether it came from the cache.
 
 It sends the call's data to a model: creating or changing one needs the code-hooks permission
 (``hooks.catalog.CODE_KINDS``), and "Try this chain" and replays do not run it.
@@ -122,7 +122,11 @@ class PromptHook(DeclaredHook):
             raise ValueError("a prompt hook judges a tool call: PreToolUse or PostToolUse, not SessionStart")
         self.template, self.model, self.cache_seconds = _check_params(params, secret)
         self._secret = secret
-        identity = json.dumps([self.hook_name, self.template, self.model, str(self.point)], sort_keys=True)
+        # The key's digest, never the key: another key (another tenant's account) is another cache.
+        key_digest = hashlib.sha256((secret or "").encode()).hexdigest()
+        identity = json.dumps(
+            [self.hook_name, self.template, self.model, str(self.point), key_digest], sort_keys=True
+        )
         self._identity = hashlib.sha256(identity.encode()).hexdigest()
         self._facts: dict[Any, tuple[str, str]] = {}
 
@@ -153,7 +157,9 @@ class PromptHook(DeclaredHook):
 
     async def execute(self, ctx: HookContext) -> HookResult:
         prompt = self.render(ctx, *await self._run_facts(ctx))
-        key = CACHE_PREFIX + hashlib.sha256(f"{self._identity}\n{prompt}".encode()).hexdigest()
+        # Per agent too: the same declaration text on two agents shares nothing.
+        scope = f"{self._identity}\n{ctx.agent_id}\n{prompt}"
+        key = CACHE_PREFIX + hashlib.sha256(scope.encode()).hexdigest()
         started = time.perf_counter()
         cached = await cache.aget(key) if self.cache_seconds else None
         if isinstance(cached, list) and len(cached) == 2:

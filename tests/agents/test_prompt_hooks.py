@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from django.core.exceptions import ValidationError
 
 from agents import events as ev
@@ -26,13 +25,6 @@ from tests.personas import make_hook
 pytestmark = pytest.mark.django_db
 
 POLICY = "Payments of 5000 or more need a person. Call: {{tool}} {{arguments}}. Asked: {{user_message}}"
-
-
-@pytest.fixture(autouse=True)
-def _empty_cache():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def judging(*answers: str, match: str | None = None) -> dict[str, Any]:
