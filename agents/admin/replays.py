@@ -32,7 +32,7 @@ from agents.chain_replay import (
     replay_csv,
 )
 from agents.chain_trial import agent_tool_specs
-from agents.hook_declarations import HookFileError
+from agents.hook_declarations import HookFileError, hooks_export
 from agents.models import Agent, ChainReplay
 from agents.services import ServiceError
 from agents.tasks import chain_replay_task
@@ -62,7 +62,8 @@ class ReplayForm(forms.Form):
         required=False,
         label="Hooks file",
         widget=forms.Textarea(attrs={"rows": 10, "cols": 80, "spellcheck": "false"}),
-        help_text="YAML as “Export hooks” (manage.py hooks export) writes it, with your edits.",
+        help_text="The agent's own hooks now, as manage.py hooks export writes them: edit them here "
+        "(add, remove, change a parameter or a mode) and replay; nothing is saved.",
     )
     last = forms.IntegerField(
         label="Calls", min_value=1, max_value=MAX_CALLS, initial=1_000, help_text="The most recent ones."
@@ -159,7 +160,9 @@ def _chain(agent: Agent, form: ReplayForm, actor: Any) -> tuple[dict[str, Any], 
 def replay_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str) -> HttpResponse:
     """The form (and the agent's earlier replays); a valid post starts a replay and goes to it."""
     agent = _agent_or_refuse(model_admin, request, object_id)
-    form = ReplayForm(request.POST or None, tools=agent_tool_specs(agent))
+    # The file starts as the agent's hooks now: an operator edits it rather than writing it.
+    initial = {"hooks_file": hooks_export(agent=agent)}
+    form = ReplayForm(request.POST or None, tools=agent_tool_specs(agent), initial=initial)
     if request.method == "POST" and form.is_valid():
         try:
             chain, label = _chain(agent, form, request.user)

@@ -265,3 +265,12 @@ def test_a_replay_delivered_twice_is_done_once(history) -> None:
     again = chain_replay_execute(replay_id=replay.pk)
 
     assert (again.status, again.done, again.summary["changed"]) == ("done", 3, 2)
+
+
+def test_the_hooks_file_starts_as_the_agents_hooks_now(history) -> None:
+    make_hook(history.agent, "confirm_when", params=BIG)
+
+    url = reverse("admin:agents_agent_replay", args=[history.agent.pk])
+    text = page_text(logged_in(history.personas.operator).get(url))
+
+    assert "- name: confirm_when" in text and "oa__purchase_pay" in text
