@@ -16,7 +16,8 @@ model's ``base_url``, like an http hook's secret to its url). Contract:
   ``{"decision": "deny", "reason": "…"}`` or ``{"decision": "ask", "reason": "…"}``; a reason is
   required for deny and ask. Anything else — text around it, another decision, a provider error, no
   answer within the declaration's timeout — fails (closed, unless ``on_error: allow``);
-* PreToolUse: ``deny`` blocks with the reason, ``ask`` sends the call to the approval gate.
+* PreToolUse: ``deny`` blocks, the reason being what the agent is told (the block names the hook),
+  ``ask`` sends the call to the approval gate.
   PostToolUse: ``deny`` and ``ask`` withhold the result (the call ran; nobody can approve it
   afterwards) and the model reads why. SessionStart is refused: there is no call to judge;
 * an answer is cached for ``cache_seconds`` (0: not cached; at most a day) under the declaration
@@ -175,9 +176,7 @@ class PromptHook(DeclaredHook):
             return HookResult(side_effects=[note])
         if self.point is HookPoint.PRE_TOOL_USE:
             if decision == "deny":
-                return HookResult(
-                    allow=False, error=f"Blocked by {self.hook_name}: {reason}", side_effects=[note]
-                )
+                return HookResult(allow=False, error=reason, side_effects=[note])
             return HookResult(require_confirmation=True, confirmation_reason=reason, side_effects=[note])
         withheld = f"[The result was withheld by {self.hook_name}: {reason}]"
         return HookResult(modified_result=withheld, side_effects=[note])

@@ -64,7 +64,7 @@ def test_a_deny_blocks_the_call_with_the_models_reason_and_the_trace_says_how_lo
     assert pay.calls == []
     [blocked] = events_of(run, ev.TOOL_BLOCKED)
     assert blocked["blocked_by"] == "payments_judge"
-    assert blocked["error"] == "Blocked by payments_judge: PO-1 is not on the approved list"
+    assert blocked["error"] == "PO-1 is not on the approved list"
     [note] = [e["message"] for e in events_of(run, ev.HOOK_SIDE_EFFECT) if e["hook"] == "payments_judge"]
     assert note.startswith("model answered deny in ") and note.endswith(
         " ms: PO-1 is not on the approved list"
@@ -188,7 +188,8 @@ def test_it_asks_an_openai_compatible_model_and_caches_the_answer(personas, serv
     assert sent.body["messages"][1]["content"].startswith("Payments of 5000 or more need a person.")
     [note] = [e["message"] for e in events_of(second, ev.HOOK_SIDE_EFFECT) if e["hook"] == "payments_judge"]
     assert note == "model answered deny from the cache: over the limit"
-    assert events_of(first, ev.TOOL_BLOCKED)[0]["error"] == "Blocked by payments_judge: over the limit"
+    [blocked] = events_of(first, ev.TOOL_BLOCKED)
+    assert (blocked["blocked_by"], blocked["error"]) == ("payments_judge", "over the limit")
 
 
 def test_a_provider_error_fails_closed(personas, server) -> None:

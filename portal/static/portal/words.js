@@ -32,6 +32,8 @@ var EFFECTS = [
   [/^truncated \S+ result by (\d+) characters$/, function (m) { return "The result was shortened by " + Number(m[1]).toLocaleString() + " characters"; }],
   [/^rate limited \S+ \((\d+) calls in the window\)$/, function () { return "Held back: too many calls in a short time"; }],
   [/^result withheld: (.+)$/, function (m) { return "The result was withheld: " + m[1]; }],
+  // A prompt hook's note: the block or the approval card already says its reason to people.
+  [/^model answered \w+ (in \d+ ms|from the cache)/, null],
 ];
 
 export function effectForPeople(p, title) {
