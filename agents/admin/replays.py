@@ -139,11 +139,16 @@ def _agent_or_refuse(model_admin: admin.ModelAdmin, request: HttpRequest, object
     return agent
 
 
-def _replay_of(agent: Agent, replay_id: int) -> ChainReplay:
+def _agent_and_replay(
+    model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str, replay_id: int
+) -> tuple[Agent, ChainReplay]:
+    """The agent (refused as :func:`_agent_or_refuse` does) and one of its replays (404 for a
+    replay of another agent)."""
+    agent = _agent_or_refuse(model_admin, request, object_id)
     replay = ChainReplay.objects.filter(pk=replay_id, agent=agent).first()
     if replay is None:
         raise Http404("No such replay.")
-    return replay
+    return agent, replay
 
 
 def _chain(agent: Agent, form: ReplayForm, actor: Any) -> tuple[dict[str, Any], str]:
@@ -195,8 +200,7 @@ def replay_result_view(
     model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str, replay_id: int
 ) -> HttpResponse:
     """A replay: its progress while it runs (the page reloads itself), then what it found."""
-    agent = _agent_or_refuse(model_admin, request, object_id)
-    replay = _replay_of(agent, replay_id)
+    agent, replay = _agent_and_replay(model_admin, request, object_id, replay_id)
     context = {
         **model_admin.admin_site.each_context(request),
         "opts": model_admin.opts,
@@ -213,8 +217,7 @@ def replay_result_view(
 def replay_csv_view(
     model_admin: admin.ModelAdmin, request: HttpRequest, object_id: str, replay_id: int
 ) -> HttpResponse:
-    agent = _agent_or_refuse(model_admin, request, object_id)
-    replay = _replay_of(agent, replay_id)
+    agent, replay = _agent_and_replay(model_admin, request, object_id, replay_id)
     response = HttpResponse(replay_csv(replay), content_type="text/csv; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="replay-{agent.pk}-{replay.pk}.csv"'
     return response

@@ -8,29 +8,14 @@ import io
 
 import pytest
 from django.core.management import call_command
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migration_kit import migrate, migrate_to_the_latest
+from tests.migration_kit import schema_back_to_the_latest as schema_back_to_the_latest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("agents", "0014_run_children_and_delegates")]
 AFTER = [("agents", "0015_connector_call_log_chain")]
-
-
-def migrate(targets: list[tuple[str, str]]):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-@pytest.fixture(autouse=True)
-def _schema_back_to_the_latest():
-    """Later tests share the database: leave it at the latest migration of every app."""
-    yield
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 def test_calls_logged_before_the_chain_are_chained_in_order_and_verify() -> None:
@@ -50,9 +35,7 @@ def test_calls_logged_before_the_chain_are_chained_in_order_and_verify() -> None
     Log.objects.update(created_at=written)
 
     migrate(AFTER)
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
+    migrate_to_the_latest()
 
     from agents.audit import connector_call_log_record
     from agents.models import ConnectorCallLog

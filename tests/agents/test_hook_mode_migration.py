@@ -4,29 +4,14 @@ enforce, disabled ones are off, their history included; and back again."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migration_kit import migrate
+from tests.migration_kit import schema_back_to_the_latest as schema_back_to_the_latest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("agents", "0022_membership_manager")]
 AFTER = [("agents", "0023_hook_declaration_mode")]
-
-
-def migrate(targets: list[tuple[str, str]]):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-@pytest.fixture(autouse=True)
-def _schema_back_to_the_latest():
-    """Later tests share the database: leave it at the latest migration of every app."""
-    yield
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 def test_enabled_hooks_enforce_and_disabled_ones_are_off_and_the_way_back_restores_them() -> None:

@@ -5,29 +5,14 @@ may have mapped them."""
 from __future__ import annotations
 
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.migration_kit import migrate
+from tests.migration_kit import schema_back_to_the_latest as schema_back_to_the_latest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("channels_im", "0001_initial")]
 AFTER = [("channels_im", "0002_im_identity_per_organization_and_link_offers")]
-
-
-def migrate(targets: list[tuple[str, str]]):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
-@pytest.fixture(autouse=True)
-def _schema_back_to_the_latest():
-    """Later tests share the database: leave it at the latest migration of every app."""
-    yield
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(executor.loader.graph.leaf_nodes())
 
 
 def test_it_keeps_only_identities_whose_user_belongs_to_exactly_one_organisation() -> None:

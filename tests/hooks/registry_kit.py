@@ -1,8 +1,10 @@
-"""Shared by the hook registry's tests (test_registry_*.py): the context of a payment call, a hook
-that records what it saw (and may rewrite it), and a hook that blocks."""
+"""Shared by the hook registry's tests (test_registry_*.py, test_shadow.py): the context of a payment
+call, a hook that records what it saw (and may rewrite it), one that blocks, one that raises and one
+that outlives its timeout."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from hooks import HookContext, HookResult, PreToolUseHook
@@ -31,3 +33,19 @@ class Blocker(PreToolUseHook):
 
     async def execute(self, ctx: HookContext) -> HookResult:
         return HookResult(allow=False, error="Payments over 1000 need a second signature.")
+
+
+class Raises(PreToolUseHook):
+    name = "broken"
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        raise RuntimeError("database unavailable")
+
+
+class Sleeps(PreToolUseHook):
+    name = "slow"
+    timeout = 0.05
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        await asyncio.sleep(5)
+        return HookResult()

@@ -17,23 +17,7 @@ from hooks import (
     SessionStartHook,
     SuspendRun,
 )
-from tests.hooks.registry_kit import Recorder, ctx
-
-
-class Raises(PreToolUseHook):
-    name = "broken"
-
-    async def execute(self, ctx: HookContext) -> HookResult:
-        raise RuntimeError("database unavailable")
-
-
-class Sleeps(PreToolUseHook):
-    name = "slow"
-    timeout = 0.05
-
-    async def execute(self, ctx: HookContext) -> HookResult:
-        await asyncio.sleep(5)
-        return HookResult()
+from tests.hooks.registry_kit import Raises, Recorder, Sleeps, ctx
 
 
 class ReturnsDict(PreToolUseHook):

@@ -3,7 +3,6 @@ hook were absent: it never blocks, rewrites, asks or fails a call (hooks.shadow)
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
@@ -21,7 +20,7 @@ from hooks import (
 )
 from hooks.catalog import registry_from_chain, resolve_chain
 from hooks.shadow import ShadowHook
-from tests.hooks.registry_kit import Blocker, Recorder, ctx
+from tests.hooks.registry_kit import Blocker, Raises, Recorder, Sleeps, ctx
 
 
 def shadow(hook: Any, declaration: int | None = 7, source: str = "organisation") -> ShadowHook:
@@ -47,22 +46,6 @@ class Mutates(PreToolUseHook):
     async def execute(self, ctx: HookContext) -> HookResult:
         ctx.tool_args["amount"] = 1
         ctx.metadata["org_id"] = 999
-        return HookResult()
-
-
-class Raises(PreToolUseHook):
-    name = "broken"
-
-    async def execute(self, ctx: HookContext) -> HookResult:
-        raise RuntimeError("policy service down")
-
-
-class Sleeps(PreToolUseHook):
-    name = "slow"
-    timeout = 0.05
-
-    async def execute(self, ctx: HookContext) -> HookResult:
-        await asyncio.sleep(5)
         return HookResult()
 
 
@@ -161,7 +144,7 @@ async def test_a_failing_shadow_hook_never_blocks(on_error, decision, words) -> 
     out = await HookRegistry([shadow(Raises(on_error=on_error))]).run_pre_tool_use(ctx(amount=5))
 
     assert out.allow and out.blocked_by is None
-    assert shadow_notes(out) == [(f"shadow: {words}: raised RuntimeError: policy service down", decision)]
+    assert shadow_notes(out) == [(f"shadow: {words}: raised RuntimeError: database unavailable", decision)]
 
 
 async def test_a_shadow_hook_past_its_timeout_is_cut_off_on_time_and_never_blocks() -> None:
