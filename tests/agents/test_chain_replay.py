@@ -103,6 +103,17 @@ def test_the_chain_of_a_past_moment_is_replayed_as_it_was(history) -> None:
     assert replay.summary["changed"] == 0 and replay.changes == []
 
 
+def test_a_chain_that_has_changed_since_is_replayed_as_it_was_then(history) -> None:
+    threshold = make_hook(history.agent, "confirm_when", params=BIG)
+    then = timezone.now()
+    threshold.delete()  # the declaration is gone now; its history keeps it
+
+    past = replayed(history, chain_as_of(agent=history.agent, when=then))
+    now = replayed(history, chain_current(agent=history.agent))
+
+    assert [c[0] for c in changes(past)] == [5000, 20000] and now.changes == []
+
+
 def test_a_hooks_file_with_edits_not_saved_is_replayed_and_the_result_downloads_as_csv(history) -> None:
     text = "hooks:\n  - name: deny_tools\n    params: {tools: oa__purchase_pay, message: Frozen.}\n"
     make_hook(history.agent, "set_arguments", params={"tools": "oa__*", "values": {"note": "x"}})
