@@ -41,6 +41,7 @@ prod: $(if $(SKIP_INSTALL),,$(STAMP))
 	@test -n "$$DATABASE_URL" || { echo "make prod: set DATABASE_URL (postgres://user:password@host:5432/name)"; exit 2; }
 	@test -n "$$REDIS_URL" || { echo "make prod: set REDIS_URL (redis://host:6379/0)"; exit 2; }
 	$(PY) manage.py migrate --no-input
+	$(PY) manage.py sso_provider_from_env
 	$(PY) manage.py collectstatic --no-input --verbosity 0
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/honcho start -f Procfile -p $(PROD_PORT) \
 		-c web=$(WEB),worker=$(WORKERS),beat=1,relay=1

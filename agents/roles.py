@@ -67,6 +67,8 @@ _AUDIT_RECORD: dict[str, tuple[str, ...]] = {
     "evals.evalresult": _VIEW,
     "mcp_gateway.gateway": _VIEW,
     "mcp_gateway.gatewaycall": _VIEW,
+    "sso.identityprovider": _VIEW,
+    "sso.signinrecord": _VIEW,
 }
 
 _OPERATOR: dict[str, tuple[str, ...]] = {
@@ -97,6 +99,7 @@ ROLE_PERMISSIONS: dict[str, dict[str, tuple[str, ...]]] = {
         "agents.organization": ("view", "change"),
         "agents.membership": ("view", "add", "change", "delete"),
         "agents.invitation": ("view", "add", "delete"),
+        "sso.identityprovider": ("view", "add", "change", "delete"),
     },
 }
 """For each role, ``"app_label.model": actions`` — the model permissions of its group."""

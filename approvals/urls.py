@@ -6,6 +6,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import URLPattern, path, reverse_lazy
 
 from approvals import views
+from fimone.sign_in import SignInForm
 
 app_name = "approvals"
 
@@ -28,8 +29,10 @@ urlpatterns: list[URLPattern] = [
         "login/",
         auth_views.LoginView.as_view(
             template_name="registration/login.html",
+            authentication_form=SignInForm,
             redirect_authenticated_user=True,
             next_page=reverse_lazy("approvals:inbox"),
+            extra_context={"sso_next": reverse_lazy("approvals:inbox")},
         ),
         name="login",
     ),

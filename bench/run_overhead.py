@@ -117,8 +117,8 @@ def main() -> None:
             # Driven as deployed: on a loop that lives as long as the process (a Celery worker's
             # or the server's, agents.executors), whose connections outlive one run.
             status = executors.embedded.submit(
-                lambda: runner.run_execute(
-                    run.pk, provider_factory=provider, tools_factory=lambda agent: {"noop": NoOp()}
+                lambda run_id=run.pk: runner.run_execute(
+                    run_id, provider_factory=provider, tools_factory=lambda agent: {"noop": NoOp()}
                 )
             ).result()
             total = time.perf_counter() - started

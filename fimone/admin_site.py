@@ -21,6 +21,8 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from fimone.sign_in import AdminSignInForm
+
 INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("agents-hooks", "Agents & hooks", ("agents.agent", "hooks.*", "mcp_gateway.gateway")),
     ("workflows-evals", "Workflows & evals", ("workflows.*", "evals.*")),
@@ -37,12 +39,13 @@ INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             "agents.shadowdecision",
             "agents.conversation",
             "mcp_gateway.gatewaycall",
+            "sso.signinrecord",
         ),
     ),
     (
         "people",
         "Organisations & people",
-        ("agents.organization", "agents.invitation", "auth.user", "auth.group"),
+        ("agents.organization", "agents.invitation", "sso.identityprovider", "auth.user", "auth.group"),
     ),
 )
 """``(slug, title, models)``: each model as ``app_label.model_name``, or ``app_label.*``."""
@@ -99,6 +102,7 @@ class FimOneAdminSite(admin.AdminSite):
     site_header = "FIM One hooks · administration"
     site_title = "FIM One admin"
     index_title = "Configure agents, approvals and channels; audit what ran"
+    login_form = AdminSignInForm  # says why a password was refused (sign in through the provider)
 
     def get_app_list(self, request: HttpRequest, app_label: str | None = None) -> list[dict[str, Any]]:
         apps = super().get_app_list(request, app_label)

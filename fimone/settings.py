@@ -12,6 +12,7 @@ import os
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from fimone.env import (
     env_bool,
@@ -102,6 +103,7 @@ INSTALLED_APPS = [
     "workflows",
     "evals",
     "mcp_gateway",
+    "sso",
 ]
 
 # Django's stock middleware, named by their stock paths so that `check --deploy` sees what runs;
@@ -338,8 +340,39 @@ if not SECURE_HSTS_PRELOAD:
 # pages (/approvals/login/, /admin/login/) go through it.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
+    # Refuses a password where the organisation signs in only through its identity provider (its
+    # admins keep a break-glass one); then Django's passwords; then OpenID Connect (sso/).
+    "sso.backends.PasswordPolicyBackend",
     "django.contrib.auth.backends.ModelBackend",
+    "sso.backends.OidcBackend",
 ]
+# --- single sign-on (OpenID Connect; providers are configured per organisation in the admin) ----
+SSO_HTTP_TIMEOUT = env_float("SSO_HTTP_TIMEOUT", 10.0, minimum=1.0)
+# How long a provider's discovery document and keys are cached (a new key id re-fetches at once).
+SSO_METADATA_SECONDS = env_int("SSO_METADATA_SECONDS", 3600, minimum=0)
+# Clock difference tolerated between this server and the provider when checking a token's times.
+SSO_CLOCK_SKEW_SECONDS = env_int("SSO_CLOCK_SKEW_SECONDS", 30, minimum=0)
+# One provider for the whole server, from the environment (`manage.py sso_provider_from_env`, run by
+# `make prod`): people it signs in join SSO_ORGANIZATION. Unset SSO_ISSUER: none.
+SSO_ISSUER = env_http_url("SSO_ISSUER")
+SSO_FROM_ENV: dict[str, Any] = (
+    {
+        "issuer": SSO_ISSUER,
+        "client_id": env_required("SSO_CLIENT_ID", "when SSO_ISSUER is set"),
+        "client_secret": env_secret("SSO_CLIENT_SECRET", required="when SSO_ISSUER is set", minimum_length=8),
+        "organization": env_required("SSO_ORGANIZATION", "when SSO_ISSUER is set (the organisation's name)"),
+        "name": env_str("SSO_NAME", "single sign-on"),
+        "slug": env_str("SSO_SLUG", "sso"),
+        "scopes": env_str("SSO_SCOPES", "openid email profile"),
+        "groups_claim": env_str("SSO_GROUPS_CLAIM", "groups"),
+        # "group=role" pairs separated by commas: SSO_GROUP_ROLES="fim-approvers=approver,fim-admins=admin"
+        "group_roles": "\n".join(env_list("SSO_GROUP_ROLES", [])),
+        "allowed_domains": " ".join(env_list("SSO_ALLOWED_DOMAINS", [])),
+        "passwords_allowed": env_bool("SSO_PASSWORDS_ALLOWED", True),
+    }
+    if SSO_ISSUER
+    else {}
+)
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 10, minimum=1)
 AXES_COOLOFF_TIME = dt.timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15, minimum=1))
 AXES_LOCKOUT_PARAMETERS = "fimone.lockout.lockout_parameters"  # each counted on its own

@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/", include("workflows.urls")),
     path("api/", include("evals.urls")),
     path("im/", include("channels_im.urls")),
+    path("sso/", include("sso.urls")),
     path("", include("mcp_gateway.urls")),
     path("invitations/<str:token>/", invitation, name="invitation"),
     path(

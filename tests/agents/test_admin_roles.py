@@ -39,6 +39,7 @@ from channels_im.models import ChannelConfig, ImIdentity
 from evals.models import EvalRun, EvalSet
 from hooks import SideEffect
 from mcp_gateway.models import Gateway, GatewayCall
+from sso.models import IdentityProvider, SignInRecord
 from tests.admin_kit import logged_in, page_text, url
 from tests.approvals.kit import recorded_request
 from tests.personas import make_action, make_agent, make_http_connector, make_user, with_roles
@@ -68,6 +69,9 @@ CONTRACT: dict[type, dict[str, set[str]]] = {
     EvalRun: {"auditor": {VIEW}, "operator": {VIEW, ADD}, "admin": {VIEW, ADD}},
     Gateway: {"auditor": {VIEW}, "operator": CONFIGURE, "admin": CONFIGURE},  # never deleted
     GatewayCall: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
+    # Who signs in with which roles is the organisation admin's to configure.
+    IdentityProvider: {"auditor": {VIEW}, "operator": {VIEW}, "admin": CONFIGURE | {DELETE}},
+    SignInRecord: {"auditor": {VIEW}, "operator": {VIEW}, "admin": {VIEW}},
 }
 STAFF_ROLES = ("auditor", "operator", "admin")
 SUPERUSER_ONLY = [model for model in admin.site._registry if model not in CONTRACT]
@@ -120,7 +124,19 @@ def estate_of(org: Organization, owner: Any, requester: Any, approver: Any, pref
         args_sha256="0" * 64,
         tool_call_id="c1",
     )
+    provider = IdentityProvider.objects.create(
+        organization=org,
+        name=f"{prefix} IdP",
+        slug=f"{prefix.lower()}-idp",
+        issuer=f"https://login.{prefix.lower()}.test",
+        client_id="fim-one",
+        secrets={"client_secret": "s"},
+    )
     return {
+        IdentityProvider: provider,
+        SignInRecord: SignInRecord.objects.create(
+            organization=org, provider=provider, kind=SignInRecord.Kind.REFUSED, detail=f"{prefix} refusal"
+        ),
         Gateway: gateway,
         GatewayCall: gateway_call,
         Workflow: workflow,

@@ -27,5 +27,13 @@ def test_the_approval_history_leads_the_audit_group_for_an_auditor(governed) -> 
 def test_the_models_of_the_audit_group_follow_in_their_listed_order(governed) -> None:
     names = [model["object_name"] for model in audit_group(governed.auditor)[1:]]
 
-    order = ["Run", "ToolExecution", "ConnectorCallLog", "ShadowDecision", "Conversation", "GatewayCall"]
+    order = [
+        "Run",
+        "ToolExecution",
+        "ConnectorCallLog",
+        "ShadowDecision",
+        "Conversation",
+        "GatewayCall",
+        "SignInRecord",
+    ]
     assert names == sorted(names, key=order.index)

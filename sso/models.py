@@ -1,0 +1,197 @@
+"""An organisation's identity provider, the people it vouches for, and the record of sign-ins.
+
+:class:`IdentityProvider` is configured by the organisation's admins (the client secret encrypted at
+rest, never shown again); :class:`ExternalIdentity` ties a provider's subject (``sub``) to one
+account, so a person is recognised by the provider's own identifier, never by an e-mail address a
+provider of another organisation could also assert; :class:`SignInRecord` is the append-only
+account of sign-ins, refusals and the roles the provider granted or took away.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+from django.utils import timezone
+from simple_history.models import HistoricalRecords
+
+from agents.models import Organization, Role
+from fimone.fields import EncryptedJSONField
+from fimone.history import SecretsFingerprint
+
+ROLE_LINE = re.compile(r"^\s*(?P<group>[^=#]+?)\s*=\s*(?P<role>[a-z]+)\s*$")
+
+
+def parse_group_roles(text: str) -> dict[str, set[str]]:
+    """``"group = role"`` lines (blank lines and ``#`` comments ignored) as ``{group: {roles}}``.
+    Raises ``ValidationError`` naming the first line that is not such a pair or names no role."""
+    mapping: dict[str, set[str]] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.strip().startswith("#"):
+            continue
+        match = ROLE_LINE.match(line)
+        if match is None:
+            raise ValidationError(f'line {number}: write "group = role", e.g. "fim-approvers = approver"')
+        role = match["role"]
+        if role not in Role.values:
+            raise ValidationError(f"line {number}: {role!r} is no role; roles are {', '.join(Role.values)}")
+        mapping.setdefault(match["group"], set()).add(role)
+    return mapping
+
+
+class IdentityProvider(models.Model):
+    """An OpenID Connect provider whose users sign in to ``organization``.
+
+    ``issuer`` is the provider's issuer identifier; its discovery document
+    (``<issuer>/.well-known/openid-configuration``) names the endpoints and keys. Everyone it signs
+    in becomes a member; ``group_roles`` maps the groups in the ``groups_claim`` to further roles,
+    applied at every sign-in (a group removed at the provider takes the role away at the next one).
+    With ``passwords_allowed`` off, the organisation's people sign in only through the provider;
+    its admins keep their password as a break-glass way in (recorded as such)."""
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="identity_providers", verbose_name="organisation"
+    )
+    name = models.CharField(max_length=100, help_text='Shown on the sign-in page: "Sign in with <name>".')
+    slug = models.SlugField(
+        max_length=50,
+        unique=True,
+        validators=[RegexValidator(r"^[a-z0-9-]+$", "Lower-case letters, digits and dashes only.")],
+        help_text="Part of the sign-in address (/sso/<slug>/start/).",
+    )
+    issuer = models.URLField(
+        max_length=300, help_text="The provider's issuer, e.g. https://login.example.com/realms/acme"
+    )
+    client_id = models.CharField(max_length=200)
+    secrets = EncryptedJSONField(null=True, blank=True)
+    scopes = models.CharField(
+        max_length=200,
+        default="openid email profile",
+        help_text="Requested scopes; add the one that carries groups if your provider needs it.",
+    )
+    groups_claim = models.CharField(max_length=100, default="groups", help_text="The claim listing groups.")
+    group_roles = models.TextField(
+        blank=True,
+        help_text='One "group = role" per line, e.g. "fim-approvers = approver". Everyone signed in is '
+        "a member; these groups add roles.",
+    )
+    allowed_domains = models.CharField(
+        max_length=500,
+        blank=True,
+        help_text="E-mail domains allowed to sign in, separated by spaces or commas (empty: any).",
+    )
+    passwords_allowed = models.BooleanField(
+        default=True,
+        help_text="Off: the organisation's people sign in only through this provider; its admins keep "
+        "their password as a break-glass way in.",
+    )
+    enabled = models.BooleanField(default=True)
+    from_environment = models.BooleanField(
+        default=False, editable=False, help_text="Configured by the server's SSO_* settings, not here."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    history = HistoricalRecords(excluded_fields=["secrets"], bases=[SecretsFingerprint])
+
+    class Meta:
+        verbose_name = "identity provider"
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, Any] = {}
+        try:
+            parse_group_roles(self.group_roles)
+        except ValidationError as exc:
+            errors["group_roles"] = exc.messages
+        if self.issuer and not self.issuer.startswith(("https://", "http://")):
+            errors["issuer"] = "The issuer is an http(s) URL."
+        if self.scopes and "openid" not in self.scopes.split():
+            errors["scopes"] = 'The scopes must include "openid".'
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def client_secret(self) -> str:
+        return str((self.secrets or {}).get("client_secret", ""))
+
+    @property
+    def roles_by_group(self) -> dict[str, set[str]]:
+        return parse_group_roles(self.group_roles)
+
+    @property
+    def domains(self) -> set[str]:
+        return {d.lower().lstrip("@") for d in re.split(r"[\s,]+", self.allowed_domains) if d}
+
+
+class ExternalIdentity(models.Model):
+    """The account a provider's subject signs in to (made at their first sign-in)."""
+
+    provider = models.ForeignKey(IdentityProvider, on_delete=models.CASCADE, related_name="identities")
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "external identity"
+        verbose_name_plural = "external identities"
+        constraints = [
+            models.UniqueConstraint(fields=["provider", "subject"], name="externalidentity_unique_subject")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.provider}"
+
+
+class SignInRecord(models.Model):
+    """One sign-in, refusal or role change from a provider; never changed once written."""
+
+    class Kind(models.TextChoices):
+        SIGNED_IN = "signed_in", "signed in"
+        REFUSED = "refused", "sign-in refused"
+        ROLE_GRANTED = "role_granted", "role granted by the provider"
+        ROLE_REMOVED = "role_removed", "role removed by the provider"
+        ROLE_KEPT = "role_kept", "role kept (last admin)"
+        BREAK_GLASS = "break_glass", "break-glass password sign-in"
+        PASSWORD_REFUSED = "password_refused", "password sign-in refused"
+        SIGNED_OUT = "signed_out", "signed out"
+
+    organization = models.ForeignKey(
+        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
+    )
+    # PROTECT: a record is never rewritten, so what it names is switched off, not deleted (DESIGN §1.9).
+    provider = models.ForeignKey(
+        IdentityProvider, on_delete=models.PROTECT, related_name="+", null=True, blank=True
+    )
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", null=True, blank=True
+    )
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    subject = models.CharField(max_length=255, blank=True)
+    email = models.CharField(max_length=254, blank=True)
+    role = models.CharField(max_length=16, blank=True)
+    detail = models.TextField(blank=True)
+    address = models.GenericIPAddressField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now, editable=False, db_index=True)
+
+    class Meta:
+        verbose_name = "sign-in record"
+        ordering = ["-created_at", "-pk"]
+        indexes = [models.Index(fields=["organization", "-created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} — {self.email or self.user or self.subject}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self._state.adding:
+            raise ValueError("the sign-in record is append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> Any:
+        raise ValueError("the sign-in record is append-only")
