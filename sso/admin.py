@@ -159,21 +159,15 @@ class IdentityProviderAdmin(PlainErrorsAdminMixin, ConfigHistoryAdmin):
 
 @admin.register(SignInRecord)
 class SignInRecordAdmin(admin.ModelAdmin):
-    list_display = (
-        "created_at",
-        "kind",
-        "organization",
-        "provider",
-        "user",
-        "email",
-        "role",
-        "detail",
-        "address",
-    )
+    list_display = ("created_at", "kind", "who", "role", "detail", "provider")
     list_select_related = ("organization", "provider", "user")
     list_filter = ("kind",)
     search_fields = ("email", "subject", "user__username", "detail")
     date_hierarchy = "created_at"
+
+    @admin.display(description="who", ordering="email")
+    def who(self, obj: SignInRecord) -> str:
+        return str(obj.user or obj.email or obj.subject or "—")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[SignInRecord]:
         queryset = super().get_queryset(request)

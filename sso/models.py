@@ -56,12 +56,14 @@ class IdentityProvider(models.Model):
     organization = models.ForeignKey(
         Organization, on_delete=models.CASCADE, related_name="identity_providers", verbose_name="organisation"
     )
-    name = models.CharField(max_length=100, help_text='Shown on the sign-in page: "Sign in with <name>".')
+    name = models.CharField(
+        max_length=100, help_text="Shown on the sign-in pages: “Sign in with” and this name."
+    )
     slug = models.SlugField(
         max_length=50,
         unique=True,
         validators=[RegexValidator(r"^[a-z0-9-]+$", "Lower-case letters, digits and dashes only.")],
-        help_text="Part of the sign-in address (/sso/<slug>/start/).",
+        help_text="Part of the sign-in address: /sso/this-slug/start/.",
     )
     issuer = models.URLField(
         max_length=300, help_text="The provider's issuer, e.g. https://login.example.com/realms/acme"
