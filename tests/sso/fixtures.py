@@ -1,5 +1,5 @@
 """The single sign-on fixtures (a pytest plugin of tests/conftest.py, so the browser tests have them
-too): the real provider (one per session) and settings."""
+too): the real provider (one per test module) and settings."""
 
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from tests.oidc_provider.kit import Provider
 from tests.sso.kit import CLIENT_ID, CLIENT_SECRET, REDIRECT_URI
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
-    """One provider for the session; a test that rotates its keys restores what it changed."""
+    """One provider per test module, stopped when the module ends (no process outlives the tests
+    that use it: tests/hooks checks that none is left running); a test that rotates its keys
+    restores what it changed."""
     with Provider(tmp_path_factory.mktemp("idp")) as provider:
         provider.set_client(CLIENT_ID, CLIENT_SECRET, [REDIRECT_URI], [])
         provider.set_client("another-app", "another-secret", [REDIRECT_URI], [])
