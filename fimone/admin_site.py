@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import admin
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 
 from fimone.sign_in import AdminSignInForm
 
@@ -61,6 +61,13 @@ the user may not see it."""
 
 _header_links: dict[str, HeaderLinks] = {}
 _index_entries: dict[str, tuple[str, IndexEntry]] = {}
+_logout_view: list[Callable[[HttpRequest], HttpResponse]] = []
+
+
+def register_logout_view(view: Callable[[HttpRequest], HttpResponse]) -> None:
+    """Sign the admin's users out through ``view`` instead of Django's (single sign-on installs
+    one that also offers the identity provider's sign-out). Registering again replaces it."""
+    _logout_view[:] = [view]
 
 
 def register_header_links(name: str, links: HeaderLinks) -> None:
@@ -132,6 +139,12 @@ class FimOneAdminSite(admin.AdminSite):
             for slug, title in titles
             if grouped.get(slug)
         ]
+
+    def logout(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        if _logout_view:
+            request.current_app = self.name
+            return _logout_view[0](request)
+        return super().logout(request, extra_context)
 
     def each_context(self, request: HttpRequest) -> dict[str, Any]:
         """Every admin page's context, with the header links the apps registered

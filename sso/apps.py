@@ -5,3 +5,13 @@ class SsoConfig(AppConfig):
     name = "sso"
     verbose_name = "Single sign-on"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        # The admin site sits below this app: it signs out through the view registered here, which
+        # also offers the identity provider's sign-out (DESIGN §2: import down, signal up).
+        from django.urls import reverse_lazy
+
+        from fimone.admin_site import register_logout_view
+        from sso.views import SignOut
+
+        register_logout_view(SignOut.as_view(next_page=reverse_lazy("admin:login")))

@@ -164,8 +164,11 @@ class SignOut(auth_views.LogoutView):
             end_session = ""
         if not end_session:
             return response
-        back = request.build_absolute_uri(response["Location"])
-        query = {"client_id": provider.client_id, "post_logout_redirect_uri": back}
+        sign_in = response.get("Location") or reverse("portal:login")
+        query = {
+            "client_id": provider.client_id,
+            "post_logout_redirect_uri": request.build_absolute_uri(sign_in),
+        }
         if id_token:
             query["id_token_hint"] = id_token
         return render(
@@ -174,6 +177,6 @@ class SignOut(auth_views.LogoutView):
             {
                 "provider": provider,
                 "provider_sign_out": f"{end_session}?{urlencode(query)}",
-                "back": response["Location"],
+                "back": sign_in,
             },
         )

@@ -169,3 +169,28 @@ def test_roles_mapping_lines_are_checked_with_the_line_named(personas, idp: Prov
         provider.full_clean()
 
     assert "line 2: 'king' is no role" in str(raised.value)
+
+
+@pytest.mark.django_db
+def test_the_admins_sign_out_also_offers_the_providers(personas, idp: Provider, sso_settings) -> None:
+    configure(personas.org, idp)
+    idp.set_user("ops", PASSWORD, "ops@acme.test", ["fim-operators"])
+    who = browser()
+    sign_in(idp, who, "ops")
+    assert who.client.get("/admin/").status_code == 200  # an operator: the admin is theirs
+
+    page = who.client.post("/admin/logout/")
+
+    assert page.status_code == 200 and b"Also sign out of Example IdP" in page.content
+    assert "post_logout_redirect_uri=http%3A%2F%2Ftestserver%2Fadmin%2Flogin%2F" in page.content.decode()
+    assert who.client.get("/admin/").status_code == 302
+
+
+@pytest.mark.django_db
+def test_a_password_session_signs_out_of_the_admin_as_before(personas) -> None:
+    client = Client()
+    client.force_login(personas.admin)
+
+    response = client.post("/admin/logout/")
+
+    assert response.status_code == 302 and response["Location"] == "/admin/login/"
