@@ -17,7 +17,9 @@ log = logging.getLogger(__name__)
 @register.inclusion_tag("sso/_buttons.html")
 def sso_buttons(next_url: str = "") -> dict[str, Any]:
     try:
-        providers = list(providers_for_sign_in().only("name", "slug"))
+        providers = list(
+            providers_for_sign_in().select_related("organization").only("name", "slug", "organization__name")
+        )
     except DatabaseError:
         # The password form must still show (a database not migrated yet, one that hiccups).
         log.warning("the sign-in page shows no identity providers: they could not be read", exc_info=True)

@@ -194,3 +194,20 @@ def test_a_password_session_signs_out_of_the_admin_as_before(personas) -> None:
     response = client.post("/admin/logout/")
 
     assert response.status_code == 302 and response["Location"] == "/admin/login/"
+
+
+@pytest.mark.django_db
+def test_a_provider_named_like_another_organisations_shows_whose_it_is(
+    personas, idp: Provider, sso_settings
+) -> None:
+    configure(personas.org, idp, name="Acme Okta", slug="acme")
+    # A rogue tenant names its provider like Acme's, to collect Acme people's passwords on its page.
+    configure(personas.other_org, idp, name="Acme Okta", slug="acme-okta")
+
+    page = Client().get("/login/").content.decode()
+
+    assert 'href="/sso/acme/start/?next=/">Sign in with Acme Okta<span class="sso-org">Acme</span>' in page
+    assert (
+        'href="/sso/acme-okta/start/?next=/">Sign in with Acme Okta<span class="sso-org">Globex</span>'
+        in page
+    )
