@@ -29,6 +29,7 @@ import xmltodict
 from wechatpy.enterprise.crypto import WeChatCrypto
 
 from channels_im.models import ChannelConfig
+from channels_im.wecom import client as wecom_client
 
 CORP_ID = "ww0fimone0test0corp"
 AGENT_ID = 1000002
@@ -80,6 +81,11 @@ class FakeWecom:
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
 
     def __enter__(self) -> FakeWecom:
+        # A new WeCom knows none of the tokens the app cached for an earlier fake, which may have
+        # had this same port (the cache is keyed by address): forget them, or a reused port makes
+        # the app's first call here answer "access_token expired" and send twice.
+        with wecom_client._tokens_lock:
+            wecom_client._tokens.clear()
         self._thread.start()
         return self
 
