@@ -96,8 +96,16 @@ async def pool() -> AsyncConnectionPool:
 async def connection() -> AsyncIterator[AsyncConnection]:
     """A connection of the running loop's pool, in autocommit, for the statements of one request
     (taking one from the pool costs about what running a statement does: take it once)."""
-    async with (await pool()).connection() as taken:
+    # getconn/putconn rather than the pool's ``connection()``: that one also enters the
+    # connection's own context, whose exit commits (here a no-op in autocommit, but an awaited
+    # lock and a check per statement on the hottest path). putconn still rolls back and discards
+    # a connection left in a transaction or broken.
+    taken_from = await pool()
+    taken = await taken_from.getconn()
+    try:
         yield taken
+    finally:
+        await taken_from.putconn(taken)
 
 
 async def fetchone(db: AsyncConnection, sql: str, params: Any) -> tuple[Any, ...] | None:
