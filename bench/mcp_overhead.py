@@ -82,6 +82,7 @@ def start_gateway(port: int) -> subprocess.Popen[bytes]:
         "DATABASE_URL": test_database_url(),
         "REDIS_URL": settings.REDIS_URL or "",
         "DJANGO_SETTINGS_MODULE": "fimone.settings",
+        "DEBUG": "false",  # as deployed: no query log kept per request
     }
     argv = [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port)]
     return start("gateway", [*argv, "fimone.asgi:application"], port, env=env)
