@@ -22,6 +22,8 @@ import time
 
 from _django import bench_database
 
+from fimone.gc_tuning import tune_for_server  # the collector alone: no settings read at import
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -110,8 +112,6 @@ def main() -> None:
         # As a worker process tunes its collector before it drives runs (fimone/celery.py): what
         # set-up built is frozen, young collections come every GC_THRESHOLD allocations.
         from django.conf import settings
-
-        from fimone.gc_tuning import tune_for_server
 
         tune_for_server(settings.GC_THRESHOLD)
         per_call: list[float] = []

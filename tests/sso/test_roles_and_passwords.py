@@ -149,13 +149,18 @@ def test_signing_out_offers_the_providers_sign_out_which_ends_the_session_there(
 
 
 @pytest.mark.django_db
-def test_a_password_session_signs_out_as_before(personas) -> None:
+@pytest.mark.parametrize(
+    ("who", "sign_out", "sign_in_page"),
+    [("member", "/logout/", "/login/"), ("admin", "/admin/logout/", "/admin/login/")],
+    ids=["the portal", "the admin"],
+)
+def test_a_password_session_signs_out_as_before(personas, who, sign_out, sign_in_page) -> None:
     client = Client()
-    client.force_login(personas.member)
+    client.force_login(getattr(personas, who))
 
-    response = client.post("/logout/")
+    response = client.post(sign_out)
 
-    assert response.status_code == 302 and response["Location"] == "/login/"
+    assert response.status_code == 302 and response["Location"] == sign_in_page
 
 
 @pytest.mark.django_db
@@ -184,16 +189,6 @@ def test_the_admins_sign_out_also_offers_the_providers(personas, idp: Provider, 
     assert page.status_code == 200 and b"Also sign out of Example IdP" in page.content
     assert "post_logout_redirect_uri=http%3A%2F%2Ftestserver%2Fadmin%2Flogin%2F" in page.content.decode()
     assert who.client.get("/admin/").status_code == 302
-
-
-@pytest.mark.django_db
-def test_a_password_session_signs_out_of_the_admin_as_before(personas) -> None:
-    client = Client()
-    client.force_login(personas.admin)
-
-    response = client.post("/admin/logout/")
-
-    assert response.status_code == 302 and response["Location"] == "/admin/login/"
 
 
 @pytest.mark.django_db
