@@ -88,6 +88,16 @@ def start_gateway(port: int) -> subprocess.Popen[bytes]:
     return start("gateway", [*argv, "fimone.asgi:application"], port, env=env)
 
 
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user + system) process ``pid`` has used so far; ``None`` off Linux."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Loop:
     """A long-lived event loop in a thread of its own (a worker's, or a server's)."""
 
@@ -176,10 +186,15 @@ def main() -> None:
             for measure in measures.values():
                 measure(20)  # warm-up: imports, connections, caches
             times: dict[str, list[float]] = {name: [] for name in measures}
+            server_cpu: list[float] = []  # the gateway's process, per call: steadier than wall time
             for round_ in range(opts.rounds):
                 order = list(measures) if round_ % 2 == 0 else list(reversed(measures))
                 for name in order:
+                    before = cpu_seconds(web.pid) if name == "gateway" else None
                     times[name] += measures[name](opts.calls)
+                    after = cpu_seconds(web.pid) if before is not None else None
+                    if before is not None and after is not None:
+                        server_cpu.append((after - before) / opts.calls * 1000)
         finally:
             server.kill()
             if web is not None:
@@ -198,6 +213,8 @@ def main() -> None:
         f"spread: direct p99/p50 {direct99 / direct50:.1f}; "
         f"mean gateway {statistics.mean(times['gateway']):.2f} ms"
     )
+    if server_cpu:
+        print(f"gateway server CPU per call: {statistics.median(server_cpu):.2f} ms (median of the rounds)")
     os._exit(0)  # the servers' threads hold sessions open: nothing to wait for
 
 

@@ -13,6 +13,7 @@ Checkpoint: ``{"v": 1, "messages": [], "gateway_call": <id>}``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -67,11 +68,19 @@ class GatewayCallEngine(SingleCallEngine):
         *,
         call: GatewayCall | None = None,
         tools: dict[str, Tool] | ToolboxError | None = None,
+        ended: asyncio.Future[str] | None = None,
         **options: Any,
     ) -> None:
-        """``call`` and ``tools``: what the gateway read when it started the call, if it did."""
+        """``call`` and ``tools``: what the gateway read when it started the call, if it did;
+        ``ended``: given the run's status once its ending is written (the client is answered
+        then, not once the run's stream is flushed too)."""
         super().__init__(run_id, **options)
         self._preloaded = (call, tools) if call is not None and tools is not None else None
+        self._ended_future = ended
+
+    def _ended(self, status: str) -> None:
+        if self._ended_future is not None and not self._ended_future.done():
+            self._ended_future.set_result(status)
 
     async def _opened(self) -> None:
         if self._preloaded is not None:

@@ -31,14 +31,13 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
-from django.db import close_old_connections
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import CallToolResult, ListToolsResult, TextContent, ToolAnnotations
 from mcp.types import Tool as McpTool
 from rest_framework.authtoken.models import Token
 
+from agents.engine.db import db
 from agents.engine.runner import new_owner, run_drive_claimed
 from agents.engine.store import opening_of_new_run
 from agents.models import RunStatus
@@ -72,16 +71,15 @@ _caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar("mcp_gat
 
 
 def _db(fn: Any) -> Any:
-    """``fn`` run in Django's database thread, with stale connections closed around it."""
+    """``fn`` run in the database thread the engine's calls use (``agents.engine.db``): its
+    connection is kept between calls, and dropped only once it broke. (Django's
+    ``close_old_connections`` around each call would hand it back to the pool and take it again,
+    twice per call, on the path every MCP call takes.)"""
 
-    def call(*args: Any, **kwargs: Any) -> Any:
-        close_old_connections()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            close_old_connections()
+    async def call(*args: Any, **kwargs: Any) -> Any:
+        return await db(lambda: fn(*args, **kwargs))
 
-    return sync_to_async(call, thread_sensitive=True)
+    return call
 
 
 # --- who calls --------------------------------------------------------------------------------------
@@ -200,15 +198,20 @@ async def call_tool(ctx: Any, params: Any) -> Any:
         started = await _db(_start)(caller, params.name, arguments)
     except ServiceError as exc:
         return _result(services.Answer(f"Refused: {exc.message}", is_error=True))
-    execution = None
+    ended: asyncio.Future[str] | None = None
     if started.drive is not None:
         # Driven here, in this server's loop, where the client waits: an ungated call answers
         # without a hop to a worker. A parked run is resumed by the verdict, wherever runs resume.
-        # A task of its own: a client that goes away stops waiting, never the run.
-        execution = asyncio.get_running_loop().create_task(run_drive_claimed(started.run_id, **started.drive))
+        # A task of its own: a client that goes away stops waiting, never the run. The client
+        # is answered once the run's ending (or parking) is written (``ended``), while the run's
+        # last events still leave for its stream.
+        loop = asyncio.get_running_loop()
+        ended = loop.create_future()
+        execution = loop.create_task(run_drive_claimed(started.run_id, **{**started.drive, "ended": ended}))
         _executions.add(execution)
         execution.add_done_callback(_execution_ended)
-    answer = await _wait_for_answer(ctx, started.call_id, execution)
+        execution.add_done_callback(lambda _task: ended.cancel())  # a drive that crashed before it
+    answer = await _wait_for_answer(ctx, started.call_id, ended)
     return _result(answer)
 
 
@@ -227,21 +230,21 @@ def _answer_once_ended(call_id: int) -> services.Answer | None:
     return answer
 
 
-async def _wait_for_answer(ctx: Any, call_id: int, execution: asyncio.Task[Any] | None) -> services.Answer:
+async def _wait_for_answer(ctx: Any, call_id: int, ended: asyncio.Future[str] | None) -> services.Answer:
     """The call's answer, once its run ended; progress notifications meanwhile (the gate's inline
-    wait included, while ``execution`` still drives the run here)."""
+    wait included, while the run driven here has neither ended nor parked: ``ended`` not done)."""
     answer_of = _db(_answer_once_ended)
     waiting_text = _db(_waiting_text)
     loop = asyncio.get_running_loop()
     next_progress, ticks, polls = loop.time() + PROGRESS_SECONDS, 0, 0
     while True:
-        if execution is not None and not execution.done():
-            await asyncio.wait({execution}, timeout=max(0.0, next_progress - loop.time()))
-        if execution is None or execution.done():
+        if ended is not None and not ended.done():
+            await asyncio.wait({ended}, timeout=max(0.0, next_progress - loop.time()))
+        if ended is None or ended.done():
             answer = await answer_of(call_id)
             if answer is not None:
                 return answer
-        driven_elsewhere = execution is None or execution.done()
+        driven_elsewhere = ended is None or ended.done()
         if loop.time() >= next_progress or (driven_elsewhere and ticks == 0):
             ticks += 1
             with contextlib.suppress(Exception):  # a client that asked for no progress gets none

@@ -117,6 +117,7 @@ class RunEngine(ABC):
                 status = await self._drive_to_an_end()
                 if span is not None:
                     span.set_attribute("fim.run.status", status)
+                self._ended(status)
                 return status
         finally:
             heartbeat.cancel()
@@ -159,6 +160,11 @@ class RunEngine(ABC):
             return await journal.finish(
                 RunStatus.FAILED, error=f"internal error: {type(exc).__name__}", stage="engine"
             )
+
+    def _ended(self, status: str) -> None:
+        """The run's ending (or parking) is written; its stream is yet to be flushed (a caller
+        waiting for the outcome need not wait for that). Nothing by default."""
+        return None
 
     async def _opened(self) -> None:
         """Read what the engine needs besides the run, once it is open and before it starts or

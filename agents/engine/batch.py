@@ -50,13 +50,16 @@ class Change:
 @dataclass(frozen=True, slots=True)
 class Guard:
     """The condition a batch is written under: the run is still ``running``, held by ``owner``
-    and not cancelled. With a ``checkpoint``, the same statement stores it. ``cancelled_ok`` drops
-    the last condition: the write that ends a cancelled run is made by the holder that saw it."""
+    and not cancelled. With a ``checkpoint``, the same statement stores it; with an ``ending``
+    (columns of the run and their values: ``agents.engine.store.run_ending``) it sets them too,
+    in the same update of the run's row. ``cancelled_ok`` drops the last condition: the write
+    that ends a cancelled run is made by the holder that saw it."""
 
     run_id: int
     owner: str
     checkpoint: dict[str, Any] | None = None
     cancelled_ok: bool = False
+    ending: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,11 +129,19 @@ def postgres_statement(
     params: list[Any] = []
     if guard is not None:
         held_sql = held_condition(guard)
-        if guard.checkpoint is not None:
+        if guard.checkpoint is not None or guard.ending:
+            # One update of the run's row: two data-modifying parts of one statement may not
+            # both change a row (PostgreSQL applies only one of them).
+            assignments = []
+            if guard.checkpoint is not None:
+                assignments.append("checkpoint = %s::jsonb")
+                params.append(jsonsafe.dumps(guard.checkpoint))
+            for column, value in (guard.ending or {}).items():
+                assignments.append(f"{_quote(column)} = %s")
+                params.append(value)
             parts.append(
-                f"held AS (UPDATE {RUN_TABLE} SET checkpoint = %s::jsonb WHERE {held_sql} RETURNING id)"  # noqa: S608
+                f"held AS (UPDATE {RUN_TABLE} SET {', '.join(assignments)} WHERE {held_sql} RETURNING id)"  # noqa: S608
             )
-            params.append(jsonsafe.dumps(guard.checkpoint))
         else:
             parts.append(f"held AS (SELECT id FROM {RUN_TABLE} WHERE {held_sql} FOR UPDATE)")  # noqa: S608
         params.extend(guard_params(guard))

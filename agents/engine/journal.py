@@ -182,6 +182,7 @@ class RunJournal:
         facts: tuple[batch.Write, ...] = (),
         cancelled_ok: bool = False,
         durable: bool = True,
+        ending: dict[str, Any] | None = None,
     ) -> Any:
         """Store queued events, the checkpoint if it changed, ``writes`` and ``op`` in one
         transaction, then push the events, in seq order.
@@ -192,23 +193,26 @@ class RunJournal:
         and not cancelled (``cancelled_ok``: still ours); ``facts`` (a tool's outcome) are
         written in the same transaction whatever happened to the run meanwhile. ``durable=False``
         (a tool's outcome only: :mod:`agents.engine.loop_writes` says why that is safe) lets the
-        commit return before the database's disk has it.
+        commit return before the database's disk has it. ``ending`` (the columns of the run's
+        ending, ``store.run_ending``; only with the loop's writer) ends the run in the same
+        guarded write.
         """
+        assert ending is None or (self._writer is not None and op is None), "an ending on the loop only"
         async with self._write_lock:
             queued, self._buffer = self._buffer, []
             snapshot = self.checkpoint_snapshot() if self._checkpoint_dirty else None
-            if not queued and op is None and snapshot is None and not writes and not facts:
+            if not queued and op is None and snapshot is None and not writes and not facts and not ending:
                 return None
             self._checkpoint_dirty = False
             guard = None
             parts: list[batch.Write] = []
             if snapshot is not None:  # also verifies the lease
                 state, new_messages = snapshot
-                guard = batch.Guard(self.run_id, self.owner, state, cancelled_ok=cancelled_ok)
+                guard = batch.Guard(self.run_id, self.owner, state, cancelled_ok=cancelled_ok, ending=ending)
                 first = state["message_count"] - len(new_messages)
                 parts.append(store.message_rows(run_id=self.run_id, first=first, messages=new_messages))
-            elif check_lease:
-                guard = batch.Guard(self.run_id, self.owner, cancelled_ok=cancelled_ok)
+            elif check_lease or ending:
+                guard = batch.Guard(self.run_id, self.owner, cancelled_ok=cancelled_ok, ending=ending)
             parts.extend(writes)
             stamp = timezone.now()
             parts.append(store.event_rows(run_id=self.run_id, events=queued, stamp=stamp))
@@ -364,20 +368,30 @@ class RunJournal:
         ending = self._seq
         self._checkpoint_dirty = self.checkpoint is not None
         try:
-            await self.commit(
-                lambda: store.run_finish(
-                    run_id=self.run_id,
-                    owner=self.owner,
-                    status=status,
-                    output=output,
-                    error=error,
-                    execution_path=self.execution_path,
-                ),
-                check_lease=True,
-            )
+            if self._writer is not None:
+                # One guarded statement on the loop (events, messages, checkpoint and the run's
+                # ending), then higher apps are told in the database thread, as run_finish does
+                # once its transaction committed: their receivers use the ORM.
+                await self.commit(ending=store.run_ending(status=status, output=output, error=error))
+            else:
+                await self.commit(
+                    lambda: store.run_finish(
+                        run_id=self.run_id,
+                        owner=self.owner,
+                        status=status,
+                        output=output,
+                        error=error,
+                        execution_path=self.execution_path,
+                    ),
+                    check_lease=True,
+                )
         except batch.LeaseLost:
             self.retract(ending)
             return await self.after_lease_lost()
+        if self._writer is not None:
+            await db(
+                store.run_settled_tell, run_id=self.run_id, status=status, execution_path=self.execution_path
+            )
         return status
 
     async def after_lease_lost(self) -> str:

@@ -44,20 +44,25 @@ EngineKind = tuple[str, str, Callable[..., Any] | None]
 """The run's agent engine, its execution path, and the engine registered for that path."""
 
 
-def _engine_kind(*, run_id: int) -> EngineKind:
+def _engine_kind(run: Run) -> EngineKind:
     """The run's agent engine and execution path, and the engine a higher app registered for
-    that path (``None``: the agent's own)."""
-    engine, path = Run.objects.values_list("agent__engine", "execution_path").get(pk=run_id)
+    that path (``None``: the agent's own). ``run`` with its agent (``store.run_load``)."""
+    engine, path = run.agent.engine, run.execution_path
     resolver = _engine_resolvers.get(path)
-    return engine, path, resolver(run_id) if resolver is not None else None
+    return engine, path, resolver(run.pk) if resolver is not None else None
 
 
-def _claim(*, run_id: int, owner: str, from_statuses: tuple[str, ...]) -> EngineKind | None:
+Claimed = tuple[EngineKind, store.Opening]
+
+
+def _claim(*, run_id: int, owner: str, from_statuses: tuple[str, ...]) -> Claimed | None:
     """Take the run's lease (``store.run_claim``) and, if won, say what drives it
-    (:func:`_engine_kind`): one trip to the database thread."""
+    (:func:`_engine_kind`) and open it (``store.run_open``, what the engine's journal reads
+    first): one trip to the database thread."""
     if not store.run_claim(run_id=run_id, owner=owner, from_statuses=from_statuses):
         return None
-    return _engine_kind(run_id=run_id)
+    opening = store.run_open(run_id=run_id)
+    return _engine_kind(opening.run), opening
 
 
 def _engine(run_id: int, owner: str, options: dict[str, Any], kind: EngineKind) -> Any:
@@ -84,11 +89,12 @@ async def _wake_parent(engine: Any, status: str | None) -> None:
 async def run_execute(run_id: int, **engine_options: Any) -> str | None:
     """Drive a queued run (or one whose worker died). ``None`` if another caller has it."""
     owner = new_owner()
-    kind = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
-    if kind is None:
+    claimed = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
+    if claimed is None:
         return None
+    kind, opening = claimed
     engine = _engine(run_id, owner, engine_options, kind)
-    status = await engine.execute(resumed_reason="lease expired")
+    status = await engine.execute(resumed_reason="lease expired", opening=opening)
     await _wake_parent(engine, status)
     return status
 
@@ -109,11 +115,12 @@ async def run_resume(run_id: int, *, reason: str, **engine_options: Any) -> str 
     """Continue a suspended run (or one whose worker died). ``None`` if another caller has it or
     there is nothing to resume."""
     owner = new_owner()
-    kind = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.AWAITING_APPROVAL,))
-    if kind is None:
+    claimed = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.AWAITING_APPROVAL,))
+    if claimed is None:
         return None
+    kind, opening = claimed
     engine = _engine(run_id, owner, engine_options, kind)
-    status = await engine.execute(resumed_reason=reason)
+    status = await engine.execute(resumed_reason=reason, opening=opening)
     await _wake_parent(engine, status)
     return status
 
@@ -123,11 +130,12 @@ async def child_drive(run_id: int, **engine_options: Any) -> str | None:
     continues. ``None`` when it is not ours to drive (parked, ended, or driven elsewhere); its
     parent then reads its state. The parent is not woken: it is the caller."""
     owner = new_owner()
-    kind = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
-    if kind is None:
+    claimed = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
+    if claimed is None:
         return None
+    kind, opening = claimed
     engine = _engine(run_id, owner, engine_options, kind)
-    return await engine.execute(resumed_reason="lease expired")
+    return await engine.execute(resumed_reason="lease expired", opening=opening)
 
 
 # This module is where runs are driven: dispatching (``agents.executors``) and engines' children

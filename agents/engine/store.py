@@ -334,12 +334,30 @@ def run_finish(
     higher apps are told (``agents.signals.run_settled``)."""
     ended = bool(
         Run.objects.filter(pk=run_id, lease_owner=owner, status=RunStatus.RUNNING).update(
-            status=status, output=output, error=error, finished_at=timezone.now(), lease_expires_at=None
+            **run_ending(status=status, output=output, error=error)
         )
     )
     if ended:
         _tell_settled(run_id=run_id, status=status, execution_path=execution_path)
     return ended
+
+
+def run_ending(*, status: str, output: str = "", error: str = "") -> dict[str, Any]:
+    """The columns a run's ending sets (:func:`run_finish`; the journal's ending on the loop sets
+    the same ones in its guarded write, ``batch.Guard.ending``)."""
+    return {
+        "status": status,
+        "output": output,
+        "error": error,
+        "finished_at": timezone.now(),
+        "lease_expires_at": None,
+    }
+
+
+def run_settled_tell(*, run_id: int, status: str, execution_path: str | None = None) -> None:
+    """Tell higher apps that a run ended by a write made elsewhere (the journal's, on the loop),
+    once that write committed: what :func:`run_finish` does after its own update."""
+    _tell_settled(run_id=run_id, status=status, execution_path=execution_path)
 
 
 def _tell_settled(*, run_id: int, status: str, execution_path: str | None = None) -> None:

@@ -17,6 +17,7 @@ from agents.engine import batch, loop_writes, store
 from agents.engine.journal import RunJournal
 from agents.models import Run, RunEvent, RunStatus, ToolExecution
 from agents.services import run_start
+from agents.signals import run_settled
 from tests.agents.engine_kit import Harness, RecordingTool, event_types
 from tests.personas import make_agent, scripted
 
@@ -24,19 +25,23 @@ pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]
 
 
 class Writes(list):
-    """The durability of every statement run on the loop, in order, and the writers that ran them."""
+    """The durability of every statement run on the loop, in order, the statements themselves and
+    the writers that ran them."""
 
     writers: set[loop_writes.LoopWriter]
+    statements: list[str]
 
 
 @pytest.fixture
 def writes(monkeypatch) -> Writes:
     seen = Writes()
     seen.writers = set()
+    seen.statements = []
     real = loop_writes.LoopWriter.run
 
     async def run(self, sql, params):
         seen.append(batch.COMMIT_WITHOUT_WAITING not in sql)
+        seen.statements.append(sql)
         seen.writers.add(self)
         return await real(self, sql, params)
 
@@ -73,6 +78,72 @@ def test_a_run_outside_a_transaction_writes_its_steps_on_the_loop_and_closes_its
     assert event_types(run).count(ev.TOOL_FINISHED) == 2 and event_types(run)[-1] == ev.RUN_COMPLETED
     [writer] = writes.writers
     assert not writer.pooled and writer._own is None, "the run's own connection closed when it stopped"
+
+
+@pytest.fixture
+def settled() -> list[tuple[int, str, str | None]]:
+    """What higher apps hear of runs that stopped running (``run_settled``), in order."""
+    heard: list[tuple[int, str, str | None]] = []
+
+    def note(sender, *, run_id, status, execution_path=None, **kwargs) -> None:
+        heard.append((run_id, status, execution_path))
+
+    run_settled.connect(note, dispatch_uid="test_loop_writes.settled")
+    yield heard
+    run_settled.disconnect(dispatch_uid="test_loop_writes.settled")
+
+
+def test_a_run_ends_in_one_durable_guarded_statement_and_higher_apps_hear_of_it_once(
+    personas, no_dispatch, writes, settled
+) -> None:
+    run = two_calls(personas, no_dispatch)
+
+    assert Harness(RecordingTool("t_note", result="noted")).execute(run) == RunStatus.COMPLETED
+
+    # The ending (status, output, end time, no lease) is set by the lease-guarded update of the
+    # run's row that stores the last events and messages, not by a transaction of the ORM.
+    ending = writes.statements[-1]
+    assert '"status" = %s' in ending and '"finished_at" = %s' in ending and "lease_owner = %s" in ending
+    assert writes[-1], "the ending waits for the disk"
+    run.refresh_from_db()
+    assert (run.status, run.output, run.lease_expires_at) == (RunStatus.COMPLETED, "done", None)
+    assert run.finished_at is not None and run.checkpoint["message_count"] == 6
+    assert run.messages.count() == 6 and event_types(run)[-1] == ev.RUN_COMPLETED
+    assert settled == [(run.pk, RunStatus.COMPLETED, run.execution_path)]
+
+
+def test_a_run_cancelled_before_its_ending_is_written_ends_cancelled_not_completed(
+    personas, no_dispatch, writes, settled
+) -> None:
+    from asgiref.sync import sync_to_async
+
+    from agents.services import run_cancel
+
+    agent = make_agent(
+        personas.org,
+        personas.operator,
+        model_config_json=scripted(
+            {"tool_calls": [{"name": "t_cancel", "arguments": {}, "id": "c1"}]}, {"content": "done"}
+        ),
+    )
+    run = run_start(agent=agent, user=personas.member, input="cancel yourself")
+    cancel = RecordingTool("t_cancel")
+
+    async def cancel_the_run(args):  # the call's outcome is written unguarded; the ending is not
+        await sync_to_async(lambda: run_cancel(run=Run.objects.get(pk=run.pk), user=personas.member))()
+        return "cancel requested"
+
+    cancel.run = cancel_the_run  # type: ignore[method-assign]
+
+    assert Harness(cancel).execute(run) == RunStatus.CANCELLED
+
+    run.refresh_from_db()
+    assert run.status == RunStatus.CANCELLED and run.output == ""
+    assert ev.RUN_COMPLETED not in event_types(run)
+    assert event_types(run)[-1] == ev.RUN_FAILED and ToolExecution.objects.get(run=run).status == "succeeded"
+    seqs = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1)), "the refused ending's event was withdrawn"
+    assert settled == [(run.pk, RunStatus.CANCELLED, None)]
 
 
 def test_an_operator_may_have_every_outcome_wait_for_the_disk(
