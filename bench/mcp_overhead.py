@@ -12,7 +12,9 @@ Streamable HTTP in a process of its own. Each round times, per call of its read-
   of its own, as the records server is: the client shares no interpreter with either.
 
 Rounds alternate the three (``--rounds`` x ``--calls`` calls each, after a warm-up) and the
-figures are the p50 / p99 of all calls, the ratios to direct, and what each adds at p50.
+figures are the p50 / p99 of all calls, the ratios to direct, and what each adds at p50; then the
+gateway server's own CPU per call (median of its rounds, read from ``/proc`` on Linux), which a
+busy host moves less than the wall clock.
 Target: the gateway adds <= 3 ms p50 per ungated call.
 
     DATABASE_URL=postgres://… REDIS_URL=redis://… python bench/mcp_overhead.py [--calls 200] [--rounds 5]

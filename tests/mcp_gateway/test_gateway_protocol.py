@@ -37,6 +37,41 @@ def test_a_client_lists_the_agents_tools_and_calls_one(personas, desk) -> None:
     assert run.user == personas.member
 
 
+def test_a_client_is_answered_once_the_runs_ending_is_written_not_once_its_stream_is_flushed(
+    personas, desk, monkeypatch
+) -> None:
+    """The run's last events leave for its stream after the client has its answer: a stream held
+    up (Redis slow or away) never holds up the client."""
+    import asyncio
+    import threading
+
+    from agents.engine.journal import RunJournal
+
+    released = threading.Event()
+    flushes: list[str] = []
+
+    async def held_flush(self) -> None:
+        flushes.append("waiting")
+        await asyncio.to_thread(released.wait, 60)
+
+    monkeypatch.setattr(RunJournal, "flush_stream", held_flush)
+    token = token_of(personas.member)
+    with served_gateway() as base:
+
+        async def call():
+            async with mcp_client(base + desk.path, token) as client:
+                return await asyncio.wait_for(client.call_tool("calculator", {"expression": "6*7"}), 15)
+
+        try:
+            result = run_async(call())
+            assert flushes == ["waiting"], "answered while the run's stream was still being flushed"
+        finally:
+            released.set()
+
+    assert not result.is_error and "42" in result.content[0].text
+    assert Run.objects.get().status == RunStatus.COMPLETED
+
+
 def test_calls_after_a_listing_do_not_read_the_agents_tools_again_for_the_sdk(
     personas, desk, monkeypatch
 ) -> None:
