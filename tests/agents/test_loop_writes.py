@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.db import IntegrityError, connection
 from django.utils import timezone
 
@@ -16,7 +16,7 @@ from agents import executors
 from agents.engine import batch, loop_writes, store
 from agents.engine.journal import RunJournal
 from agents.models import Run, RunEvent, RunStatus, ToolExecution
-from agents.services import run_start
+from agents.services import run_cancel, run_start
 from agents.signals import run_settled
 from tests.agents.engine_kit import Harness, RecordingTool, event_types
 from tests.personas import make_agent, scripted
@@ -115,10 +115,6 @@ def test_a_run_ends_in_one_durable_guarded_statement_and_higher_apps_hear_of_it_
 def test_a_run_cancelled_before_its_ending_is_written_ends_cancelled_not_completed(
     personas, no_dispatch, writes, settled
 ) -> None:
-    from asgiref.sync import sync_to_async
-
-    from agents.services import run_cancel
-
     agent = make_agent(
         personas.org,
         personas.operator,

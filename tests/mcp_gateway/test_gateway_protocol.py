@@ -3,8 +3,12 @@ tools, call one through its hooks, wait for a person's approval, be refused."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+
 import pytest
 
+from agents.engine.journal import RunJournal
 from agents.models import ExecutionPath, Run, RunStatus
 from tests.mcp_gateway.kit import make_gateway, mcp_client, run_async, served_gateway, token_of
 from tests.personas import make_agent
@@ -42,11 +46,6 @@ def test_a_client_is_answered_once_the_runs_ending_is_written_not_once_its_strea
 ) -> None:
     """The run's last events leave for its stream after the client has its answer: a stream held
     up (Redis slow or away) never holds up the client."""
-    import asyncio
-    import threading
-
-    from agents.engine.journal import RunJournal
-
     released = threading.Event()
     flushes: list[str] = []
 
