@@ -6,7 +6,10 @@
 1. reads the person's API token from ``Authorization: Bearer <token>`` (``Token <token>`` too) and
    answers 401 without one that is valid, before anything else is read;
 2. finds the gateway the key names, for that person (:func:`services.gateway_for_user`): 404 when
-   there is none for them, 403 for a member who may not chat;
+   there is none for them, 403 for a member who may not chat. On PostgreSQL the token, the
+   gateway and the person's roles are read in one statement on the event loop
+   (``selectors.caller_rows_async``) and judged by the same checks
+   (:func:`services.check_gateway_caller`);
 3. hands the request to the SDK's Streamable HTTP session manager (stateless: any server of the
    deployment answers any request), with the gateway and the person known to the handlers.
 
@@ -28,6 +31,7 @@ import contextvars
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +48,8 @@ from agents.models import RunStatus
 from agents.services import ServiceError
 from agents.tools.base import Tool
 from approvals.models import ConfirmationRequest
-from mcp_gateway import services
+from fimone import adb
+from mcp_gateway import selectors, services
 from mcp_gateway.engine import GatewayCallEngine, tools_or_error
 from mcp_gateway.models import GatewayCall
 
@@ -94,17 +99,34 @@ def _token_of(headers: list[tuple[bytes, bytes]]) -> str | None:
     return None
 
 
-def caller_for(token: str, key: str) -> tuple[Caller | None, int, str]:
-    """``(caller, status, message)``: a caller, or why not with the HTTP status to answer."""
+CallerCheck = tuple[Caller | None, int, str]
+"""``(caller, status, message)``: a caller, or why not with the HTTP status to answer."""
 
+
+def caller_for(token: str, key: str) -> CallerCheck:
+    """Who calls (:data:`CallerCheck`), read through the ORM (in the database thread)."""
     row = Token.objects.select_related("user").filter(key=token).first()
-    if row is None or not row.user.is_active:
+    user = row.user if row is not None else None
+    return _checked(user, lambda: services.gateway_for_user(key=key, user=user))
+
+
+async def caller_for_on_loop(token: str, key: str) -> CallerCheck:
+    """:func:`caller_for` on the event loop: the same rows read in one statement
+    (``selectors.caller_rows_async``, PostgreSQL), the same checks."""
+    async with adb.connection() as connection:
+        user, gateway, roles = await selectors.caller_rows_async(connection, token=token, key=key)
+    check = services.check_gateway_caller
+    return _checked(user, lambda: check(gateway=gateway, user=user, roles=lambda: roles))
+
+
+def _checked(user: Any, gateway_of: Callable[[], Any]) -> CallerCheck:
+    if user is None or not user.is_active:
         return None, 401, "invalid API token"
     try:
-        gateway = services.gateway_for_user(key=key, user=row.user)
+        gateway = gateway_of()
     except ServiceError as exc:
         return None, (403 if exc.code == "forbidden" else 404), exc.message
-    return Caller(gateway=gateway, user=row.user), 200, ""
+    return Caller(gateway=gateway, user=user), 200, ""
 
 
 # --- the handlers -----------------------------------------------------------------------------------
@@ -331,7 +353,10 @@ class GatewayApp:
         if token is None:
             await _plain(send, 401, "an API token is needed: Authorization: Bearer <token>")
             return
-        caller, status, message = await _db(caller_for)(token, match["key"])
+        if adb.available():  # PostgreSQL: one statement on the loop, no trip to the thread
+            caller, status, message = await caller_for_on_loop(token, match["key"])
+        else:
+            caller, status, message = await _db(caller_for)(token, match["key"])
         if caller is None:
             await _plain(send, status, message)
             return

@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,12 +60,26 @@ def gateway_for_user(*, key: str, user: Any) -> Gateway:
         .filter(key=key, enabled=True)
         .first()
     )
+    return check_gateway_caller(
+        gateway=gateway,
+        user=user,
+        roles=lambda: member_roles(user=user, organization_id=gateway.organization_id),
+    )
+
+
+def check_gateway_caller(*, gateway: Gateway | None, user: Any, roles: Callable[[], set[str]]) -> Gateway:
+    """``gateway`` (the switched-on one at the key asked for, with its agent and organisations,
+    or ``None``) if ``user`` may call through it (module docstring), else :class:`ServiceError`.
+    ``roles()``: the user's roles in the gateway's organisation, asked for only once the gateway
+    is known to be callable. The one place these rules live, whoever read the rows: the thread
+    (:func:`gateway_for_user`) or the event loop (``selectors.caller_rows_async``). Reads
+    nothing else: it may run on the loop."""
     if gateway is None or user is None or not user.is_active or gateway.agent.archived_reason() is not None:
         raise ServiceError("not found", code="not_found")
-    roles = member_roles(user=user, organization_id=gateway.organization_id)
-    if not roles:
+    member = roles()
+    if not member:
         raise ServiceError("not found", code="not_found")
-    refusal = chat_refusal_of(user=user, roles=roles)
+    refusal = chat_refusal_of(user=user, roles=member)
     if refusal is not None:
         raise ServiceError(refusal, code="forbidden")
     return gateway

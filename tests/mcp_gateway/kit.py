@@ -13,6 +13,7 @@ from typing import Any
 from rest_framework.authtoken.models import Token
 
 from agents.models import Agent
+from fimone import adb
 from mcp_gateway.models import Gateway
 from tests.agents.mcp_kit import free_port
 
@@ -25,7 +26,9 @@ def served_gateway() -> Iterator[str]:
     from mcp_gateway.server import GatewayApp
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(GatewayApp(), host="127.0.0.1", port=port, log_level="warning"))
+    app = _ClosingItsPool(GatewayApp())
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -38,6 +41,27 @@ def served_gateway() -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=20)
+
+
+class _ClosingItsPool:
+    """The gateway app, and when its server stops, the pool of connections its loop opened
+    (``fimone.adb``: a deployed server's loop lives as long as its process; a test's does not)."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await adb.close()
+                await send({"type": "lifespan.shutdown.complete"})
+                return
 
 
 def token_of(user: Any) -> str:

@@ -131,3 +131,69 @@ def test_who_may_not_call_is_told_so_before_anything_is_read(personas, desk) -> 
         desk.enabled = False
         desk.save()
         assert _status(url, tokens["member"]) == 404
+
+
+def _caller_world(personas, desk) -> dict[str, tuple[str, str]]:
+    """``{case: (token, key)}``: every way a caller can be let in or turned away."""
+    from django.utils import timezone
+
+    from tests.personas import make_user
+
+    inactive = make_user("ida", personas.org, is_active=False)
+    superuser = make_user("suzy", personas.org, "auditor", is_superuser=True)
+    archived = make_gateway(make_agent(personas.org, personas.operator, builtin_tools=["calculator"]))
+    archived.agent.archived_at = timezone.now()
+    archived.agent.save()
+    switched_off = make_gateway(make_agent(personas.org, personas.operator, builtin_tools=["calculator"]))
+    switched_off.enabled = False
+    switched_off.save()
+    member = token_of(personas.member)
+    return {
+        "a member": (member, desk.key),
+        "an auditor": (token_of(personas.auditor), desk.key),
+        "a superuser whose only role is auditor": (token_of(superuser), desk.key),
+        "another organisation's member": (token_of(personas.stranger), desk.key),
+        "a deactivated user": (token_of(inactive), desk.key),
+        "an unknown token": ("0" * 40, desk.key),
+        "an unknown key": (member, "unknown-key-000"),
+        "an archived agent's gateway": (member, archived.key),
+        "a switched-off gateway": (member, switched_off.key),
+    }
+
+
+@pytest.mark.postgres
+def test_the_loop_and_the_thread_let_in_and_turn_away_the_same_callers(personas, desk) -> None:
+    """On PostgreSQL the caller is read on the event loop in one statement; elsewhere through the
+    ORM. Both go through the same checks (``services.check_gateway_caller``) and must agree."""
+    from asgiref.sync import async_to_sync
+
+    from fimone import adb
+    from mcp_gateway import server
+
+    async def on_loop(token: str, key: str):
+        try:
+            return await server.caller_for_on_loop(token, key)
+        finally:
+            await adb.close()
+
+    seen = {}
+    for case, (token, key) in _caller_world(personas, desk).items():
+        thread = server.caller_for(token, key)
+        loop = async_to_sync(on_loop)(token, key)
+        assert loop[1:] == thread[1:], case
+        if thread[0] is not None:
+            assert (loop[0].user.pk, loop[0].gateway.pk) == (thread[0].user.pk, thread[0].gateway.pk), case
+            assert loop[0].gateway.agent.organization == thread[0].gateway.agent.organization
+        seen[case] = thread[1]
+
+    assert seen == {
+        "a member": 200,
+        "an auditor": 403,
+        "a superuser whose only role is auditor": 200,
+        "another organisation's member": 404,
+        "a deactivated user": 401,
+        "an unknown token": 401,
+        "an unknown key": 404,
+        "an archived agent's gateway": 404,
+        "a switched-off gateway": 404,
+    }
