@@ -252,10 +252,16 @@ def _answer_once_ended(call_id: int) -> services.Answer | None:
     return answer
 
 
+async def _answer_once_ended_on_loop(call_id: int) -> services.Answer | None:
+    """:func:`_answer_once_ended` in one statement on the event loop (PostgreSQL)."""
+    async with adb.connection() as connection:
+        return await services.gateway_call_answer_delivered_async(connection, call_id=call_id)
+
+
 async def _wait_for_answer(ctx: Any, call_id: int, ended: asyncio.Future[str] | None) -> services.Answer:
     """The call's answer, once its run ended; progress notifications meanwhile (the gate's inline
     wait included, while the run driven here has neither ended nor parked: ``ended`` not done)."""
-    answer_of = _db(_answer_once_ended)
+    answer_of = _answer_once_ended_on_loop if adb.available() else _db(_answer_once_ended)
     waiting_text = _db(_waiting_text)
     loop = asyncio.get_running_loop()
     next_progress, ticks, polls = loop.time() + PROGRESS_SECONDS, 0, 0

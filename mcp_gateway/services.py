@@ -21,22 +21,25 @@ Contracts:
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.utils import timezone
+from psycopg import AsyncConnection
 from rest_framework.authtoken.models import Token
 
 from agents import events as ev
 from agents.engine.store import args_sha256
-from agents.models import ExecutionPath, RunEvent, RunStatus
+from agents.models import ExecutionPath, Run, RunEvent, RunStatus
 from agents.services import ServiceError, chat_refusal_of, member_roles, run_start, run_starts_take
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
+from fimone import adb
 from mcp_gateway.models import Gateway, GatewayCall
 
 RETRY_WINDOW = dt.timedelta(hours=1)
@@ -144,22 +147,70 @@ def gateway_call_answer(*, call_id: int) -> Answer | None:
     """What the client reads, once the call's run ended (module docstring)."""
     call = GatewayCall.objects.select_related("run").get(pk=call_id)
     run = call.run
-    if run.status not in TERMINAL:
+
+    def blocked() -> dict[str, Any] | None:
+        return (
+            RunEvent.objects.filter(run=run, type=ev.TOOL_BLOCKED, payload__tool_call_id=call.tool_call_id)
+            .values_list("payload", flat=True)
+            .first()
+        )
+
+    return answer_of(status=run.status, output=run.output, error=run.error, blocked=blocked)
+
+
+def answer_of(
+    *, status: str, output: str, error: str, blocked: Callable[[], dict[str, Any] | None]
+) -> Answer | None:
+    """The answer of a call whose run is in ``status`` with ``output`` and ``error``; ``blocked()``:
+    the payload of the call's ``tool.blocked`` event, if any (asked for only when the run failed
+    or was cancelled). The one place these rules live, whoever read the run: the thread
+    (:func:`gateway_call_answer`) or the event loop (``selectors.answer_rows_async``)."""
+    if status not in TERMINAL:
         return None
-    if run.status == RunStatus.COMPLETED:
-        return Answer(run.output, is_error=False, structured=_structured(run.output))
-    blocked = (
-        RunEvent.objects.filter(run=run, type=ev.TOOL_BLOCKED, payload__tool_call_id=call.tool_call_id)
-        .values_list("payload", flat=True)
-        .first()
-    )
-    if blocked:
-        who = blocked.get("blocked_by")
-        reason = blocked.get("error") or "refused"
+    if status == RunStatus.COMPLETED:
+        return Answer(output, is_error=False, structured=_structured(output))
+    refusal = blocked()
+    if refusal:
+        who = refusal.get("blocked_by")
+        reason = refusal.get("error") or "refused"
         return Answer(f"Refused by {who}: {reason}" if who else f"Refused: {reason}", is_error=True)
-    if run.status == RunStatus.CANCELLED:
-        return Answer(f"The call was cancelled: {run.error or 'cancelled'}", is_error=True)
-    return Answer(run.error or "The call failed.", is_error=True)
+    if status == RunStatus.CANCELLED:
+        return Answer(f"The call was cancelled: {error or 'cancelled'}", is_error=True)
+    return Answer(error or "The call failed.", is_error=True)
+
+
+async def gateway_call_answer_delivered_async(db: AsyncConnection, *, call_id: int) -> Answer | None:
+    """:func:`gateway_call_answer`, and once there is one, the call marked delivered
+    (:func:`gateway_call_delivered`), in one statement on the event loop, on ``db``
+    (:mod:`fimone.adb`, PostgreSQL). Judged by the same rules (:func:`answer_of`)."""
+    ended = sorted(str(status) for status in TERMINAL)
+    row = await adb.fetchone(db, _answer_sql(), [call_id, timezone.now(), ended, ev.TOOL_BLOCKED])
+    if row is None:
+        raise GatewayCall.DoesNotExist(f"no MCP gateway call {call_id}")
+    status, output, error, refusal = row  # the payload as the ORM's jsonb: text, parsed here
+    return answer_of(
+        status=status,
+        output=output,
+        error=error,
+        blocked=lambda: json.loads(refusal) if isinstance(refusal, str) else refusal,
+    )
+
+
+@functools.cache  # our table and column names: the text never changes
+def _answer_sql() -> str:
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    calls, runs, events = (quote(m._meta.db_table) for m in (GatewayCall, Run, RunEvent))
+    # The first tool.blocked event of the call (by id, as the ORM's first() orders), and the
+    # delivery mark only on a run that ended (what gateway_call_answer returns an answer for).
+    return (
+        f"WITH c AS (SELECT gc.id, gc.tool_call_id, r.id AS run_id, r.status, r.output, r.error "  # noqa: S608
+        f"FROM {calls} gc JOIN {runs} r ON r.id = gc.run_id WHERE gc.id = %s), "
+        f"d AS (UPDATE {calls} SET delivered_at = %s WHERE id = (SELECT id FROM c) "
+        "AND delivered_at IS NULL AND (SELECT status FROM c) = ANY(%s)) "
+        "SELECT c.status, c.output, c.error, "
+        f"(SELECT e.payload FROM {events} e WHERE e.run_id = c.run_id AND e.type = %s "
+        "AND e.payload ->> 'tool_call_id' = c.tool_call_id ORDER BY e.id LIMIT 1) FROM c"
+    )
 
 
 def _structured(text: str) -> dict[str, Any] | None:

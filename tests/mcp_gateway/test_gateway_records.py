@@ -6,13 +6,17 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
 from agents import events as ev
-from agents.models import ExecutionPath, Run, RunStatus
+from agents.models import ExecutionPath, Run, RunEvent, RunStatus
 from agents.services import run_start, runs_reclaim_expired
+from fimone import adb
+from mcp_gateway import services
+from mcp_gateway.models import GatewayCall
 from mcp_gateway.services import gateway_call_answer, gateway_call_start
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import events_of
@@ -103,3 +107,61 @@ def test_a_run_claimed_at_its_start_is_never_also_dispatched(personas) -> None:
     with pytest.raises(ValueError):
         run_start(agent=agent, user=personas.member, input="hi", dispatch=True, claimed_by="web.1:1:x")
     assert not Run.objects.exists()
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)  # the loop's statement runs on a connection of its own
+def test_the_loop_and_the_thread_answer_a_client_alike_and_mark_only_an_ended_call_delivered(
+    personas,
+) -> None:
+    """On PostgreSQL the answer is read and the call marked delivered in one statement on the
+    event loop; elsewhere through the ORM. Both go through the same rules (``services.answer_of``)."""
+    agent = make_agent(personas.org, personas.operator, builtin_tools=["calculator"])
+    gateway = make_gateway(agent)
+
+    def call_whose_run(status: str, **fields) -> GatewayCall:
+        arguments = {"n": status + str(fields)}
+        call, _ = services.gateway_call_start(
+            gateway=gateway, user=personas.member, tool_name="calculator", arguments=arguments
+        )
+        Run.objects.filter(pk=call.run_id).update(status=status, **fields)
+        return call
+
+    refused = call_whose_run(RunStatus.FAILED, error="blocked")
+    RunEvent.objects.create(
+        run_id=refused.run_id,
+        seq=1,
+        type=ev.TOOL_BLOCKED,
+        payload={"tool_call_id": refused.tool_call_id, "blocked_by": "no_deletes", "error": "not Fridays"},
+    )
+    calls = {
+        "completed": call_whose_run(RunStatus.COMPLETED, output='{"total": 42}'),
+        "refused": refused,
+        "failed": call_whose_run(RunStatus.FAILED, error="the tool failed"),
+        "cancelled": call_whose_run(RunStatus.CANCELLED, error="cancelled by the user"),
+        "waiting": call_whose_run(RunStatus.AWAITING_APPROVAL),
+    }
+
+    async def on_loop(call_id: int):
+        try:
+            async with adb.connection() as connection:
+                return await services.gateway_call_answer_delivered_async(connection, call_id=call_id)
+        finally:
+            await adb.close()
+
+    answers = {}
+    for case, call in calls.items():
+        thread = services.gateway_call_answer(call_id=call.pk)
+        assert not GatewayCall.objects.get(pk=call.pk).delivered_at
+        loop = async_to_sync(on_loop)(call.pk)
+        assert loop == thread, case
+        delivered = GatewayCall.objects.get(pk=call.pk).delivered_at is not None
+        assert delivered == (thread is not None), case
+        answers[case] = thread
+
+    assert answers["completed"] == services.Answer('{"total": 42}', is_error=False, structured={"total": 42})
+    assert answers["refused"] == services.Answer("Refused by no_deletes: not Fridays", is_error=True)
+    assert answers["failed"] == services.Answer("the tool failed", is_error=True)
+    cancelled = services.Answer("The call was cancelled: cancelled by the user", is_error=True)
+    assert answers["cancelled"] == cancelled
+    assert answers["waiting"] is None
