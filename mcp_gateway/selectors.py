@@ -42,6 +42,10 @@ def token_created_at(*, user: Any) -> Any:
     return Token.objects.filter(user=user).values_list("created", flat=True).first()
 
 
+_GATEWAY_ROW = (Gateway, Agent, Organization, Organization)
+"""The models of the gateway's part of :func:`caller_rows_async`'s row, in order."""
+
+
 async def caller_rows_async(
     db: AsyncConnection, *, token: str, key: str
 ) -> tuple[Any | None, Gateway | None, set[str]]:
@@ -55,23 +59,19 @@ async def caller_rows_async(
     if row is None:
         return None, None, set()
     take = rows.taker(row)
-    user_model = get_user_model()
-    user = rows.instance(user_model, rows.all_fields(user_model), take(len(rows.all_fields(user_model))))
+
+    def one(model: Any) -> Any:
+        fields = rows.all_fields(model)
+        return rows.instance(model, fields, take(len(fields)))
+
+    user = one(get_user_model())
     found, roles = take(2)
-    if not found:
-        take(sum(len(rows.all_fields(model)) for model in _GATEWAY_ROW))
+    if not found:  # no such switched-on gateway: the rest of the row is empty
         return user, None, set()
-    gateway, agent, agent_org, gateway_org = (
-        rows.instance(model, fields, take(len(fields)))
-        for model, fields in ((model, rows.all_fields(model)) for model in _GATEWAY_ROW)
-    )
+    gateway, agent, agent_org, gateway_org = (one(model) for model in _GATEWAY_ROW)
     agent.organization = agent_org
     gateway.agent, gateway.organization = agent, gateway_org
     return user, gateway, set(roles)
-
-
-_GATEWAY_ROW = (Gateway, Agent, Organization, Organization)
-"""The models of the gateway's part of :func:`caller_rows_async`'s row, in order."""
 
 
 @functools.cache  # our table and column names: the text never changes

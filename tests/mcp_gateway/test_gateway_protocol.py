@@ -7,11 +7,15 @@ import asyncio
 import threading
 
 import pytest
+from asgiref.sync import async_to_sync
+from django.utils import timezone
 
 from agents.engine.journal import RunJournal
 from agents.models import ExecutionPath, Run, RunStatus
+from fimone import adb
+from mcp_gateway import server
 from tests.mcp_gateway.kit import make_gateway, mcp_client, run_async, served_gateway, token_of
-from tests.personas import make_agent
+from tests.personas import make_agent, make_user
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -76,7 +80,6 @@ def test_calls_after_a_listing_do_not_read_the_agents_tools_again_for_the_sdk(
 ) -> None:
     """The SDK checks a call's ``Mcp-Param-*`` headers against the tool's input schema: the gateway
     hands it the schema it listed, rather than the SDK listing every tool before every call."""
-    from mcp_gateway import server
 
     listed: list[int] = []
     real = server._tools_of
@@ -112,8 +115,6 @@ def _status(url: str, token: str | None) -> int:
 
 
 def test_who_may_not_call_is_told_so_before_anything_is_read(personas, desk) -> None:
-    from tests.personas import make_user
-
     auditor = make_user("audra", personas.org, "auditor")
     tokens = {
         who: token_of(user)
@@ -135,10 +136,6 @@ def test_who_may_not_call_is_told_so_before_anything_is_read(personas, desk) -> 
 
 def _caller_world(personas, desk) -> dict[str, tuple[str, str]]:
     """``{case: (token, key)}``: every way a caller can be let in or turned away."""
-    from django.utils import timezone
-
-    from tests.personas import make_user
-
     inactive = make_user("ida", personas.org, is_active=False)
     superuser = make_user("suzy", personas.org, "auditor", is_superuser=True)
     archived = make_gateway(make_agent(personas.org, personas.operator, builtin_tools=["calculator"]))
@@ -165,10 +162,6 @@ def _caller_world(personas, desk) -> dict[str, tuple[str, str]]:
 def test_the_loop_and_the_thread_let_in_and_turn_away_the_same_callers(personas, desk) -> None:
     """On PostgreSQL the caller is read on the event loop in one statement; elsewhere through the
     ORM. Both go through the same checks (``services.check_gateway_caller``) and must agree."""
-    from asgiref.sync import async_to_sync
-
-    from fimone import adb
-    from mcp_gateway import server
 
     async def on_loop(token: str, key: str):
         try:
