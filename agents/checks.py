@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -20,12 +21,13 @@ def hooks_declaration(config: Any) -> Any:
     return hooks.get("class_hooks", [])
 
 
-def hook_chain_of(agent: Any) -> dict[str, Any]:
+def hook_chain_of(agent: Any, declarations: Iterable[Any] | None = None) -> dict[str, Any]:
     """The hook chain a new run of ``agent`` keeps (``Run.hook_chain``): its organisation's
     enforced declarations, its own declarations and its ``model_config_json`` ``class_hooks``,
-    resolved now, or the reason they cannot be, recorded so the run fails closed with it."""
+    resolved now, or the reason they cannot be, recorded so the run fails closed with it.
+    ``declarations``: the rows of ``agent.hook_declarations_query()`` if the caller read them."""
     try:
-        enforced, own = agent.hook_declaration_items()
+        enforced, own = agent.hook_declaration_items(declarations)
         return resolve_chain(
             hooks_declaration(agent.model_config_json),
             require_confirmation_for_all=agent.require_confirmation_for_all,

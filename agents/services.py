@@ -61,7 +61,15 @@ def run_starts_take(*, user: Any, count: int = 1) -> None:
     and ``ServiceError(code="throttled")`` saying the limit and when to retry. Called by the
     services that start runs on a person's behalf outside the rate-limited requests (a workflow,
     an eval run's cases), so that no door (the admin's actions, the API, a command) gets more."""
-    refused = RunStartThrottle().refusal_for_user_taking(user.pk, count)
+    _check_run_starts(RunStartThrottle().refusal_for_user_taking(user.pk, count), count)
+
+
+async def run_starts_take_async(*, user: Any) -> None:
+    """:func:`run_starts_take` of one run start, on the event loop (the same budget)."""
+    _check_run_starts(await RunStartThrottle().refusal_for_user_async(user.pk), 1)
+
+
+def _check_run_starts(refused: Any, count: int) -> None:
     if refused is not None:
         starting = f"Starting {count} runs at once is refused. " if count > 1 else ""
         raise ServiceError(
@@ -134,23 +142,11 @@ def run_start(
     either sees this run (and stops it) or is seen by this check.
     """
     roles = member_roles(user=user, organization_id=agent.organization_id)
-    if not roles:
-        raise ServiceError("not found", code="not_found")
-    if execution_path in CHAT_PATHS:
-        refusal = chat_refusal_of(user=user, roles=roles)
-        if refusal is not None:
-            raise ServiceError(refusal, code="forbidden")
     agent = Agent.objects.select_for_update(of=("self",)).select_related("organization").get(pk=agent.pk)
-    archived = agent.archived_reason()
-    if archived is not None:
-        raise ServiceError(archived, code="conflict")
-    text = (input or "").strip()
-    if not text:
-        raise ServiceError("the message is empty", field="input")
+    text = check_run_start(agent=agent, user=user, roles=roles, input=input, execution_path=execution_path)
     if conversation is None:
-        conversation = Conversation.objects.create(
-            organization_id=agent.organization_id, agent=agent, user=user, title=text[:80]
-        )
+        conversation = new_conversation(agent=agent, user=user, text=text)
+        conversation.save(force_insert=True)
     elif conversation.user_id != user.pk or conversation.agent_id != agent.pk:
         raise ServiceError("no such conversation with this agent", code="not_found", field="conversation")
     elif conversation.archived_at is not None:
@@ -169,10 +165,64 @@ def run_start(
         status__in=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],
     ).exists():
         raise ServiceError("this conversation already has a run in progress", code="conflict")
+    if claimed_by is not None and dispatch:
+        raise ValueError("a run claimed at its start is driven by its claimer, not dispatched")
+    run = new_run(
+        agent=agent,
+        user=user,
+        conversation=conversation,
+        text=text,
+        execution_path=execution_path,
+        hook_chain=hook_chain_of(agent),
+        claimed_by=claimed_by,
+    )
+    run.save(force_insert=True)
+    if dispatch:
+        transaction.on_commit(lambda: dispatch_execute(run.pk))
+    return run
+
+
+def check_run_start(*, agent: Agent, user: Any, roles: set[str], input: str, execution_path: str) -> str:
+    """The message a run of ``agent`` for ``user`` starts with, if it may start (:func:`run_start`'s
+    preconditions on the person and the agent), else :class:`ServiceError`. ``agent``: locked,
+    with its organisation; ``roles``: ``user``'s in it (:func:`member_roles`). Reads nothing: the
+    one place these rules live, whoever read the rows (the thread, or the event loop:
+    ``agents.loop_start``)."""
+    if not roles:
+        raise ServiceError("not found", code="not_found")
+    if execution_path in CHAT_PATHS:
+        refusal = chat_refusal_of(user=user, roles=roles)
+        if refusal is not None:
+            raise ServiceError(refusal, code="forbidden")
+    archived = agent.archived_reason()
+    if archived is not None:
+        raise ServiceError(archived, code="conflict")
+    text = (input or "").strip()
+    if not text:
+        raise ServiceError("the message is empty", field="input")
+    return text
+
+
+def new_conversation(*, agent: Agent, user: Any, text: str) -> Conversation:
+    """The conversation a run started without one opens (not saved)."""
+    return Conversation(organization_id=agent.organization_id, agent=agent, user=user, title=text[:80])
+
+
+def new_run(
+    *,
+    agent: Agent,
+    user: Any,
+    conversation: Conversation,
+    text: str,
+    execution_path: str,
+    hook_chain: dict[str, Any],
+    claimed_by: str | None,
+) -> Run:
+    """The run :func:`run_start` creates (not saved): queued, or with ``claimed_by`` running with
+    its lease held by that owner. ``hook_chain``: ``agents.checks.hook_chain_of(agent)``, kept for
+    the whole run, resumes included."""
     lease: dict[str, Any] = {}
     if claimed_by is not None:
-        if dispatch:
-            raise ValueError("a run claimed at its start is driven by its claimer, not dispatched")
         now = timezone.now()
         lease = {
             "status": RunStatus.RUNNING,
@@ -181,18 +231,15 @@ def run_start(
             "heartbeat_at": now,
             "started_at": now,
         }
-    run = Run.objects.create(
+    return Run(
         conversation=conversation,
         agent=agent,
         user=user,
         input=text,
         execution_path=execution_path,
-        hook_chain=hook_chain_of(agent),  # kept for the whole run, resumes included
+        hook_chain=hook_chain,
         **lease,
     )
-    if dispatch:
-        transaction.on_commit(lambda: dispatch_execute(run.pk))
-    return run
 
 
 def _conversation_of(*, conversation: Conversation, user: Any) -> Conversation:

@@ -6,6 +6,9 @@ Streamable HTTP in a process of its own. Each round times, per call of its read-
 * **direct**: the official SDK's client calling the server in one open session (the baseline);
 * **connector**: the platform's MCP tool (``agents.tools.mcp_tools``) calling it from a long-lived
   loop, as a worker does (its session kept open between calls);
+* **passthrough**: the SDK's client calling a server that only forwards each call to the records
+  server (``bench/_passthrough.py``: served and forwarding as the gateway is, and nothing else):
+  the floor under the gateway, what receiving an MCP call and making one cost in this stack;
 * **gateway**: the SDK's client calling the platform's gateway (``/mcp/<key>/``) on an agent whose
   tool is that connector: every call a run of the agent through its hook chain, on PostgreSQL.
   The gateway is served as deployed (the Procfile's ``web``: Daphne, ``fimone.asgi``) in a process
@@ -90,6 +93,13 @@ def start_gateway(port: int) -> subprocess.Popen[bytes]:
     return start("gateway", [*argv, "fimone.asgi:application"], port, env=env)
 
 
+def start_passthrough(port: int, upstream: str) -> subprocess.Popen[bytes]:
+    """``bench/_passthrough.py`` served by Daphne, as the gateway is, forwarding to ``upstream``."""
+    env = {**os.environ, "UPSTREAM": upstream, "PYTHONPATH": str(ROOT / "bench")}
+    argv = [sys.executable, "-m", "daphne", "--bind", "127.0.0.1", "--port", str(port), "_passthrough:app"]
+    return start("passthrough", argv, port, env=env)
+
+
 def cpu_seconds(pid: int) -> float | None:
     """The CPU time (user + system) process ``pid`` has used so far; ``None`` off Linux."""
     try:
@@ -130,9 +140,10 @@ def main() -> None:
         from agents.tools.toolbox import action_tool
         from mcp_gateway.models import Gateway
 
-        records_port, gateway_port = free_port(), free_port()
+        records_port, gateway_port, passthrough_port = free_port(), free_port(), free_port()
         server = start_records(records_port)
         endpoint = f"http://127.0.0.1:{records_port}/mcp"
+        passthrough = start_passthrough(passthrough_port, endpoint)
         web = None
         try:
             org = Organization.objects.create(name="Bench")
@@ -183,40 +194,50 @@ def main() -> None:
             measures = {
                 "direct": lambda n: asyncio.run(via_client(endpoint, {}, "lookup", n)),
                 "connector": lambda n: worker.run(via_tool(n)),
+                "passthrough": lambda n: asyncio.run(
+                    via_client(f"http://127.0.0.1:{passthrough_port}/mcp", {}, "lookup", n)
+                ),
                 "gateway": lambda n: asyncio.run(via_client(gateway_url, auth, "records__lookup", n)),
             }
             for measure in measures.values():
                 measure(20)  # warm-up: imports, connections, caches
             times: dict[str, list[float]] = {name: [] for name in measures}
-            server_cpu: list[float] = []  # the gateway's process, per call: steadier than wall time
+            # The serving process's CPU per call: steadier than wall time on a busy host.
+            served_by = {"gateway": web.pid, "passthrough": passthrough.pid}
+            server_cpu: dict[str, list[float]] = {name: [] for name in served_by}
             for round_ in range(opts.rounds):
                 order = list(measures) if round_ % 2 == 0 else list(reversed(measures))
                 for name in order:
-                    before = cpu_seconds(web.pid) if name == "gateway" else None
+                    pid = served_by.get(name)
+                    before = cpu_seconds(pid) if pid is not None else None
                     times[name] += measures[name](opts.calls)
-                    after = cpu_seconds(web.pid) if before is not None else None
+                    after = cpu_seconds(pid) if pid is not None else None
                     if before is not None and after is not None:
-                        server_cpu.append((after - before) / opts.calls * 1000)
+                        server_cpu[name].append((after - before) / opts.calls * 1000)
         finally:
             server.kill()
+            passthrough.kill()
             if web is not None:
                 web.kill()
                 web.wait()
 
     direct50, direct99 = pct(times["direct"], 0.5), pct(times["direct"], 0.99)
     print(f"MCP tool call, {opts.rounds} rounds x {opts.calls} calls, records server over Streamable HTTP")
-    print(f"{'':10} {'p50 ms':>8} {'p99 ms':>8} {'x direct p50':>13} {'adds p50 ms':>12}")
+    print(f"{'':11} {'p50 ms':>8} {'p99 ms':>8} {'x direct p50':>13} {'adds p50 ms':>12}")
     for name, values in times.items():
         p50, p99 = pct(values, 0.5), pct(values, 0.99)
-        print(f"{name:10} {p50:8.2f} {p99:8.2f} {p50 / direct50:13.2f} {p50 - direct50:12.2f}")
+        print(f"{name:11} {p50:8.2f} {p99:8.2f} {p50 / direct50:13.2f} {p50 - direct50:12.2f}")
     added = pct(times["gateway"], 0.5) - direct50
     print(f"gateway adds {added:.2f} ms p50 (target <= 3 ms): {'met' if added <= 3 else 'NOT met'}")
     print(
         f"spread: direct p99/p50 {direct99 / direct50:.1f}; "
         f"mean gateway {statistics.mean(times['gateway']):.2f} ms"
     )
-    if server_cpu:
-        print(f"gateway server CPU per call: {statistics.median(server_cpu):.2f} ms (median of the rounds)")
+    floor = pct(times["passthrough"], 0.5) - direct50
+    print(f"of which the passthrough's floor (receiving an MCP call and making one): {floor:.2f} ms p50")
+    for name, cpu in server_cpu.items():
+        if cpu:
+            print(f"{name} server CPU per call: {statistics.median(cpu):.2f} ms (median of the rounds)")
     os._exit(0)  # the servers' threads hold sessions open: nothing to wait for
 
 

@@ -27,7 +27,7 @@ import psycopg
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.db import utils as django_db
-from psycopg import AsyncConnection
+from psycopg import AsyncConnection, AsyncCursor
 from psycopg_pool import AsyncConnectionPool
 
 _pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[AsyncConnectionPool]] = (
@@ -108,11 +108,15 @@ async def connection() -> AsyncIterator[AsyncConnection]:
         await taken_from.putconn(taken)
 
 
+async def execute(db: AsyncConnection, sql: str, params: Any) -> AsyncCursor[Any]:
+    """One statement on ``db``, prepared per connection unless ``DATABASE_PREPARED_STATEMENTS``
+    is false; its cursor (in a pipeline, sent: its rows are awaited when read)."""
+    return await db.execute(sql, params, prepare=True if _prepare() else None)
+
+
 async def fetchone(db: AsyncConnection, sql: str, params: Any) -> tuple[Any, ...] | None:
-    """The first row of one statement on ``db`` (its own transaction); prepared per connection
-    unless ``DATABASE_PREPARED_STATEMENTS`` is false."""
-    cursor = await db.execute(sql, params, prepare=True if _prepare() else None)
-    return await cursor.fetchone()
+    """The first row of one statement on ``db`` (in autocommit, its own transaction)."""
+    return await (await execute(db, sql, params)).fetchone()
 
 
 async def close() -> None:

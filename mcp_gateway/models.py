@@ -75,7 +75,15 @@ class GatewayCall(models.Model):
     delivered_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["gateway", "user", "tool_name", "args_sha256"])]
+        indexes = [
+            # The retry lookup reads only calls not yet delivered: a client that calls the same
+            # tool with the same arguments all day must not make each call scan the earlier ones.
+            models.Index(
+                fields=["gateway", "user", "tool_name", "args_sha256"],
+                condition=models.Q(delivered_at__isnull=True),
+                name="gatewaycall_undelivered",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool_name} via {self.gateway.name}"

@@ -212,12 +212,41 @@ def _start(caller: Caller, name: str, arguments: dict[str, Any]) -> Started:
     return Started(call.pk, run.pk, fresh=True, drive=drive)
 
 
+async def _start_on_loop(caller: Caller, name: str, arguments: dict[str, Any]) -> Started:
+    """:func:`_start` in one transaction on the event loop (PostgreSQL:
+    ``services.gateway_call_start_async``)."""
+    owner = new_owner()
+    async with adb.connection() as connection:
+        start = await services.gateway_call_start_async(
+            connection,
+            gateway=caller.gateway,
+            user=caller.user,
+            tool_name=name,
+            arguments=arguments,
+            claimed_by=owner,
+        )
+    if start.started is None:
+        return Started(start.call_id, start.run_id, fresh=False)
+    run = start.started.run
+    drive = {
+        "owner": owner,
+        "kind": (run.agent.engine, run.execution_path, GatewayCallEngine),
+        "opening": opening_of_new_run(run, started_on_loop=True),
+        "call": start.call,
+        "tools": start.started.tools,
+    }
+    return Started(start.call_id, run.pk, fresh=True, drive=drive)
+
+
 async def call_tool(ctx: Any, params: Any) -> Any:
 
     caller = _caller_now()
     arguments = params.arguments if isinstance(params.arguments, dict) else {}
     try:
-        started = await _db(_start)(caller, params.name, arguments)
+        if adb.available():  # PostgreSQL: the start's reads and writes in one transaction on the loop
+            started = await _start_on_loop(caller, params.name, arguments)
+        else:
+            started = await _db(_start)(caller, params.name, arguments)
     except ServiceError as exc:
         return _result(services.Answer(f"Refused: {exc.message}", is_error=True))
     ended: asyncio.Future[str] | None = None

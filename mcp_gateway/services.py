@@ -34,12 +34,21 @@ from psycopg import AsyncConnection
 from rest_framework.authtoken.models import Token
 
 from agents import events as ev
+from agents import run_start_on_loop
+from agents.engine.db import db as engine_db
 from agents.engine.store import args_sha256
 from agents.models import ExecutionPath, Run, RunEvent, RunStatus
-from agents.services import ServiceError, chat_refusal_of, member_roles, run_start, run_starts_take
+from agents.services import (
+    ServiceError,
+    chat_refusal_of,
+    member_roles,
+    run_start,
+    run_starts_take,
+    run_starts_take_async,
+)
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
-from fimone import adb
+from fimone import adb, rows
 from mcp_gateway.models import Gateway, GatewayCall
 
 RETRY_WINDOW = dt.timedelta(hours=1)
@@ -105,42 +114,153 @@ def gateway_call_start(
     ``claimed_by``: a new run is created with its lease held by that owner (``run_start``)."""
     digest = args_sha256(arguments)
     earlier = (
-        GatewayCall.objects.select_for_update()
-        .filter(
-            gateway=gateway,
-            user=user,
-            tool_name=tool_name,
-            args_sha256=digest,
-            delivered_at__isnull=True,
-            created_at__gte=timezone.now() - RETRY_WINDOW,
+        _undelivered(
+            gateway_id=gateway.pk, user_id=user.pk, tool_name=tool_name, digest=digest, since=_retry_since()
         )
         .select_related("run")
-        .order_by("-pk")
         .first()
     )
     if earlier is not None:
         return earlier, False
     # A new run: from the same budget as every other door a person starts runs through.
     run_starts_take(user=user)
-    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
     run = run_start(
         agent=gateway.agent,
         user=user,
-        input=f"MCP call through {gateway.name!r}: {tool_name}({text[:300]})",
+        input=_call_input(gateway=gateway, tool_name=tool_name, arguments=arguments),
         execution_path=ExecutionPath.MCP,
         dispatch=False,
         claimed_by=claimed_by,
     )
-    call = GatewayCall.objects.create(
+    call = _new_call(gateway=gateway, user=user, tool_name=tool_name, arguments=arguments, digest=digest)
+    call.run = run
+    call.save(force_insert=True)
+    return call, True
+
+
+@dataclass(frozen=True)
+class StartedOnLoop:
+    """:func:`gateway_call_start_async`'s answer: the call's record and its run's id, and for a
+    new run, the run and the agent's tools (``None``: the same call, found again)."""
+
+    call_id: int
+    run_id: int
+    started: run_start_on_loop.Started | None
+    call: GatewayCall | None = None
+
+
+async def gateway_call_start_async(
+    db: AsyncConnection,
+    *,
+    gateway: Gateway,
+    user: Any,
+    tool_name: str,
+    arguments: dict[str, Any],
+    claimed_by: str,
+) -> StartedOnLoop:
+    """:func:`gateway_call_start` in one transaction on the event loop, on ``db``
+    (:mod:`fimone.adb`, PostgreSQL): the earlier call looked for and everything a new run's
+    start reads, sent together (``agents.run_start_on_loop``); then, for a new call, the budget
+    taken and the conversation, the run and the call written in one statement. Same rules, same
+    refusals; ``gateway`` comes with its agent (``selectors.caller_rows_async``)."""
+    if not _compiled:
+        await engine_db(compile_start_statements)
+    digest = args_sha256(arguments)
+    retry = _undelivered_sql()
+    async with db.transaction(), db.pipeline():
+        earlier = await adb.execute(
+            db,
+            retry.sql,
+            retry.bind(
+                gateway_id=gateway.pk,
+                user_id=user.pk,
+                tool_name=tool_name,
+                digest=digest,
+                since=_retry_since(),
+            ),
+        )
+        reads = await run_start_on_loop.start_reads(
+            db, agent_id=gateway.agent_id, organization_id=gateway.agent.organization_id, user_id=user.pk
+        )
+        found = await earlier.fetchone()
+        if found is not None:
+            return StartedOnLoop(call_id=found[0], run_id=found[1], started=None)
+        await run_starts_take_async(user=user)  # the same budget as the thread's path
+        call = _new_call(gateway=gateway, user=user, tool_name=tool_name, arguments=arguments, digest=digest)
+        started = await run_start_on_loop.run_start_async(
+            db,
+            reads,
+            user=user,
+            input=_call_input(gateway=gateway, tool_name=tool_name, arguments=arguments),
+            execution_path=ExecutionPath.MCP,
+            claimed_by=claimed_by,
+            linked=call,
+        )
+    return StartedOnLoop(call_id=call.pk, run_id=started.run.pk, started=started, call=call)
+
+
+def _undelivered(*, gateway_id: int, user_id: int, tool_name: str, digest: str, since: dt.datetime) -> Any:
+    """Calls of that user's, through that gateway, of that tool with those arguments, whose
+    answer never reached the client, made since ``since``, latest first, locked."""
+    return (
+        GatewayCall.objects.select_for_update()
+        .filter(
+            gateway_id=gateway_id,
+            user_id=user_id,
+            tool_name=tool_name,
+            args_sha256=digest,
+            delivered_at__isnull=True,
+            created_at__gte=since,
+        )
+        .order_by("-pk")
+    )
+
+
+_compiled: list[bool] = []
+"""Not empty once :func:`compile_start_statements` ran in this process."""
+
+
+def compile_start_statements() -> None:
+    """Compile the statements :func:`gateway_call_start_async` sends (in the database thread,
+    once per process: ``rows.Compiled.of``)."""
+    _undelivered_sql()
+    run_start_on_loop.compile_statements()
+    _compiled.append(True)
+
+
+@functools.cache
+def _undelivered_sql() -> rows.Compiled:
+    return rows.Compiled.of(
+        lambda **values: _undelivered(**values).values_list("pk", "run_id")[:1],
+        gateway_id=int,
+        user_id=int,
+        tool_name=str,
+        digest=str,
+        since=dt.datetime,
+    )
+
+
+def _retry_since() -> dt.datetime:
+    return timezone.now() - RETRY_WINDOW
+
+
+def _call_input(*, gateway: Gateway, tool_name: str, arguments: dict[str, Any]) -> str:
+    """The message a call's run starts with (what its conversation shows)."""
+    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
+    return f"MCP call through {gateway.name!r}: {tool_name}({text[:300]})"
+
+
+def _new_call(
+    *, gateway: Gateway, user: Any, tool_name: str, arguments: dict[str, Any], digest: str
+) -> GatewayCall:
+    return GatewayCall(
         gateway=gateway,
-        run=run,
         user=user,
         tool_name=tool_name,
         arguments=arguments,
         args_sha256=digest,
         tool_call_id=f"mcp-{uuid.uuid4().hex[:16]}",
     )
-    return call, True
 
 
 def gateway_call_answer(*, call_id: int) -> Answer | None:

@@ -86,13 +86,13 @@ def run_open(*, run_id: int) -> Opening:
     )
 
 
-def opening_of_new_run(run: Run) -> Opening:
+def opening_of_new_run(run: Run, *, started_on_loop: bool = False) -> Opening:
     """What :func:`run_open` would read of ``run``, a run its caller has just created (claimed,
     with its agent, organisation, conversation and user in hand): no event, no checkpoint yet.
-    Called in the database thread, outside the transaction that created it."""
-    return Opening(
-        run=run, last_seq=0, messages=None, writes_on_loop=_postgres() and not connection.in_atomic_block
-    )
+    Called in the database thread, outside the transaction that created it, or on the event
+    loop for a run started there (``started_on_loop``: PostgreSQL, committed)."""
+    on_loop = started_on_loop or (_postgres() and not connection.in_atomic_block)
+    return Opening(run=run, last_seq=0, messages=None, writes_on_loop=on_loop)
 
 
 def run_load(*, run_id: int) -> Run:

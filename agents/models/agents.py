@@ -7,6 +7,7 @@ Its hook declarations (:mod:`agents.models.hooks`) are declared below it and ref
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -99,22 +100,30 @@ class Agent(SecretsBoundToAddress, models.Model):
     def clean(self) -> None:
         check_agent_config(self)
 
-    def hook_declaration_items(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """The declarations a run of this agent carries (enforced or in shadow, not off), as
-        ``hooks.catalog`` items: ``(enforced by its organisation, its own)``."""
+    def hook_declarations_query(self) -> Any:
+        """The declarations a run of this agent carries (enforced or in shadow, not off): its
+        organisation's and its own, in (priority, pk) order."""
         # The declarations refer to this model (agents.models.hooks imports this module), so their
         # model is reached through that relation rather than imported.
         declarations = self._meta.get_field("hook_declarations").related_model
-        rows = (
+        return (
             declarations.objects.filter(
                 Q(agent__isnull=True) | Q(agent_id=self.pk), organization_id=self.organization_id
             )
             .exclude(mode="off")
             .order_by("priority", "pk")
         )
+
+    def hook_declaration_items(
+        self, rows: Iterable[Any] | None = None
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """:meth:`hook_declarations_query`'s declarations as ``hooks.catalog`` items:
+        ``(enforced by its organisation, its own)``, each in (priority, pk) order. ``rows``: those
+        declarations as a caller already read them (a statement on the event loop), else they
+        are read here."""
         enforced: list[dict[str, Any]] = []
         own: list[dict[str, Any]] = []
-        for row in rows:  # one query for both lists, each in its (priority, pk) order
+        for row in self.hook_declarations_query() if rows is None else rows:  # one read, both lists
             (enforced if row.agent_id is None else own).append(row.as_item())
         return enforced, own
 

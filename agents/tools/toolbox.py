@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from django.db.models import QuerySet
+
 from agents.models import Agent, Connector, ConnectorAction
 from agents.tools.base import Tool
 from agents.tools.builtins import BUILTIN_TOOLS
@@ -35,7 +39,13 @@ def tools_for_agent(agent: Agent) -> dict[str, Tool]:
     query whatever the number of actions. Raises :class:`ToolboxError` for an unknown built-in or
     two tools with the same name.
     """
-    actions = (
+    return tools_of_actions(agent, tool_actions(agent))
+
+
+def tool_actions(agent: Agent) -> QuerySet[ConnectorAction]:
+    """The actions that may give ``agent`` tools (:func:`tools_for_agent`'s rules), with their
+    connectors, in the tools' order."""
+    return (
         agent.actions.filter(
             connector__organization_id=agent.organization_id,
             connector__archived_at__isnull=True,
@@ -45,6 +55,11 @@ def tools_for_agent(agent: Agent) -> dict[str, Tool]:
         .select_related("connector")
         .order_by("connector__slug", "name")
     )
+
+
+def tools_of_actions(agent: Agent, actions: Iterable[ConnectorAction]) -> dict[str, Tool]:
+    """:func:`tools_for_agent` from :func:`tool_actions`' rows, as the caller read them (the ORM,
+    or a statement on the event loop): no I/O here."""
     tools: dict[str, Tool] = {}
     granted_databases: set[int] = set()
     for action in actions:

@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.forms.models import model_to_dict
 
+from agents.models import Membership, Organization, Role
 from channels_im.identities import identity_for_click
 from channels_im.models import ChannelConfig, ImIdentity
 from channels_im.selectors import channel_config_for_callback
+from fimone import rows
 
 pytestmark = pytest.mark.django_db
 
@@ -49,3 +52,32 @@ def test_a_channel_read_by_its_callback_key_has_its_secrets_decrypted_and_only_i
     ChannelConfig.objects.filter(pk=config.pk).update(active=False)
     assert channel_config_for_callback(config.callback_key) is None
     assert channel_config_for_callback("no-such-key") is None
+
+
+def test_a_compiled_queryset_runs_with_other_values_what_the_orm_runs(personas: Any) -> None:
+    compiled = rows.Compiled.of(
+        lambda organization_id, role: (
+            Membership.objects.filter(organization_id=organization_id, role=role)
+            .order_by("user__username")
+            .values_list("user__username", flat=True)
+        ),
+        organization_id=int,
+        role=str,
+    )
+
+    with connection.cursor() as cursor:
+        cursor.execute(compiled.sql, compiled.bind(organization_id=personas.org.pk, role=Role.MEMBER))
+        by_hand = [name for (name,) in cursor.fetchall()]
+
+    assert by_hand == ["alice"]
+    assert by_hand == list(
+        Membership.objects.filter(organization=personas.org, role=Role.MEMBER).values_list(
+            "user__username", flat=True
+        )
+    )
+
+
+def test_a_value_the_orm_changes_on_its_way_cannot_be_compiled() -> None:
+    """``icontains`` sends ``%value%``: binding the value itself would read something else."""
+    with pytest.raises(ValueError, match="not parameters of the compiled query: name"):
+        rows.Compiled.of(lambda name: Organization.objects.filter(name__icontains=name), name=str)

@@ -1,0 +1,169 @@
+"""On PostgreSQL a gateway call is started in one transaction on the server's event loop
+(``services.gateway_call_start_async``); elsewhere through the ORM in the database thread
+(``services.gateway_call_start``). Both must start the same run, refuse the same callers with
+the same words, and find the same unanswered call again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+from django.utils import timezone
+
+from agents.checks import hook_chain_of
+from agents.models import Conversation, ExecutionPath, Membership, Role, Run, RunStatus
+from agents.services import ServiceError
+from agents.tools.toolbox import tools_for_agent
+from fimone import adb, rates
+from mcp_gateway import services
+from mcp_gateway.models import GatewayCall
+from tests.mcp_gateway.kit import make_gateway
+from tests.personas import make_action, make_agent, make_hook, make_http_connector
+
+pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]  # the loop's own connection
+
+OWNER = "web.1:1:start"
+
+
+def on_loop(gateway: Any, user: Any, tool: str, arguments: dict[str, Any]) -> services.StartedOnLoop:
+    async def start() -> services.StartedOnLoop:
+        try:
+            async with adb.connection() as connection:
+                return await services.gateway_call_start_async(
+                    connection,
+                    gateway=gateway,
+                    user=user,
+                    tool_name=tool,
+                    arguments=arguments,
+                    claimed_by=OWNER,
+                )
+        finally:
+            await adb.close()
+            await rates.close_async()
+
+    return async_to_sync(start)()
+
+
+def in_thread(gateway: Any, user: Any, tool: str, arguments: dict[str, Any]) -> tuple[GatewayCall, bool]:
+    return services.gateway_call_start(
+        gateway=gateway, user=user, tool_name=tool, arguments=arguments, claimed_by=OWNER
+    )
+
+
+@pytest.fixture
+def desk(personas):
+    """An agent with tools of two kinds, its own hook and its organisation's enforced one."""
+    connector = make_http_connector(personas.org, "https://erp.example.test", slug="erp")
+    action = make_action(connector, "lookup", path="/records/{id}")
+    agent = make_agent(personas.org, personas.operator, builtin_tools=["calculator"], actions=[action])
+    make_hook(agent, "deny_tools", params={"tools": "erp__delete"})
+    make_hook(personas.org, "deny_tools", params={"tools": "calculator_off"}, priority=5)
+    return make_gateway(agent)
+
+
+def test_the_loop_starts_the_run_the_thread_starts(personas, desk) -> None:
+    thread_call, fresh = in_thread(desk, personas.member, "calculator", {"expression": "1+1"})
+    loop = on_loop(desk, personas.member, "calculator", {"expression": "2+2"})
+    assert fresh and loop.started is not None
+
+    by_thread, by_loop = Run.objects.get(pk=thread_call.run_id), Run.objects.get(pk=loop.run_id)
+    for field in (
+        "agent_id",
+        "user_id",
+        "execution_path",
+        "status",
+        "lease_owner",
+        "hook_chain",
+        "parent_run_id",
+    ):
+        assert getattr(by_loop, field) == getattr(by_thread, field), field
+    assert by_loop.execution_path == ExecutionPath.MCP and by_loop.status == RunStatus.RUNNING
+    assert by_loop.hook_chain == hook_chain_of(desk.agent) and by_loop.hook_chain["declared"]
+    assert by_loop.input == 'MCP call through \'Desk\': calculator({"expression": "2+2"})'
+    assert by_loop.lease_expires_at > timezone.now() and by_loop.started_at and by_loop.heartbeat_at
+    assert by_loop.created_at and not by_loop.finished_at
+
+    conversations = [Conversation.objects.get(pk=run.conversation_id) for run in (by_thread, by_loop)]
+    assert [(c.organization_id, c.agent_id, c.user_id) for c in conversations] == [
+        (desk.organization_id, desk.agent_id, personas.member.pk)
+    ] * 2
+    assert conversations[1].title == by_loop.input[:80]
+
+    call = GatewayCall.objects.get(pk=loop.call_id)
+    assert (call.gateway_id, call.user_id, call.run_id, call.tool_name) == (
+        desk.pk,
+        personas.member.pk,
+        loop.run_id,
+        "calculator",
+    )
+    assert call.arguments == {"expression": "2+2"} and call.args_sha256 != thread_call.args_sha256
+    assert call.tool_call_id.startswith("mcp-") and call.delivered_at is None
+
+    # What the drive is handed is what it would read: the saved run and the agent's tools.
+    run = loop.started.run
+    assert (run.pk, run.conversation_id, run.agent.organization.pk) == (
+        by_loop.pk,
+        by_loop.conversation_id,
+        desk.organization_id,
+    )
+    assert list(loop.started.tools) == list(tools_for_agent(desk.agent)) == ["erp__lookup", "calculator"]
+    assert loop.call is not None and loop.call.run_id == run.pk
+
+
+def test_a_call_never_answered_is_found_again_whichever_path_started_it(personas, desk) -> None:
+    first, _ = in_thread(desk, personas.member, "calculator", {"expression": "6*7"})
+    again = on_loop(desk, personas.member, "calculator", {"expression": "6*7"})
+    assert (again.call_id, again.run_id, again.started) == (first.pk, first.run_id, None)
+
+    services.gateway_call_delivered(call_id=first.pk)
+    new = on_loop(desk, personas.member, "calculator", {"expression": "6*7"})
+    assert new.started is not None and new.call_id != first.pk
+    found, fresh = in_thread(desk, personas.member, "calculator", {"expression": "6*7"})
+    assert (found.pk, fresh) == (new.call_id, False)
+    assert Run.objects.count() == 2
+
+
+def refusal(start, *args) -> tuple[str, str]:
+    with pytest.raises(ServiceError) as refused:
+        start(*args)
+    return refused.value.code, refused.value.message
+
+
+def test_the_loop_refuses_whom_the_thread_refuses_and_writes_nothing(personas, desk) -> None:
+    """Between the caller's check and the start, the agent may be archived or the person's
+    membership changed: the start checks again, under the agent's lock, on both paths."""
+    args = ("calculator", {"expression": "1"})
+    cases: dict[str, Any] = {}
+
+    Membership.objects.filter(user=personas.member).update(role=Role.AUDITOR)
+    cases["auditor"] = [refusal(start, desk, personas.member, *args) for start in (in_thread, on_loop)]
+    Membership.objects.filter(user=personas.member).delete()
+    cases["removed"] = [refusal(start, desk, personas.member, *args) for start in (in_thread, on_loop)]
+    desk.agent.archived_at = timezone.now()
+    desk.agent.save(update_fields=["archived_at"])
+    cases["archived"] = [refusal(start, desk, personas.operator, *args) for start in (in_thread, on_loop)]
+
+    for case, (thread, loop) in cases.items():
+        assert loop == thread, case
+    assert cases["auditor"][0][0] == "forbidden" and cases["removed"][0] == ("not_found", "not found")
+    assert cases["archived"][0][0] == "conflict"
+    assert not Run.objects.exists() and not Conversation.objects.exists() and not GatewayCall.objects.exists()
+
+
+def test_both_paths_take_from_the_same_run_start_budget(personas, desk, settings) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "2/min"}}
+    in_thread(desk, personas.member, "calculator", {"expression": "1"})
+    on_loop(desk, personas.member, "calculator", {"expression": "2"})
+
+    thread = refusal(in_thread, desk, personas.member, "calculator", {"expression": "3"})
+    loop = refusal(on_loop, desk, personas.member, "calculator", {"expression": "3"})
+
+    assert thread[0] == loop[0] == "throttled"
+    assert (
+        thread[1].startswith("Too many runs started: the limit is 2 per minute.")
+        and "Nothing was started" in loop[1]
+    )
+    assert Run.objects.count() == 2
+    # A call found again is no new run: it takes nothing from the budget.
+    assert on_loop(desk, personas.member, "calculator", {"expression": "2"}).started is None
