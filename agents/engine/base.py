@@ -86,6 +86,7 @@ class RunEngine(ABC):
         self.provider_factory = provider_factory
         self.tools_factory = tools_factory
         self.journal = RunJournal(run_id, owner=owner)
+        self.journal.on_ended = self._ended
 
     @property
     def checkpoint(self) -> dict[str, Any]:
@@ -163,7 +164,10 @@ class RunEngine(ABC):
 
     def _ended(self, status: str) -> None:
         """The run's ending (or parking) is written; its stream is yet to be flushed (a caller
-        waiting for the outcome need not wait for that). Nothing by default."""
+        waiting for the outcome need not wait for that). Told by the journal as soon as a
+        finished run's ending is written (before higher apps hear ``run_settled``), and again
+        once the drive returned, whatever it ended in: once is all an override may act on.
+        Nothing by default."""
         return None
 
     async def _opened(self) -> None:

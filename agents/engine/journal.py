@@ -70,6 +70,9 @@ class RunJournal:
         self._sender: asyncio.Task[None] | None = None
         self._last_send = float("-inf")  # the loop's clock
         self._writer: LoopWriter | None = None
+        #: Told the run's status once its ending is written, before higher apps are told
+        #: (``run_settled``): a caller waiting for the outcome need not wait for them.
+        self.on_ended: Callable[[str], None] | None = None
 
     # --- opening ----------------------------------------------------------------------------------
 
@@ -388,6 +391,8 @@ class RunJournal:
         except batch.LeaseLost:
             self.retract(ending)
             return await self.after_lease_lost()
+        if self.on_ended is not None:
+            self.on_ended(status)
         if self._writer is not None:
             await db(
                 store.run_settled_tell, run_id=self.run_id, status=status, execution_path=self.execution_path

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from agents.engine.journal import RunJournal
 from agents.models import ExecutionPath, Run, RunStatus
+from agents.signals import run_settled
 from fimone import adb
 from mcp_gateway import server
 from tests.mcp_gateway.kit import make_gateway, mcp_client, run_async, served_gateway, token_of
@@ -73,6 +74,43 @@ def test_a_client_is_answered_once_the_runs_ending_is_written_not_once_its_strea
 
     assert not result.is_error and "42" in result.content[0].text
     assert Run.objects.get().status == RunStatus.COMPLETED
+
+
+@pytest.mark.postgres  # elsewhere the ending's transaction tells them as it commits (run_finish)
+def test_a_client_is_answered_once_the_runs_ending_is_written_not_once_higher_apps_heard_of_it(
+    personas, desk
+) -> None:
+    """A run's ending is written on the event loop; ``run_settled`` (workflows and evals listen)
+    is told after it, in the database thread. The client does not wait for its receivers."""
+    released = threading.Event()
+    heard: list[str] = []
+
+    def slow_receiver(sender, run_id, status, **kwargs) -> None:
+        heard.append(status)
+        released.wait(60)
+
+    run_settled.connect(slow_receiver, dispatch_uid="test.slow_receiver")
+    token = token_of(personas.member)
+    try:
+        with served_gateway() as base:
+
+            async def call():
+                async with mcp_client(base + desk.path, token) as client:
+                    # Listed first: the client checks a structured result against the listing,
+                    # which is read in the database thread the receiver holds.
+                    await client.list_tools()
+                    return await asyncio.wait_for(client.call_tool("calculator", {"expression": "6*7"}), 15)
+
+            try:
+                result = run_async(call())
+                assert not released.is_set(), "answered only once the receivers were done"
+            finally:
+                released.set()
+    finally:
+        run_settled.disconnect(dispatch_uid="test.slow_receiver")
+
+    assert not result.is_error and "42" in result.content[0].text
+    assert heard == [RunStatus.COMPLETED]
 
 
 def test_calls_after_a_listing_do_not_read_the_agents_tools_again_for_the_sdk(
