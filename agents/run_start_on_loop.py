@@ -6,9 +6,9 @@ queries than the database takes to answer them. Here the same reads go to the se
 (one round trip, in a pipeline) and the rows they return are judged by the same rules:
 
 * what is read is what ``run_start`` reads, each by the ORM's own queryset compiled once
-  (:class:`fimone.rows.Compiled`): the agent locked with its organisation, the person's roles in
-  it, the agent's hook declarations (``Agent.hook_declarations_query``) and the actions that give
-  it tools (``agents.tools.toolbox.tool_actions``);
+  (:class:`fimone.rows.Compiled`): the agent's lock, then the agent with its organisation, the
+  person's roles in it, the agent's hook declarations (``Agent.hook_declarations_query``) and
+  the actions that give it tools (``agents.tools.toolbox.tool_actions``);
 * what is decided is decided by ``run_start``'s own functions: ``services.check_run_start``,
   ``checks.hook_chain_of``, ``services.new_conversation`` / ``new_run`` (the rows written), and
   ``toolbox.tools_of_actions`` for the tools a driver needs next.
@@ -30,7 +30,7 @@ from psycopg import AsyncConnection, AsyncCursor
 
 from agents.checks import hook_chain_of
 from agents.models import Agent, Connector, ConnectorAction, HookDeclaration, Membership, Run
-from agents.services import check_run_start, new_conversation, new_run
+from agents.services import agent_lock, agent_to_start, check_run_start, new_conversation, new_run
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tool_actions, tools_of_actions
 from fimone import adb, rows
@@ -45,14 +45,16 @@ def _named(model: type[Model], prefix: str = "") -> list[str]:
 
 
 @functools.cache
+def _lock_sql() -> rows.Compiled:
+    return rows.Compiled.of(lambda agent_id: agent_lock(agent_id=agent_id), agent_id=int)
+
+
+@functools.cache
 def _agent_sql() -> rows.Compiled:
+    organization = Agent._meta.get_field("organization").related_model
     return rows.Compiled.of(
-        lambda agent_id: (
-            Agent.objects.select_for_update(of=("self",))
-            .filter(pk=agent_id)
-            .values_list(
-                *_named(Agent), *_named(Agent._meta.get_field("organization").related_model, "organization__")
-            )
+        lambda agent_id: agent_to_start(agent_id=agent_id).values_list(
+            *_named(Agent), *_named(organization, "organization__")
         ),
         agent_id=int,
     )
@@ -96,7 +98,7 @@ def _actions_sql() -> rows.Compiled:
 
 def compile_statements() -> None:
     """Compile :func:`start_reads`' statements (in a thread, once; see ``rows.Compiled.of``)."""
-    for compiled in (_agent_sql, _roles_sql, _declarations_sql, _actions_sql):
+    for compiled in (_lock_sql, _agent_sql, _roles_sql, _declarations_sql, _actions_sql):
         compiled()
 
 
@@ -104,6 +106,7 @@ def compile_statements() -> None:
 class StartReads:
     """What :func:`run_start_async` reads, sent and not yet answered (their cursors)."""
 
+    lock: AsyncCursor[Any]
     agent: AsyncCursor[Any]
     roles: AsyncCursor[Any]
     declarations: AsyncCursor[Any]
@@ -117,9 +120,12 @@ async def start_reads(
     user ``user_id``, the agent's lock first (every other read then sees what committed before
     it). In a pipeline the rows are awaited only when :func:`run_start_async` reads them.
     Precondition: :func:`compile_statements` ran."""
-    agent, roles, declarations, actions = _agent_sql(), _roles_sql(), _declarations_sql(), _actions_sql()
+    lock, agent, roles = _lock_sql(), _agent_sql(), _roles_sql()
+    declarations, actions = _declarations_sql(), _actions_sql()
     of_agent = {"agent_id": agent_id, "organization_id": organization_id}
     return StartReads(
+        # The lock alone first: the reads after it begin once it is granted (services.agent_lock).
+        lock=await adb.execute(db, lock.sql, lock.bind(agent_id=agent_id)),
         agent=await adb.execute(db, agent.sql, agent.bind(agent_id=agent_id)),
         roles=await adb.execute(db, roles.sql, roles.bind(user_id=user_id, organization_id=organization_id)),
         declarations=await adb.execute(db, declarations.sql, declarations.bind(**of_agent)),
@@ -151,6 +157,7 @@ async def run_start_async(
     new row whose ``run`` is this run: the gateway's call record) if given. Precondition: the
     caller holds a transaction on ``db`` and commits it. The run comes with its agent,
     organisation, conversation and user, as ``agents.engine.store.run_load`` reads them."""
+    await reads.lock.fetchall()
     agent_row = await reads.agent.fetchone()
     roles = {role for (role,) in await reads.roles.fetchall()}
     declarations = [_instance(HookDeclaration, row) for row in await reads.declarations.fetchall()]

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, QuerySet
 from django.utils import timezone
 
 from agents import events as ev
@@ -141,8 +141,9 @@ def run_start(
     The agent's row is locked while the run is created, so an archiving that commits meanwhile
     either sees this run (and stops it) or is seen by this check.
     """
+    list(agent_lock(agent_id=agent.pk))
+    agent = agent_to_start(agent_id=agent.pk).get()
     roles = member_roles(user=user, organization_id=agent.organization_id)
-    agent = Agent.objects.select_for_update(of=("self",)).select_related("organization").get(pk=agent.pk)
     text = check_run_start(agent=agent, user=user, roles=roles, input=input, execution_path=execution_path)
     if conversation is None:
         conversation = new_conversation(agent=agent, user=user, text=text)
@@ -180,6 +181,20 @@ def run_start(
     if dispatch:
         transaction.on_commit(lambda: dispatch_execute(run.pk))
     return run
+
+
+def agent_lock(*, agent_id: int) -> QuerySet[Any]:
+    """The lock a run start takes on its agent, held until it commits: an archiving of the agent
+    or of its organisation (which locks all its agents) that commits meanwhile either sees the
+    new run (and stops it) or is seen by the start. Read the agent, its organisation and the
+    person's roles only once it is held (:func:`agent_to_start`): a statement reads what had
+    committed when it began, and the lock may be granted only once an archiving committed."""
+    return Agent.objects.select_for_update(of=("self",)).filter(pk=agent_id).values_list("pk", flat=True)
+
+
+def agent_to_start(*, agent_id: int) -> QuerySet[Agent]:
+    """The agent a run starts on, with its organisation (read under :func:`agent_lock`)."""
+    return Agent.objects.select_related("organization").filter(pk=agent_id)
 
 
 def check_run_start(*, agent: Agent, user: Any, roles: set[str], input: str, execution_path: str) -> str:

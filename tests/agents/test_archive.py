@@ -35,6 +35,7 @@ from agents.services import (
 )
 from agents.tools.toolbox import tools_for_agent
 from tests.admin_kit import grant, logged_in, page_text, url
+from tests.agents.archiving_race import a_start_waits_on_a_lock, start_while_an_archiving_commits
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.personas import make_action, make_agent, make_http_connector
 
@@ -467,3 +468,21 @@ def test_the_archive_fields_cannot_be_edited_by_hand(superuser, personas) -> Non
     form = logged_in(superuser).get(url(Organization, "change", personas.org.pk)).context["adminform"].form
 
     assert "archived_at" not in form.fields and "archived_by" not in form.fields
+
+
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)  # two transactions at once, each on a connection of its own
+def test_a_run_start_waiting_on_an_archiving_organisation_sees_it_archived(personas) -> None:
+    """The archiving locks the organisation's agents; a start waiting for its agent's lock reads
+    the organisation only once it has that lock, so it sees the archiving that held it."""
+    agent = make_agent(personas.org, personas.operator)
+
+    outcome = start_while_an_archiving_commits(
+        organization=personas.org,
+        admin=personas.admin,
+        start=lambda: run_start(agent=agent, user=personas.member, input="hi", dispatch=False),
+        waits_on_lock=a_start_waits_on_a_lock,
+    )
+
+    assert outcome == {"refused": "conflict"}
+    assert not Run.objects.exists()

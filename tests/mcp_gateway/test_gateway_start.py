@@ -18,6 +18,7 @@ from agents.tools.toolbox import tools_for_agent
 from fimone import adb, rates
 from mcp_gateway import services
 from mcp_gateway.models import GatewayCall
+from tests.agents.archiving_race import a_start_waits_on_a_lock, start_while_an_archiving_commits
 from tests.mcp_gateway.kit import make_gateway
 from tests.personas import make_action, make_agent, make_hook, make_http_connector
 
@@ -167,3 +168,15 @@ def test_both_paths_take_from_the_same_run_start_budget(personas, desk, settings
     assert Run.objects.count() == 2
     # A call found again is no new run: it takes nothing from the budget.
     assert on_loop(desk, personas.member, "calculator", {"expression": "2"}).started is None
+
+
+def test_a_start_on_the_loop_waiting_on_an_archiving_organisation_sees_it_archived(personas, desk) -> None:
+    outcome = start_while_an_archiving_commits(
+        organization=personas.org,
+        admin=personas.admin,
+        start=lambda: on_loop(desk, personas.member, "calculator", {"expression": "1"}),
+        waits_on_lock=a_start_waits_on_a_lock,
+    )
+
+    assert outcome == {"refused": "conflict"}
+    assert not Run.objects.exists() and not GatewayCall.objects.exists()
