@@ -20,11 +20,9 @@ from agents.consumers import run_group
 from agents.executors import dispatch_execute
 from agents.models import (
     Agent,
-    Connector,
     Conversation,
     ExecutionPath,
     Membership,
-    Organization,
     Role,
     Run,
     RunEvent,
@@ -392,11 +390,12 @@ def _run_stop(*, run: Run, error: str) -> None:
         Run.objects.filter(pk=run.pk).update(cancel_requested=True)
         run_cancel_requested.send(sender=Run, run_id=run.pk, reason=error)
     # Its DAG steps and delegates in flight stop with it (parked ones withdraw their requests).
-    _runs_stop(runs=Run.objects.filter(parent_run=run), error=error)
+    runs_stop(runs=Run.objects.filter(parent_run=run), error=error)
 
 
-def _runs_stop(*, runs: Any, error: str) -> int:
-    """Stop every run of ``runs`` (a queryset) still in flight; returns how many."""
+def runs_stop(*, runs: Any, error: str) -> int:
+    """Stop every run of ``runs`` (a queryset) still in flight; returns how many. Precondition:
+    the caller is in a transaction (their rows are locked until it commits)."""
     stopped = 0
     in_flight = runs.exclude(status__in=[RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED])
     for run in in_flight.select_for_update(of=("self",)).order_by("pk"):
@@ -405,14 +404,7 @@ def _runs_stop(*, runs: Any, error: str) -> int:
     return stopped
 
 
-# --- archiving ------------------------------------------------------------------------------------
-#
-# Nothing with history is deleted (DESIGN §1.9): agents, connectors and organisations are archived
-# instead. An archived agent (or any agent of an archived organisation) cannot start a run, and its
-# runs in flight end: queued and suspended runs are cancelled at once (their pending requests are
-# withdrawn), running ones stop at their next step. An archived connector's tools are no longer
-# offered. History (runs, events, approvals) stays readable. Unarchiving restores what can run from
-# then on; nothing stopped by the archiving is restarted.
+# --- who may act on an organisation's agents ----------------------------------------------------
 
 
 def check_operator(*, user: Any, organization_id: int) -> None:
@@ -427,93 +419,6 @@ def check_organization_admin(*, user: Any, organization_id: int) -> None:
         return
     if not Membership.objects.filter(user=user, organization_id=organization_id, role=Role.ADMIN).exists():
         raise ServiceError("not found", code="not_found")
-
-
-@transaction.atomic
-def agent_archive(*, agent: Agent, user: Any) -> Agent:
-    """Archive ``agent`` as an operator of its organisation: it can no longer run and its runs in
-    flight end. Refused (``conflict``) if it is already archived."""
-    check_operator(user=user, organization_id=agent.organization_id)
-    locked = Agent.objects.select_for_update().get(pk=agent.pk)
-    if locked.archived_at is not None:
-        raise ServiceError("the agent is already archived", code="conflict")
-    locked.archived_at, locked.archived_by = timezone.now(), user
-    locked.save(update_fields=["archived_at", "archived_by"])
-    _runs_stop(
-        runs=Run.objects.filter(agent=locked), error=f"the agent was archived by {user.get_username()}"
-    )
-    return locked
-
-
-@transaction.atomic
-def agent_unarchive(*, agent: Agent, user: Any) -> Agent:
-    """Make an archived agent runnable again (if its organisation is not archived). Runs stopped by
-    the archiving stay stopped. Refused (``conflict``) if it is not archived."""
-    check_operator(user=user, organization_id=agent.organization_id)
-    locked = Agent.objects.select_for_update().get(pk=agent.pk)
-    if locked.archived_at is None:
-        raise ServiceError("the agent is not archived", code="conflict")
-    locked.archived_at, locked.archived_by = None, None
-    locked.save(update_fields=["archived_at", "archived_by"])
-    return locked
-
-
-@transaction.atomic
-def connector_archive(*, connector: Connector, user: Any) -> Connector:
-    """Archive ``connector``: its tools are no longer offered to any agent (from each run's next
-    start or resume; a call proposed after that is refused as an unknown tool, even if it was
-    approved). Its actions stay attached, so unarchiving restores them."""
-    check_operator(user=user, organization_id=connector.organization_id)
-    locked = Connector.objects.select_for_update().get(pk=connector.pk)
-    if locked.archived_at is not None:
-        raise ServiceError("the connector is already archived", code="conflict")
-    locked.archived_at, locked.archived_by = timezone.now(), user
-    locked.save(update_fields=["archived_at", "archived_by"])
-    return locked
-
-
-@transaction.atomic
-def connector_unarchive(*, connector: Connector, user: Any) -> Connector:
-    """Offer an archived connector's tools again. Refused (``conflict``) if it is not archived."""
-    check_operator(user=user, organization_id=connector.organization_id)
-    locked = Connector.objects.select_for_update().get(pk=connector.pk)
-    if locked.archived_at is None:
-        raise ServiceError("the connector is not archived", code="conflict")
-    locked.archived_at, locked.archived_by = None, None
-    locked.save(update_fields=["archived_at", "archived_by"])
-    return locked
-
-
-@transaction.atomic
-def organization_archive(*, organization: Organization, user: Any) -> Organization:
-    """Archive ``organization`` as one of its admins (or a superuser): none of its agents can run
-    and their runs in flight end. Its agents' own archive state is left as it is."""
-    check_organization_admin(user=user, organization_id=organization.pk)
-    locked = Organization.objects.select_for_update().get(pk=organization.pk)
-    if locked.archived_at is not None:
-        raise ServiceError("the organisation is already archived", code="conflict")
-    # Lock the agents too: a run start holds its agent's lock, so none slips in unseen.
-    list(Agent.objects.select_for_update().filter(organization=locked).order_by("pk").values_list("pk"))
-    locked.archived_at, locked.archived_by = timezone.now(), user
-    locked.save(update_fields=["archived_at", "archived_by"])
-    _runs_stop(
-        runs=Run.objects.filter(agent__organization=locked),
-        error=f"the organisation was archived by {user.get_username()}",
-    )
-    return locked
-
-
-@transaction.atomic
-def organization_unarchive(*, organization: Organization, user: Any) -> Organization:
-    """Let an archived organisation's (unarchived) agents run again. Refused (``conflict``) if it
-    is not archived."""
-    check_organization_admin(user=user, organization_id=organization.pk)
-    locked = Organization.objects.select_for_update().get(pk=organization.pk)
-    if locked.archived_at is None:
-        raise ServiceError("the organisation is not archived", code="conflict")
-    locked.archived_at, locked.archived_by = None, None
-    locked.save(update_fields=["archived_at", "archived_by"])
-    return locked
 
 
 def run_resume_soon(*, run_id: int, reason: str) -> None:

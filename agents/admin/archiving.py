@@ -14,13 +14,13 @@ from django.contrib import admin, messages
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
-from agents import services
+from agents import archiving
 from agents.services import ServiceError
 
 
 class ArchivableAdminMixin:
     """Archive / Unarchive actions instead of deletion. ``archive_service`` and
-    ``unarchive_service`` are the services' names in ``agents.services``, called once per selected
+    ``unarchive_service`` are the services' names in ``agents.archiving``, called once per selected
     object with the staff user; each refusal is reported by name, never as an error page."""
 
     archive_service: str
@@ -41,11 +41,11 @@ class ArchivableAdminMixin:
 
     @admin.action(description="Archive selected (history is kept)", permissions=["archive"])
     def archive_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        self._apply(request, queryset, getattr(services, self.archive_service), "archived")
+        self._apply(request, queryset, getattr(archiving, self.archive_service), "archived")
 
     @admin.action(description="Unarchive selected", permissions=["archive"])
     def unarchive_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        self._apply(request, queryset, getattr(services, self.unarchive_service), "unarchived")
+        self._apply(request, queryset, getattr(archiving, self.unarchive_service), "unarchived")
 
     def _apply(
         self, request: HttpRequest, queryset: QuerySet[Any], service: Callable[..., Any], done: str

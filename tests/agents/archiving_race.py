@@ -11,8 +11,9 @@ from typing import Any
 
 from django.db import connection, transaction
 
+from agents.archiving import organization_archive
 from agents.models import Organization
-from agents.services import ServiceError, organization_archive
+from agents.services import ServiceError
 
 
 def start_while_an_archiving_commits(

@@ -11,6 +11,14 @@ from django.db.models import ProtectedError
 from rest_framework.test import APIClient
 
 from agents import events as ev
+from agents.archiving import (
+    agent_archive,
+    agent_unarchive,
+    connector_archive,
+    connector_unarchive,
+    organization_archive,
+    organization_unarchive,
+)
 from agents.models import (
     Agent,
     Connector,
@@ -23,16 +31,7 @@ from agents.models import (
     RunStatus,
     ToolExecution,
 )
-from agents.services import (
-    ServiceError,
-    agent_archive,
-    agent_unarchive,
-    connector_archive,
-    connector_unarchive,
-    organization_archive,
-    organization_unarchive,
-    run_start,
-)
+from agents.services import ServiceError, run_start
 from agents.tools.toolbox import tools_for_agent
 from tests.admin_kit import grant, logged_in, page_text, url
 from tests.agents.archiving_race import a_start_waits_on_a_lock, start_while_an_archiving_commits

@@ -9,6 +9,7 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db.models import ProtectedError
 
+from agents.archiving import agent_archive, connector_archive
 from agents.models import (
     Agent,
     Connector,
@@ -21,7 +22,6 @@ from agents.models import (
     RunStatus,
     ToolExecution,
 )
-from agents.services import agent_archive, connector_archive
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.services import confirmation_decide
 from tests.admin_kit import logged_in, page_text, url
