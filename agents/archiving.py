@@ -25,11 +25,8 @@ def agent_archive(*, agent: Agent, user: Any) -> Agent:
     """Archive ``agent`` as an operator of its organisation: it can no longer run and its runs in
     flight end. Refused (``conflict``) if it is already archived."""
     check_operator(user=user, organization_id=agent.organization_id)
-    locked = Agent.objects.select_for_update().get(pk=agent.pk)
-    if locked.archived_at is not None:
-        raise ServiceError("the agent is already archived", code="conflict")
-    locked.archived_at, locked.archived_by = timezone.now(), user
-    locked.save(update_fields=["archived_at", "archived_by"])
+    locked = _locked_to_change(Agent, agent, archive=True, noun="agent")
+    _archived_set(locked, by=user)
     runs_stop(runs=Run.objects.filter(agent=locked), error=f"the agent was archived by {user.get_username()}")
     return locked
 
@@ -39,11 +36,8 @@ def agent_unarchive(*, agent: Agent, user: Any) -> Agent:
     """Make an archived agent runnable again (if its organisation is not archived). Runs stopped by
     the archiving stay stopped. Refused (``conflict``) if it is not archived."""
     check_operator(user=user, organization_id=agent.organization_id)
-    locked = Agent.objects.select_for_update().get(pk=agent.pk)
-    if locked.archived_at is None:
-        raise ServiceError("the agent is not archived", code="conflict")
-    locked.archived_at, locked.archived_by = None, None
-    locked.save(update_fields=["archived_at", "archived_by"])
+    locked = _locked_to_change(Agent, agent, archive=False, noun="agent")
+    _archived_set(locked, by=None)
     return locked
 
 
@@ -53,11 +47,8 @@ def connector_archive(*, connector: Connector, user: Any) -> Connector:
     start or resume; a call proposed after that is refused as an unknown tool, even if it was
     approved). Its actions stay attached, so unarchiving restores them."""
     check_operator(user=user, organization_id=connector.organization_id)
-    locked = Connector.objects.select_for_update().get(pk=connector.pk)
-    if locked.archived_at is not None:
-        raise ServiceError("the connector is already archived", code="conflict")
-    locked.archived_at, locked.archived_by = timezone.now(), user
-    locked.save(update_fields=["archived_at", "archived_by"])
+    locked = _locked_to_change(Connector, connector, archive=True, noun="connector")
+    _archived_set(locked, by=user)
     return locked
 
 
@@ -65,11 +56,8 @@ def connector_archive(*, connector: Connector, user: Any) -> Connector:
 def connector_unarchive(*, connector: Connector, user: Any) -> Connector:
     """Offer an archived connector's tools again. Refused (``conflict``) if it is not archived."""
     check_operator(user=user, organization_id=connector.organization_id)
-    locked = Connector.objects.select_for_update().get(pk=connector.pk)
-    if locked.archived_at is None:
-        raise ServiceError("the connector is not archived", code="conflict")
-    locked.archived_at, locked.archived_by = None, None
-    locked.save(update_fields=["archived_at", "archived_by"])
+    locked = _locked_to_change(Connector, connector, archive=False, noun="connector")
+    _archived_set(locked, by=None)
     return locked
 
 
@@ -78,13 +66,10 @@ def organization_archive(*, organization: Organization, user: Any) -> Organizati
     """Archive ``organization`` as one of its admins (or a superuser): none of its agents can run
     and their runs in flight end. Its agents' own archive state is left as it is."""
     check_organization_admin(user=user, organization_id=organization.pk)
-    locked = Organization.objects.select_for_update().get(pk=organization.pk)
-    if locked.archived_at is not None:
-        raise ServiceError("the organisation is already archived", code="conflict")
+    locked = _locked_to_change(Organization, organization, archive=True, noun="organisation")
     # Lock the agents too: a run start holds its agent's lock, so none slips in unseen.
     list(Agent.objects.select_for_update().filter(organization=locked).order_by("pk").values_list("pk"))
-    locked.archived_at, locked.archived_by = timezone.now(), user
-    locked.save(update_fields=["archived_at", "archived_by"])
+    _archived_set(locked, by=user)
     runs_stop(
         runs=Run.objects.filter(agent__organization=locked),
         error=f"the organisation was archived by {user.get_username()}",
@@ -97,9 +82,21 @@ def organization_unarchive(*, organization: Organization, user: Any) -> Organiza
     """Let an archived organisation's (unarchived) agents run again. Refused (``conflict``) if it
     is not archived."""
     check_organization_admin(user=user, organization_id=organization.pk)
-    locked = Organization.objects.select_for_update().get(pk=organization.pk)
-    if locked.archived_at is None:
-        raise ServiceError("the organisation is not archived", code="conflict")
-    locked.archived_at, locked.archived_by = None, None
-    locked.save(update_fields=["archived_at", "archived_by"])
+    locked = _locked_to_change(Organization, organization, archive=False, noun="organisation")
+    _archived_set(locked, by=None)
     return locked
+
+
+def _locked_to_change(model: type[Any], obj: Any, *, archive: bool, noun: str) -> Any:
+    """``obj``'s row locked, if archiving it (``archive``) or unarchiving it changes something;
+    else ``conflict`` naming the ``noun``."""
+    locked = model.objects.select_for_update().get(pk=obj.pk)
+    if (locked.archived_at is not None) == archive:
+        raise ServiceError(f"the {noun} is {'already' if archive else 'not'} archived", code="conflict")
+    return locked
+
+
+def _archived_set(locked: Any, *, by: Any | None) -> None:
+    """Archive ``locked`` (by that user) or, with ``by=None``, unarchive it."""
+    locked.archived_at, locked.archived_by = (timezone.now(), by) if by is not None else (None, None)
+    locked.save(update_fields=["archived_at", "archived_by"])

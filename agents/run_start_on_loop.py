@@ -29,8 +29,15 @@ from django.db.models import Model
 from psycopg import AsyncConnection, AsyncCursor
 
 from agents.checks import hook_chain_of
-from agents.models import Agent, Connector, ConnectorAction, HookDeclaration, Membership, Run
-from agents.services import agent_lock, agent_to_start, check_run_start, new_conversation, new_run
+from agents.models import Agent, Connector, ConnectorAction, HookDeclaration, Run
+from agents.services import (
+    agent_lock,
+    agent_to_start,
+    check_run_start,
+    member_roles_query,
+    new_conversation,
+    new_run,
+)
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tool_actions, tools_of_actions
 from fimone import adb, rows
@@ -62,14 +69,7 @@ def _agent_sql() -> rows.Compiled:
 
 @functools.cache
 def _roles_sql() -> rows.Compiled:
-    # agents.services.member_roles' query.
-    return rows.Compiled.of(
-        lambda user_id, organization_id: Membership.objects.filter(
-            user_id=user_id, organization_id=organization_id
-        ).values_list("role", flat=True),
-        user_id=int,
-        organization_id=int,
-    )
+    return rows.Compiled.of(member_roles_query, user_id=int, organization_id=int)
 
 
 @functools.cache
@@ -185,7 +185,6 @@ async def run_start_async(
         ids = await adb.fetchone(db, *rows.insert_chain(chain))
     assert ids is not None  # an insert answers its row
     rows.chain_inserted(chain, ids)
-    run.user = user
     return Started(run=run, tools=tools)
 
 

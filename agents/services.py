@@ -84,8 +84,13 @@ def check_member(*, user: Any, organization_id: int) -> None:
 
 def member_roles(*, user: Any, organization_id: int) -> set[str]:
     """``user``'s roles in the organisation; empty for someone who is not a member."""
-    return set(
-        Membership.objects.filter(user=user, organization_id=organization_id).values_list("role", flat=True)
+    return set(member_roles_query(user_id=user.pk, organization_id=organization_id))
+
+
+def member_roles_query(*, user_id: int, organization_id: int) -> QuerySet[Any]:
+    """The roles :func:`member_roles` reads (also read on the event loop: ``agents.run_start_on_loop``)."""
+    return Membership.objects.filter(user_id=user_id, organization_id=organization_id).values_list(
+        "role", flat=True
     )
 
 

@@ -140,11 +140,8 @@ def insert_values(obj: Model, attnames: tuple[str, ...]) -> list[Any]:
     """``obj``'s values for an insert, as the ORM's insert prepares them (each field's
     ``pre_save``, e.g. ``auto_now_add``, then its ``get_db_prep_save``, e.g. encryption)."""
     connection = connections[DEFAULT_DB_ALIAS]
-    fields = obj._meta
-    return [
-        fields.get_field(name).get_db_prep_save(fields.get_field(name).pre_save(obj, True), connection)
-        for name in attnames
-    ]
+    fields = [obj._meta.get_field(name) for name in attnames]
+    return [field.get_db_prep_save(field.pre_save(obj, True), connection) for field in fields]
 
 
 def inserted(obj: Model, pk: Any) -> Model:

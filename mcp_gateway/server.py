@@ -202,14 +202,7 @@ def _start(caller: Caller, name: str, arguments: dict[str, Any]) -> Started:
     if not fresh:
         return Started(call.pk, call.run_id, fresh=False)
     run = call.run
-    drive = {
-        "owner": owner,
-        "kind": (run.agent.engine, run.execution_path, GatewayCallEngine),
-        "opening": opening_of_new_run(run),
-        "call": call,
-        "tools": tools_or_error(run.agent),
-    }
-    return Started(call.pk, run.pk, fresh=True, drive=drive)
+    return _fresh(owner, run, call, tools_or_error(run.agent), opening_of_new_run(run))
 
 
 async def _start_on_loop(caller: Caller, name: str, arguments: dict[str, Any]) -> Started:
@@ -228,14 +221,19 @@ async def _start_on_loop(caller: Caller, name: str, arguments: dict[str, Any]) -
     if start.started is None:
         return Started(start.call_id, start.run_id, fresh=False)
     run = start.started.run
+    return _fresh(owner, run, start.call, start.started.tools, opening_of_new_run(run, started_on_loop=True))
+
+
+def _fresh(owner: str, run: Any, call: GatewayCall, tools: Any, opening: Any) -> Started:
+    """A new call's run, with what driving it needs (``run_drive_claimed``'s arguments)."""
     drive = {
         "owner": owner,
         "kind": (run.agent.engine, run.execution_path, GatewayCallEngine),
-        "opening": opening_of_new_run(run, started_on_loop=True),
-        "call": start.call,
-        "tools": start.started.tools,
+        "opening": opening,
+        "call": call,
+        "tools": tools,
     }
-    return Started(start.call_id, run.pk, fresh=True, drive=drive)
+    return Started(call.pk, run.pk, fresh=True, drive=drive)
 
 
 async def call_tool(ctx: Any, params: Any) -> Any:
