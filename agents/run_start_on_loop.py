@@ -21,7 +21,7 @@ lock is held until it commits, as in ``run_start``.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,17 +146,18 @@ async def run_start_async(
     reads: StartReads,
     *,
     user: Any,
-    input: str,
+    input: str | Callable[[Tools], str],
     execution_path: str,
     claimed_by: str,
     linked: Model | None = None,
 ) -> Started:
     """``agents.services.run_start(..., dispatch=False, claimed_by=claimed_by)`` on the loop,
     from ``reads`` (:func:`start_reads`), with the same :class:`~agents.services.ServiceError`
-    refusals. The conversation and the run are written in one statement, with ``linked`` (a
-    new row whose ``run`` is this run: the gateway's call record) if given. Precondition: the
-    caller holds a transaction on ``db`` and commits it. The run comes with its agent,
-    organisation, conversation and user, as ``agents.engine.store.run_load`` reads them."""
+    refusals. ``input``: the run's opening text, or a function of the agent's tools (read with
+    the run) that makes it. The conversation and the run are written in one statement, with
+    ``linked`` (a new row whose ``run`` is this run: the gateway's call record) if given.
+    Precondition: the caller holds a transaction on ``db`` and commits it. The run comes with its
+    agent, organisation, conversation and user, as ``agents.engine.store.run_load`` reads them."""
     await reads.lock.fetchall()
     agent_row = await reads.agent.fetchone()
     roles = {role for (role,) in await reads.roles.fetchall()}
@@ -165,6 +166,12 @@ async def run_start_async(
     if agent_row is None:
         raise Agent.DoesNotExist("the agent is gone")
     agent = _agent_with_organization(agent_row)
+    try:
+        tools: Tools = tools_of_actions(agent, _actions(action_rows))
+    except ToolboxError as exc:
+        tools = exc
+    if callable(input):
+        input = input(tools)
     text = check_run_start(agent=agent, user=user, roles=roles, input=input, execution_path=execution_path)
     conversation = new_conversation(agent=agent, user=user, text=text)
     run = new_run(
@@ -176,10 +183,6 @@ async def run_start_async(
         hook_chain=hook_chain_of(agent, declarations),
         claimed_by=claimed_by,
     )
-    try:
-        tools: Tools = tools_of_actions(agent, _actions(action_rows))
-    except ToolboxError as exc:
-        tools = exc
     chain: list[Model] = [conversation, run] if linked is None else [conversation, run, linked]
     with adb.django_errors():
         ids = await adb.fetchone(db, *rows.insert_chain(chain))

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import json
 import logging
 import re
@@ -35,6 +36,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+from django.urls import reverse
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.types import CallToolResult, ListToolsResult, TextContent, ToolAnnotations
@@ -44,10 +47,9 @@ from rest_framework.authtoken.models import Token
 from agents.engine.db import db
 from agents.engine.runner import new_owner, run_drive_claimed
 from agents.engine.store import opening_of_new_run
-from agents.models import RunStatus
 from agents.services import ServiceError
 from agents.tools.base import Tool
-from approvals.models import ConfirmationRequest
+from approvals.models import ConfirmationRequest, ConfirmationStatus
 from fimone import adb
 from mcp_gateway import selectors, services
 from mcp_gateway.engine import GatewayCallEngine, tools_or_error
@@ -67,6 +69,8 @@ class Caller:
 
     gateway: Any
     user: Any
+    base_url: str = ""
+    """Where the portal's links start for this caller (:func:`_base_url_of`)."""
 
 
 _executions: set[asyncio.Task[Any]] = set()
@@ -196,13 +200,19 @@ def _start(caller: Caller, name: str, arguments: dict[str, Any]) -> Started:
     """The call as a run (module docstring). A tool the agent does not have is the run's to
     refuse, as any path's unknown tool is: the refusal is on the record."""
     owner = new_owner()
+    tools = tools_or_error(caller.gateway.agent)  # the run's, and what its opening text names
     call, fresh = services.gateway_call_start(
-        gateway=caller.gateway, user=caller.user, tool_name=name, arguments=arguments, claimed_by=owner
+        gateway=caller.gateway,
+        user=caller.user,
+        tool_name=name,
+        arguments=arguments,
+        claimed_by=owner,
+        tools=tools,
     )
     if not fresh:
         return Started(call.pk, call.run_id, fresh=False)
     run = call.run
-    return _fresh(owner, run, call, tools_or_error(run.agent), opening_of_new_run(run))
+    return _fresh(owner, run, call, tools, opening_of_new_run(run))
 
 
 async def _start_on_loop(caller: Caller, name: str, arguments: dict[str, Any]) -> Started:
@@ -260,7 +270,7 @@ async def call_tool(ctx: Any, params: Any) -> Any:
         _executions.add(execution)
         execution.add_done_callback(_execution_ended)
         execution.add_done_callback(lambda _task: ended.cancel())  # a drive that crashed before it
-    answer = await _wait_for_answer(ctx, started.call_id, ended)
+    answer = await _wait_for_answer(ctx, started.call_id, ended, base_url=caller.base_url)
     return _result(answer)
 
 
@@ -285,7 +295,9 @@ async def _answer_once_ended_on_loop(call_id: int) -> services.Answer | None:
         return await services.gateway_call_answer_delivered_async(connection, call_id=call_id)
 
 
-async def _wait_for_answer(ctx: Any, call_id: int, ended: asyncio.Future[str] | None) -> services.Answer:
+async def _wait_for_answer(
+    ctx: Any, call_id: int, ended: asyncio.Future[str] | None, *, base_url: str
+) -> services.Answer:
     """The call's answer, once its run ended; progress notifications meanwhile (the gate's inline
     wait included, while the run driven here has neither ended nor parked: ``ended`` not done)."""
     answer_of = _answer_once_ended_on_loop if adb.available() else _db(_answer_once_ended)
@@ -303,27 +315,31 @@ async def _wait_for_answer(ctx: Any, call_id: int, ended: asyncio.Future[str] | 
         if loop.time() >= next_progress or (driven_elsewhere and ticks == 0):
             ticks += 1
             with contextlib.suppress(Exception):  # a client that asked for no progress gets none
-                await ctx.session.report_progress(ticks, None, await waiting_text(call_id))
+                await ctx.session.report_progress(ticks, None, await waiting_text(call_id, base_url))
             next_progress = loop.time() + PROGRESS_SECONDS
         if driven_elsewhere:
             await asyncio.sleep(POLL_SECONDS[min(polls, len(POLL_SECONDS) - 1)])
             polls += 1
 
 
-def _waiting_text(call_id: int) -> str:
-
+def _waiting_text(call_id: int, base_url: str) -> str:
+    """What a client waiting on a call is told: running, or waiting for a person's approval until
+    when, and where the caller can follow it (their conversation in the portal, which shows who
+    may decide) — a page, not an internal id."""
     call = GatewayCall.objects.select_related("run").get(pk=call_id)
-    if call.run.status != RunStatus.AWAITING_APPROVAL:
-        return f"{call.tool_name}: running"
+    # Pending whether the run waits inline for it (still running) or parked on it.
     request = (
-        ConfirmationRequest.objects.filter(run=call.run, tool_call_id=call.tool_call_id)
-        .values("pk", "expires_at")
+        ConfirmationRequest.objects.filter(
+            run=call.run, tool_call_id=call.tool_call_id, status=ConfirmationStatus.PENDING
+        )
+        .values("expires_at")
         .first()
     )
     if request is None:
-        return f"{call.tool_name}: waiting"
-    until = request["expires_at"].strftime("%H:%M UTC") if request["expires_at"] else "no expiry"
-    return f"{call.tool_name}: waiting for a person's approval (request {request['pk']}, until {until})"
+        return f"{call.tool_name}: running"
+    page = (base_url or settings.SITE_URL) + reverse("portal:conversation", args=[call.run.conversation_id])
+    until = f"until {request['expires_at']:%H:%M} UTC" if request["expires_at"] else "with no deadline"
+    return f"{call.tool_name}: waiting for a person's approval {until}; follow it at {page}"
 
 
 def _result(answer: services.Answer) -> Any:
@@ -394,11 +410,23 @@ class GatewayApp:
             await _plain(send, status, message)
             return
         manager = await self._manager()
-        reset = _caller.set(caller)
+        reset = _caller.set(dataclasses.replace(caller, base_url=_base_url_of(scope)))
         try:
             await manager.handle_request(scope, receive, send)
         finally:
             _caller.reset(reset)
+
+
+def _base_url_of(scope: dict[str, Any]) -> str:
+    """``SITE_URL``, or, in development without one, the address the request came in on (as
+    ``agents.invitations.public_base_url``: a link works on whatever host and port the server
+    runs). The link goes back only to the client that sent the ``Host``."""
+    if not settings.SITE_URL_FROM_REQUEST:
+        return settings.SITE_URL
+    host = dict(scope.get("headers", [])).get(b"host", b"").decode("latin-1")
+    if not host:
+        return settings.SITE_URL
+    return f"{scope.get('scheme', 'http')}://{host}"
 
 
 async def _plain(send: Any, status: int, message: str) -> None:

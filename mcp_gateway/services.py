@@ -107,11 +107,19 @@ def gateway_tools(*, gateway: Gateway) -> dict[str, Tool]:
 
 @transaction.atomic
 def gateway_call_start(
-    *, gateway: Gateway, user: Any, tool_name: str, arguments: dict[str, Any], claimed_by: str | None = None
+    *,
+    gateway: Gateway,
+    user: Any,
+    tool_name: str,
+    arguments: dict[str, Any],
+    claimed_by: str | None = None,
+    tools: run_start_on_loop.Tools | None = None,
 ) -> tuple[GatewayCall, bool]:
     """The call ``tool_name(arguments)`` as a run, and whether it is new (``False``: the same
     call, never answered, was found again: module docstring). The run is not dispatched;
-    ``claimed_by``: a new run is created with its lease held by that owner (``run_start``)."""
+    ``claimed_by``: a new run is created with its lease held by that owner (``run_start``).
+    ``tools``: the agent's tools if the caller has them (else read here), for the run's opening
+    text (:func:`call_text`)."""
     digest = args_sha256(arguments)
     earlier = (
         _undelivered(
@@ -124,10 +132,15 @@ def gateway_call_start(
         return earlier, False
     # A new run: from the same budget as every other door a person starts runs through.
     run_starts_take(user=user)
+    if tools is None:
+        try:
+            tools = tools_for_agent(gateway.agent)
+        except ToolboxError as exc:
+            tools = exc
     run = run_start(
         agent=gateway.agent,
         user=user,
-        input=_call_input(gateway=gateway, tool_name=tool_name, arguments=arguments),
+        input=call_text(gateway=gateway, tool_name=tool_name, arguments=arguments, tools=tools),
         execution_path=ExecutionPath.MCP,
         dispatch=False,
         claimed_by=claimed_by,
@@ -187,11 +200,15 @@ async def gateway_call_start_async(
             return StartedOnLoop(call_id=found[0], run_id=found[1], started=None)
         await run_starts_take_async(user=user)  # the same budget as the thread's path
         call = _new_call(gateway=gateway, user=user, tool_name=tool_name, arguments=arguments, digest=digest)
+
+        def opening(tools: run_start_on_loop.Tools) -> str:
+            return call_text(gateway=gateway, tool_name=tool_name, arguments=arguments, tools=tools)
+
         started = await run_start_on_loop.run_start_async(
             db,
             reads,
             user=user,
-            input=_call_input(gateway=gateway, tool_name=tool_name, arguments=arguments),
+            input=opening,
             execution_path=ExecutionPath.MCP,
             claimed_by=claimed_by,
             linked=call,
@@ -244,10 +261,25 @@ def _retry_since() -> dt.datetime:
     return timezone.now() - RETRY_WINDOW
 
 
-def _call_input(*, gateway: Gateway, tool_name: str, arguments: dict[str, Any]) -> str:
-    """The message a call's run starts with (what its conversation shows)."""
-    text = json.dumps(arguments, ensure_ascii=False, sort_keys=True)
-    return f"MCP call through {gateway.name!r}: {tool_name}({text[:300]})"
+def call_text(
+    *, gateway: Gateway, tool_name: str, arguments: dict[str, Any], tools: run_start_on_loop.Tools
+) -> str:
+    """The message a call's run starts with, what its conversation is titled and shows: the tool
+    as people read it (its title among the agent's ``tools``; a tool the agent lacks by the name
+    the client used), the arguments' values, and where the call came from — "Pay a purchase
+    (PO-1001, 1200) — an MCP call through Procurement desk". The exact call is the run's step."""
+    tool = tools.get(tool_name) if isinstance(tools, dict) else None
+    said = tool.spec.display if tool is not None else tool_name
+    values = ", ".join(_value_text(value) for value in arguments.values())
+    if values:
+        said += f" ({values[:120]}…)" if len(values) > 120 else f" ({values})"
+    return f"{said} — an MCP call through {gateway.name}"
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _new_call(

@@ -37,7 +37,14 @@ class SingleCallEngine(RunEngine):
             facts=facts,
         )
         if self.started_here:
-            proposed = {"tool_call_id": call["id"], "tool": call["name"], "arguments": call["arguments"]}
+            tool = tools.get(call["name"])
+            proposed = {
+                "tool_call_id": call["id"],
+                "tool": call["name"],
+                # What people read for it, as a model's proposal carries (events.TOOL_PROPOSED).
+                "title": tool.spec.display if tool is not None else call["name"],
+                "arguments": call["arguments"],
+            }
             journal.emit(ev.TOOL_PROPOSED, proposed)
             journal.checkpoint_changed()
         outcome = await pipeline.run(call, fresh=self.started_here)

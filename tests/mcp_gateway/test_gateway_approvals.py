@@ -5,14 +5,17 @@ are themselves an MCP server's (the records server over stdio): MCP on both side
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+from django.urls import reverse
 
 from agents.models import ConnectorAction, Run, RunStatus
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
 from mcp_gateway.models import GatewayCall
+from mcp_gateway.server import _base_url_of
 from mcp_gateway.services import gateway_call_start
 from tests.agents.mcp_kit import ToolboxHarness, calls_of, listed, stdio_connector
 from tests.approvals.kit import set_policy
@@ -45,12 +48,21 @@ def desk(personas, log):
     return make_gateway(agent)
 
 
-def settle(resumes) -> None:
-    while resumes.run_ids:
-        ToolboxHarness().resume(Run.objects.get(pk=resumes.run_ids.pop(0)))
+def settle(resumes, waiting: Waiting, timeout: float = 60) -> None:
+    """Resume what the verdict asks to, until the waiting client has its answer. A verdict may
+    land before the run is parked: the run then asks for its own resume once it is (the
+    journal's park), after the decision returned."""
+    deadline = time.monotonic() + timeout
+    while waiting.thread.is_alive() and time.monotonic() < deadline:
+        while resumes.run_ids:
+            ToolboxHarness().resume(Run.objects.get(pk=resumes.run_ids.pop(0)))
+        waiting.thread.join(0.05)
 
 
-def test_a_gated_call_waits_for_approval_and_returns_the_result(personas, desk, log, resumes) -> None:
+def test_a_gated_call_waits_for_approval_and_returns_the_result(
+    personas, desk, log, resumes, settings
+) -> None:
+    settings.SITE_URL_FROM_REQUEST = True  # development: links on the address the client used
     token = token_of(personas.member)
     with served_gateway() as base:
         waiting = Waiting(base + desk.path, token, "records__delete_record", {"record_id": "r-2"})
@@ -59,15 +71,40 @@ def test_a_gated_call_waits_for_approval_and_returns_the_result(personas, desk, 
         assert calls_of(log, "delete_record") == [], "nothing runs before the verdict"
 
         confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
-        settle(resumes)
+        settle(resumes, waiting)
         result = waiting.join()
 
     assert not result.is_error and result.structured_content == {"result": "deleted r-2"}
-    assert "waiting for a person's approval" in waiting.progress[0]
+    # The client's person is told until when, and where to follow it: their conversation's page,
+    # not the request's internal id.
+    page = base + reverse("portal:conversation", args=[request.run.conversation_id])
+    told = waiting.progress[0]
+    assert "waiting for a person's approval until " in told and str(request.pk) not in told
+    assert told.endswith(f"; follow it at {page}")
     assert calls_of(log, "delete_record") == [{"record_id": "r-2"}]
     call = GatewayCall.objects.get()
     assert call.run.status == RunStatus.COMPLETED and call.delivered_at is not None
     assert request.run == call.run
+
+
+def test_a_client_hears_its_call_waits_for_approval_while_the_run_waits_inline(
+    personas, desk, log, resumes, monkeypatch
+) -> None:
+    monkeypatch.setattr("mcp_gateway.server.PROGRESS_SECONDS", 0.2)
+    set_policy(personas, inline_wait_seconds=120)  # the run holds its place instead of parking
+    token = token_of(personas.member)
+    with served_gateway() as base:
+        waiting = Waiting(base + desk.path, token, "records__delete_record", {"record_id": "r-2"})
+        request = until(lambda: ConfirmationRequest.objects.first())
+        until(lambda: any("waiting for a person's approval" in told for told in waiting.progress))
+        assert Run.objects.get(pk=request.run_id).status == RunStatus.RUNNING, "not parked: inline"
+        assert not any(told.endswith(": running") for told in waiting.progress[1:])
+
+        confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+        result = waiting.join()
+
+    assert not result.is_error and result.structured_content == {"result": "deleted r-2"}
+    assert calls_of(log, "delete_record") == [{"record_id": "r-2"}]  # woken where it waited, once
 
 
 def test_a_rejected_call_is_an_error_naming_the_refusal(personas, desk, log, resumes) -> None:
@@ -76,7 +113,7 @@ def test_a_rejected_call_is_an_error_naming_the_refusal(personas, desk, log, res
         waiting = Waiting(base + desk.path, token, "records__delete_record", {"record_id": "r-2"})
         request = until(lambda: ConfirmationRequest.objects.first())
         confirmation_decide(request_id=request.pk, user=personas.approver, approve=False, reason="keep it")
-        settle(resumes)
+        settle(resumes, waiting)
         result = waiting.join()
 
     assert result.is_error
@@ -161,3 +198,12 @@ def test_calls_past_the_run_start_budget_are_refused_and_start_nothing(personas,
     assert not first.is_error and not second.is_error
     assert third.is_error and "Refused:" in third.content[0].text and "try again in" in third.content[0].text
     assert Run.objects.count() == 2
+
+
+def test_the_progress_link_starts_with_the_public_address_once_one_is_set(settings) -> None:
+    scope = {"scheme": "http", "headers": [(b"host", b"laptop.local:8765")]}
+    settings.SITE_URL_FROM_REQUEST, settings.SITE_URL = False, "https://fimone.example.com"
+    assert _base_url_of(scope) == "https://fimone.example.com"  # production: never the Host sent
+    settings.SITE_URL_FROM_REQUEST = True
+    assert _base_url_of(scope) == "http://laptop.local:8765"  # development: where the client came in
+    assert _base_url_of({"scheme": "http", "headers": []}) == settings.SITE_URL

@@ -45,8 +45,10 @@ def test_the_caller_finds_the_call_among_their_conversations(personas, done) -> 
     listing = client.get(reverse("portal:conversations"))
     page = client.get(reverse("portal:conversation", args=[done.run.conversation_id]))
 
-    assert "MCP call through" in page_text(listing)
-    assert page.status_code == 200 and "calculator" in page_text(page)
+    # Listed and titled by the tool as people read it, not by its internal name and raw JSON.
+    title = f"Calculator (6*7) — an MCP call through {done.gateway.name}"
+    assert title in page_text(listing) and '{"expression"' not in page_text(listing)
+    assert page.status_code == 200 and title in page_text(page)
 
 
 def test_the_calls_conversation_is_a_record_not_a_chat_to_continue(personas, done) -> None:
@@ -61,6 +63,12 @@ def test_the_calls_conversation_is_a_record_not_a_chat_to_continue(personas, don
     answer = client.post(address, {"message": "and now pay it"}, follow=True)
     assert "Not sent: this conversation records a tool call made through an MCP gateway" in page_text(answer)
     assert Run.objects.filter(conversation_id=done.run.conversation_id).count() == 1
+
+
+def test_the_calls_step_is_named_as_people_read_the_tool(done) -> None:
+    # As a model's proposal is (events.TOOL_PROPOSED): the page names the step by its title.
+    [proposed] = events_of(Run.objects.get(pk=done.run_id), ev.TOOL_PROPOSED)
+    assert (proposed["tool"], proposed["title"]) == ("calculator", "Calculator")
 
 
 def test_the_run_is_on_the_record_with_its_path_and_its_tool_call(personas, governed, done) -> None:

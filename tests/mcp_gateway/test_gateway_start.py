@@ -12,7 +12,7 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from agents.checks import hook_chain_of
-from agents.models import Conversation, ExecutionPath, Membership, Role, Run, RunStatus
+from agents.models import ConnectorAction, Conversation, ExecutionPath, Membership, Role, Run, RunStatus
 from agents.services import ServiceError
 from agents.tools.toolbox import tools_for_agent
 from fimone import adb, rates
@@ -81,7 +81,9 @@ def test_the_loop_starts_the_run_the_thread_starts(personas, desk) -> None:
         assert getattr(by_loop, field) == getattr(by_thread, field), field
     assert by_loop.execution_path == ExecutionPath.MCP and by_loop.status == RunStatus.RUNNING
     assert by_loop.hook_chain == hook_chain_of(desk.agent) and by_loop.hook_chain["declared"]
-    assert by_loop.input == 'MCP call through \'Desk\': calculator({"expression": "2+2"})'
+    # Both open with the tool as people read it, the arguments' values and where the call came from.
+    assert by_thread.input == f"Calculator (1+1) — an MCP call through {desk.name}"
+    assert by_loop.input == f"Calculator (2+2) — an MCP call through {desk.name}"
     assert by_loop.lease_expires_at > timezone.now() and by_loop.started_at and by_loop.heartbeat_at
     assert by_loop.created_at and not by_loop.finished_at
 
@@ -123,6 +125,21 @@ def test_a_call_never_answered_is_found_again_whichever_path_started_it(personas
     found, fresh = in_thread(desk, personas.member, "calculator", {"expression": "6*7"})
     assert (found.pk, fresh) == (new.call_id, False)
     assert Run.objects.count() == 2
+
+
+def test_both_paths_open_the_run_with_the_tool_as_people_read_it(personas, desk) -> None:
+    ConnectorAction.objects.filter(name="lookup").update(display_name="Look up a record")
+    by_thread, _ = in_thread(desk, personas.member, "erp__lookup", {"id": "r-7", "full": True})
+    by_loop = on_loop(desk, personas.member, "erp__lookup", {"id": "r-8", "full": True})
+    unknown = on_loop(desk, personas.member, "erp__drop", {})
+
+    opened = [Run.objects.get(pk=pk) for pk in (by_thread.run_id, by_loop.run_id, unknown.run_id)]
+    assert [run.input for run in opened] == [
+        f"Look up a record (r-7, true) — an MCP call through {desk.name}",
+        f"Look up a record (r-8, true) — an MCP call through {desk.name}",
+        f"erp__drop — an MCP call through {desk.name}",  # the name the client used: the run refuses it
+    ]
+    assert [run.conversation.title for run in opened] == [run.input[:80] for run in opened]
 
 
 def refusal(start, *args) -> tuple[str, str]:
