@@ -80,6 +80,9 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     assert saved.params["conditions"] == [{"field": "amount", "op": ">=", "value": 50000}]
     chain = page.locator("#effective-chain")
     pre_hooks = chain.locator("tr.chain-row", has_text="PreToolUse")
+    # The chain comes last in a long page: wait for its rows (the message above it may be parsed
+    # well before them on a busy host) instead of counting what has arrived so far.
+    expect(pre_hooks).to_have_count(3)
     names = [pre_hooks.nth(i).get_attribute("data-hook") for i in range(pre_hooks.count())]
     assert names == ["read_only_guard", "confirm_when", "confirmation_gate"], names
     hook_row = chain.locator('tr[data-hook="confirm_when"]')
@@ -100,6 +103,7 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     expect(page.locator(".breadcrumbs")).to_contain_text("Home \u203a Agents & hooks \u203a Agents")
     # The call is typed first; "Or a recent call" follows what it stands in for.
     rows = page.locator("fieldset.module .form-row")
+    expect(rows).to_have_count(4)
     assert [rows.nth(i).get_attribute("class").split()[-1] for i in range(rows.count())] == [
         "field-tool_name",
         "field-arguments",
