@@ -49,6 +49,7 @@ from agents.services import (
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from fimone import adb, rows
+from mcp_gateway.engine import tools_or_error
 from mcp_gateway.models import Gateway, GatewayCall
 
 RETRY_WINDOW = dt.timedelta(hours=1)
@@ -133,10 +134,7 @@ def gateway_call_start(
     # A new run: from the same budget as every other door a person starts runs through.
     run_starts_take(user=user)
     if tools is None:
-        try:
-            tools = tools_for_agent(gateway.agent)
-        except ToolboxError as exc:
-            tools = exc
+        tools = tools_or_error(gateway.agent)
     run = run_start(
         agent=gateway.agent,
         user=user,

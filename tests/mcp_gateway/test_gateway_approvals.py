@@ -98,6 +98,7 @@ def test_a_client_hears_its_call_waits_for_approval_while_the_run_waits_inline(
         request = until(lambda: ConfirmationRequest.objects.first())
         until(lambda: any("waiting for a person's approval" in told for told in waiting.progress))
         assert Run.objects.get(pk=request.run_id).status == RunStatus.RUNNING, "not parked: inline"
+        # (The first word may come before the gate asked: "running" then is true.)
         assert not any(told.endswith(": running") for told in waiting.progress[1:])
 
         confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
