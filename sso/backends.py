@@ -110,6 +110,9 @@ class OidcBackend(OIDCAuthenticationBackend):
             raise SignInRefused("the token was issued by another provider") from None
         except jwt.InvalidSignatureError:
             raise SignInRefused("the token's signature does not verify") from None
+        except jwt.InvalidKeyError:
+            # signing_key found no published key of the token's key id, even in a fresh key set.
+            raise SignInRefused("the token is signed with a key the provider does not publish") from None
         except jwt.PyJWTError as exc:
             raise SignInRefused(f"the token is not valid ({type(exc).__name__})") from None
         audiences = claims["aud"] if isinstance(claims["aud"], list) else [claims["aud"]]

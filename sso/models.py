@@ -3,12 +3,13 @@
 :class:`IdentityProvider` is configured by the organisation's admins (the client secret encrypted at
 rest, never shown again); :class:`ExternalIdentity` ties a provider's subject (``sub``) to one
 account, so a person is recognised by the provider's own identifier, never by an e-mail address a
-provider of another organisation could also assert; :class:`SignInRecord` is the append-only
-account of sign-ins, refusals and the roles the provider granted or took away.
+provider of another organisation could also assert; :class:`SignInRecord` is the append-only,
+hash-chained account of sign-ins, refusals and the roles the provider granted or took away.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Any
 
@@ -20,6 +21,7 @@ from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
 from agents.models import Organization, Role
+from fimone.audit_chain import ChainLink, canonical_time, chain_append
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
 
@@ -151,8 +153,25 @@ class ExternalIdentity(models.Model):
         return f"{self.subject} at {self.provider}"
 
 
-class SignInRecord(models.Model):
-    """One sign-in, refusal or role change from a provider; never changed once written."""
+def canonical_address(address: str | None) -> str | None:
+    """``address`` as one text whatever the database gives back for it (PostgreSQL's ``inet``
+    writes an IPv6 address its own way): what a sign-in record's link covers."""
+    if not address:
+        return None
+    try:
+        return str(ipaddress.ip_address(address))
+    except ValueError:
+        return str(address)
+
+
+class SignInRecord(ChainLink):
+    """One sign-in, refusal or role change from a provider; never changed once written.
+
+    A link of its organisation's audit chain (``fimone.audit_chain``), like the confirmation
+    events and the connector call log: append-only in the ORM and, on PostgreSQL, by a trigger;
+    ``audit_verify`` names a record edited, inserted or deleted behind the platform's back. Every
+    insert is an append: a record saved without its place in the chain is given one
+    (:meth:`save`), so none exists outside it."""
 
     class Kind(models.TextChoices):
         SIGNED_IN = "signed_in", "signed in"
@@ -186,14 +205,30 @@ class SignInRecord(models.Model):
         verbose_name = "sign-in record"
         ordering = ["-created_at", "-pk"]
         indexes = [models.Index(fields=["organization", "-created_at"])]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "chain_seq"], name="signinrecord_chain_link"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} — {self.email or self.user or self.subject}"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        if not self._state.adding:
-            raise ValueError("the sign-in record is append-only")
+        if self._state.adding and self.chain_seq is None:
+            # Written without a place in the chain (``objects.create``): appended as the next link,
+            # which saves it through here again, in position. A stored record is refused below.
+            chain_append(self)
+            return
         super().save(*args, **kwargs)
 
-    def delete(self, *args: Any, **kwargs: Any) -> Any:
-        raise ValueError("the sign-in record is append-only")
+    def chain_payload(self) -> dict[str, Any]:
+        return {
+            "provider": self.provider_id,
+            "user": self.user_id,
+            "kind": str(self.kind),
+            "subject": self.subject,
+            "email": self.email,
+            "role": self.role,
+            "detail": self.detail,
+            "address": canonical_address(self.address),
+            "created_at": canonical_time(self.created_at),
+        }

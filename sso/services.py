@@ -14,6 +14,7 @@ from django.utils import timezone
 from agents.models import Membership, Role
 from agents.roles import membership_remove, membership_set
 from agents.services import ServiceError
+from fimone.audit_chain import chain_append
 from sso.models import ExternalIdentity, IdentityProvider, SignInRecord
 
 User = get_user_model()
@@ -86,8 +87,12 @@ def _account_for(*, provider: IdentityProvider, claims: dict[str, Any]) -> tuple
 
 
 def _record(provider: IdentityProvider, kind: str, *, user: Any = None, **fields: Any) -> None:
-    SignInRecord.objects.create(
-        organization_id=provider.organization_id, provider=provider, user=user, kind=kind, **fields
+    """Append a record to the provider's organisation's audit chain (in the caller's transaction,
+    if any: an accepted sign-in and its records commit together)."""
+    chain_append(
+        SignInRecord(
+            organization_id=provider.organization_id, provider=provider, user=user, kind=kind, **fields
+        )
     )
 
 

@@ -10,6 +10,7 @@ why, never as an error page.
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
@@ -36,6 +37,43 @@ STATES = "sso_states"
 """Session key: ``{state: provider slug}`` of the sign-ins this browser started."""
 SIGNED_IN_WITH = "sso_provider"
 """Session key: the slug of the provider the session was signed in with."""
+
+
+# An error code of an OAuth 2.0 error response (RFC 6749 §5.2): printable ASCII but " and \.
+OAUTH_ERROR = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]{1,80}")
+# What the common token endpoint refusals mean to the person signing in, and who can fix them.
+TOKEN_ERRORS = {
+    "invalid_grant": "{name} did not accept this sign-in's code (used already, expired, or issued for "
+    "another sign-in or application): start again",
+    "invalid_client": "{name} did not recognise this platform (its client ID or secret): ask your "
+    "organisation's admin to check the sign-in settings",
+}
+
+
+def _provider_refusal(provider: IdentityProvider, exc: requests.RequestException) -> str:
+    """Why the provider did not complete the sign-in, in words, from its answer to the token (or
+    profile) request: what its error code means when it is a common one, and the code and its
+    description as the provider gave them (RFC 6749 §5.2), so the record says what was answered.
+    Never the raw body, which may quote anything."""
+    response = exc.response
+    if response is None:
+        if isinstance(exc, requests.ConnectionError | requests.Timeout):
+            return f"{provider.name} could not be reached to complete the sign-in ({type(exc).__name__})"
+        return f"{provider.name} sent an answer that could not be read ({type(exc).__name__})"
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not (isinstance(error, str) and OAUTH_ERROR.fullmatch(error)):
+        return f"{provider.name} refused to complete the sign-in (it answered {response.status_code})"
+    description = body.get("error_description")
+    if isinstance(description, str):
+        # The provider's own words, kept printable (no NUL the database refuses) and short.
+        description = "".join(ch for ch in description if ch.isprintable())[:200].strip()
+    answered = f"{error}: {description}" if isinstance(description, str) and description else error
+    words = TOKEN_ERRORS.get(error, "{name} refused to complete the sign-in").format(name=provider.name)
+    return f"{words} (the provider answered {answered})"
 
 
 def _refused(
@@ -136,7 +174,7 @@ class SignInCallback(OIDCAuthenticationCallbackView):
         except requests.RequestException as exc:
             # The token or profile request failed: a code used twice, a provider down, a wrong secret.
             log.warning("sign-in through %s failed: %s", self.provider.slug, exc)
-            reason = f"{self.provider.name} refused to complete the sign-in ({type(exc).__name__})"
+            reason = _provider_refusal(self.provider, exc)
         except jwt.PyJWTError as exc:
             reason = f"the provider's token is not valid ({type(exc).__name__})"
         services.sign_in_refused(

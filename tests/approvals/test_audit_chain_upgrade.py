@@ -20,7 +20,8 @@ from tests.approvals.kit import recorded_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-BEFORE = [("fimone", "0002_outbox")]
+# Before chains were keyed; sign-in records joined the (keyed) chain later, so they stay before it.
+BEFORE = [("fimone", "0002_outbox"), ("sso", "0002_record_append_only_and_roles")]
 EVENTS = "approvals.confirmationevent"
 
 

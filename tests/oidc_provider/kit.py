@@ -114,16 +114,18 @@ class Provider:
     """The test OpenID provider on ``127.0.0.1:<port>`` (also reachable as ``localhost:<port>``).
 
     ``tmp_dir`` holds its database, keys and log (``provider.log``); it must outlive the provider.
-    Every ID token lives ``id_token_seconds``. ``start()`` migrates the database on first use and
-    returns once the server answers; ``stop()`` ends the process; ``restart()`` keeps the port and
-    the database (users, clients, grants), so it is how a test rotates the signing key. Used as a
-    context manager it starts on entry and stops on exit.
+    Every ID token lives ``id_token_seconds``; with ``publish_active_key`` off the JWKS leaves out
+    the key that signs them (a provider vouching with a key it does not publish). ``start()``
+    migrates the database on first use and returns once the server answers; ``stop()`` ends the
+    process; ``restart()`` keeps the port and the database (users, clients, grants), so it is how a
+    test rotates the signing key. Used as a context manager it starts on entry and stops on exit.
     """
 
     def __init__(self, tmp_dir: Path, id_token_seconds: int = 3600) -> None:
         self.tmp_dir = Path(tmp_dir)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
         self.id_token_seconds = id_token_seconds
+        self.publish_active_key = True
         self.port = free_port()
         self.key_pem: str = generate_key()
         self.old_key_pems: list[str] = []
@@ -257,6 +259,7 @@ class Provider:
             "OIDC_PROVIDER_OLD_KEYS": os.pathsep.join(old_files),
             "OIDC_PROVIDER_ID_TOKEN_SECONDS": str(self.id_token_seconds),
             "OIDC_PROVIDER_CONTROL_TOKEN": self.control_token,
+            "OIDC_PROVIDER_PUBLISH_ACTIVE_KEY": "1" if self.publish_active_key else "0",
             "PYTHONUNBUFFERED": "1",
         }
 

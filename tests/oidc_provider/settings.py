@@ -8,7 +8,9 @@ Everything that varies between providers comes from the environment the kit sets
 - ``OIDC_PROVIDER_OLD_KEYS``: files (``os.pathsep``-separated, may be empty) of inactive keys the
   JWKS keeps publishing after a rotation;
 - ``OIDC_PROVIDER_ID_TOKEN_SECONDS``: the ID tokens' lifetime (3600 unless set);
-- ``OIDC_PROVIDER_CONTROL_TOKEN``: the secret the ``/control/`` endpoints demand (none: all refused).
+- ``OIDC_PROVIDER_CONTROL_TOKEN``: the secret the ``/control/`` endpoints demand (none: all refused);
+- ``OIDC_PROVIDER_PUBLISH_ACTIVE_KEY``: ``0`` makes the JWKS leave out the active key, which still
+  signs every ID token: a provider signing with a key it does not publish (``1`` unless set).
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ TIME_ZONE = "UTC"
 STATIC_URL = "/static/"
 
 OIDC_PROVIDER_CONTROL_TOKEN = os.environ.get("OIDC_PROVIDER_CONTROL_TOKEN", "")
+OIDC_PROVIDER_PUBLISH_ACTIVE_KEY = os.environ.get("OIDC_PROVIDER_PUBLISH_ACTIVE_KEY", "1") != "0"
 
 _old_key_files = [path for path in os.environ.get("OIDC_PROVIDER_OLD_KEYS", "").split(os.pathsep) if path]
 
