@@ -92,7 +92,14 @@ class EmailChannel(Channel):
                 continue
             links = {
                 verdict: link_url(
-                    Link(str(request.pk), user.pk, verdict == "approve", request.args_sha256, self.config.pk)
+                    Link(
+                        str(request.pk),
+                        user.pk,
+                        verdict == "approve",
+                        request.args_sha256,
+                        self.config.pk,
+                        request.expires_at,
+                    )
                 )
                 for verdict in ("approve", "reject")
             }

@@ -1,7 +1,8 @@
 """``/im/email/<token>/``: where an approval e-mail's links lead. No session is needed, but the
 link decides only for the approver it was sent to, once they are known to be the one clicking:
 signed in as them, or holding the code this page sends to their own address
-(:mod:`channels_im.email.links`). Opening the page decides nothing (mail scanners open links);
+(:mod:`channels_im.email.links`), and only until its request's deadline, which it carries: past
+it the page answers 410 and sends no code. Opening the page decides nothing (mail scanners open links);
 the decision is a POST, checked again like any other (eligibility, the arguments shown, one
 verdict) by ``approvals.services.confirmation_decide``."""
 
@@ -10,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.core.mail import send_mail
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -19,7 +19,7 @@ from django.views.decorators.http import require_http_methods
 from approvals.selectors import display_name, request_for_decision
 from approvals.services import clean_text, confirmation_decide
 from channels_im.cards import card_facts
-from channels_im.email.links import CODE_SECONDS, code_check, code_send, link_of
+from channels_im.email.links import CODE_SECONDS, LinkExpired, code_check, code_send, count_within, link_of
 
 CODES_PER_LINK = 3
 """Codes one link may have sent within :data:`~channels_im.email.links.CODE_SECONDS`."""
@@ -36,7 +36,14 @@ def _page(request: HttpRequest, context: dict[str, Any], *, status: int = 200) -
 
 @require_http_methods(["GET", "POST"])
 def email_decision(request: HttpRequest, token: str) -> HttpResponse:
-    link = link_of(token)
+    try:
+        link = link_of(token)
+    except LinkExpired:
+        problem = (
+            "This link has expired: its request's deadline passed. If the request is still open, "
+            "decide it in your web inbox."
+        )
+        return _page(request, {"problem": problem}, status=410)
     confirmation = request_for_decision(request_id=link.request_id) if link is not None else None
     approver = get_user_model().objects.filter(pk=link.user_id).first() if link is not None else None
     if link is None or confirmation is None or approver is None:
@@ -64,15 +71,14 @@ def email_decision(request: HttpRequest, token: str) -> HttpResponse:
     action = request.POST.get("action")
     reason = clean_text(request.POST.get("reason", ""))
     if action == "code" and not proven:
-        sent_key = f"fimone:email-code-sends:{token[-40:]}"
-        sends = cache.get(sent_key, 0)
-        if sends >= CODES_PER_LINK:
+        # Counted atomically: requests sent together cannot each read the same count.
+        sends = f"fimone:email-code-sends:{token[-40:]}"
+        if not count_within(sends, limit=CODES_PER_LINK, seconds=CODE_SECONDS):
             return _page(
                 request,
                 {**base, "problem": "Codes were sent too often for this link: wait ten minutes."},
                 status=429,
             )
-        cache.set(sent_key, sends + 1, CODE_SECONDS)
         code = code_send(token)
         send_mail(
             subject=f"Your code: {code}",

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -17,6 +20,7 @@ from django.test import Client
 from agents.models import Membership, Role, RunStatus
 from approvals.models import ConfirmationEvent, ConfirmationStatus
 from approvals.services import confirmation_decide, confirmation_expire_due
+from channels_im.email import links
 from channels_im.models import ChannelConfig
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import Harness
@@ -231,3 +235,63 @@ def test_an_admin_sets_up_an_e_mail_channel_and_a_bad_sender_is_refused(personas
     assert bad.status_code == 200 and "is not an e-mail address" in page_text(bad)
     assert good.status_code == 302, page_text(good)[:2000]
     assert ChannelConfig.objects.get(kind="email").settings_json == {"from": "Approvals <a@acme.test>"}
+
+
+def test_parallel_wrong_codes_each_count_a_try(personas, resumes, smtp, by_email, monkeypatch) -> None:
+    """Guesses sent together, or by several servers on one Redis (each thread here has its own
+    cache connection), all read the code before any of them is counted: every one still counts,
+    so the code is refused after ``CODE_ATTEMPTS`` whoever counted them."""
+    set_policy(personas)
+    suspended_run(personas, Harness(pay_tool()))
+    token = links_in(smtp.to("april@acme.test")[0])["approve"].removeprefix("/im/email/").strip("/")
+    code = links.code_send(token)
+    wrong = f"{(int(code) + 1) % 10**links.CODE_DIGITS:0{links.CODE_DIGITS}d}"
+    all_read = threading.Barrier(links.CODE_ATTEMPTS)
+    shared = links.cache
+
+    class ReadTogether:
+        """The cache, where each guess waits for the others once it read the code."""
+
+        def get(self, key: str, default: Any = None) -> Any:
+            held = shared.get(key, default)
+            all_read.wait(timeout=30)
+            return held
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(shared, name)
+
+    monkeypatch.setattr(links, "cache", ReadTogether())
+    with ThreadPoolExecutor(links.CODE_ATTEMPTS) as pool:
+        answers = list(pool.map(lambda _: links.code_check(token, wrong), range(links.CODE_ATTEMPTS)))
+    monkeypatch.setattr(links, "cache", shared)
+
+    assert answers == ["this is not the code we sent"] * links.CODE_ATTEMPTS
+    assert links.code_check(token, code) == "too many wrong codes: ask for a new one"
+
+
+def test_a_link_decides_nothing_after_its_requests_deadline(
+    personas, resumes, smtp, by_email, monkeypatch
+) -> None:
+    """The link carries its request's deadline, signed: past it the link decides nothing, even
+    with the right code and while the request's row is still pending (nobody swept it yet)."""
+    set_policy(personas, timeout_seconds=300)  # the code outlives the deadline (CODE_SECONDS)
+    _, request = suspended_run(personas, Harness(pay_tool()))
+    url = links_in(smtp.to("april@acme.test")[0])["approve"]
+    client = Client()
+    client.get(url)
+    client.post(url, {"action": "code"})
+    code = code_in(smtp.to("april@acme.test")[-1])
+    mailed = len(smtp.messages())
+
+    later = request.expires_at.timestamp() + 1
+    monkeypatch.setattr(time, "time", lambda: later)  # the link's reader's clock, past the deadline
+    decided = client.post(url, {"action": "decide", "code": code})
+    request.refresh_from_db()
+    assert request.status == ConfirmationStatus.PENDING and not request.votes.exists()
+    opened = client.get(url)
+    asked = client.post(url, {"action": "code"})
+
+    for answer in (decided, opened, asked):
+        assert answer.status_code == 410
+        assert "This link has expired: its request's deadline passed." in page_text(answer)
+    assert len(smtp.messages()) == mailed, "no code is mailed for a link past its deadline"
