@@ -16,6 +16,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agents.hook_declarations import may_manage_code_hooks
 from agents.models import Agent, Connector, Organization, Run
 from agents.services import ServiceError, check_operator, check_organization_admin, runs_stop
 
@@ -52,11 +53,26 @@ def connector_archive(*, connector: Connector, user: Any) -> Connector:
     return locked
 
 
+def check_may_unarchive_connector(*, connector: Connector, user: Any) -> None:
+    """Refuse (``forbidden``) bringing back an MCP server run here over stdio to someone without the
+    code-hooks permission: its command runs on the platform's machines again, and creating or
+    changing one needs that permission (:func:`agents.mcp_connectors.check_may_set_command`)."""
+    if connector.runs_a_command and not may_manage_code_hooks(user):
+        raise ServiceError(
+            "this MCP server runs a command on this platform (stdio): bringing it back needs the "
+            "'Can create or change command, python and http hooks' permission, as creating one does",
+            code="forbidden",
+        )
+
+
 @transaction.atomic
 def connector_unarchive(*, connector: Connector, user: Any) -> Connector:
-    """Offer an archived connector's tools again. Refused (``conflict``) if it is not archived."""
+    """Offer an archived connector's tools again. Refused (``conflict``) if it is not archived;
+    (``forbidden``) if it runs a command here and ``user`` may not manage code hooks
+    (:func:`check_may_unarchive_connector`, decided on the locked row: the command it would run)."""
     check_operator(user=user, organization_id=connector.organization_id)
     locked = _locked_to_change(Connector, connector, archive=False, noun="connector")
+    check_may_unarchive_connector(connector=locked, user=user)
     _archived_set(locked, by=None)
     return locked
 

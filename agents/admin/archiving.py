@@ -45,16 +45,32 @@ class ArchivableAdminMixin:
 
     @admin.action(description="Unarchive selected", permissions=["archive"])
     def unarchive_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        self._apply(request, queryset, getattr(archiving, self.unarchive_service), "unarchived")
+        service = getattr(archiving, self.unarchive_service)
+        self._apply(request, queryset, service, "unarchived", refusal=self.unarchive_refusal)
+
+    def unarchive_refusal(self, request: HttpRequest, obj: Model) -> str | None:
+        """Why the staff user may not bring ``obj`` back, in words, or ``None``. Asked before the
+        service, which decides again (a subclass asks the service's own check)."""
+        return None
 
     def _apply(
-        self, request: HttpRequest, queryset: QuerySet[Any], service: Callable[..., Any], done: str
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[Any],
+        service: Callable[..., Any],
+        done: str,
+        *,
+        refusal: Callable[[HttpRequest, Model], str | None] | None = None,
     ) -> None:
         # The queryset is already limited to the staff user's organisations (get_queryset); the
         # service checks the role again and records who did it.
         changed: list[str] = []
         refused: list[str] = []
         for obj in queryset.order_by("pk"):
+            why = refusal(request, obj) if refusal is not None else None
+            if why is not None:
+                refused.append(f"{obj}: {why}")
+                continue
             try:
                 service(**{self.opts.model_name: obj, "user": request.user})  # type: ignore[attr-defined]
             except ServiceError as exc:

@@ -10,8 +10,10 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db.models import Count, Field, QuerySet, URLField
+from django.db.models import Count, Field, Q, QuerySet, URLField
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
 
 from agents.admin.archiving import ArchivableAdminMixin
 from agents.admin.bound_secrets import (
@@ -20,8 +22,15 @@ from agents.admin.bound_secrets import (
     SecretsEntryFormMixin,
 )
 from agents.admin.scoping import ManagedInlineMixin, OrganizationScopedAdmin
-from agents.mcp_connectors import check_may_set_command, connector_tools_refresh
+from agents.archiving import check_may_unarchive_connector
+from agents.mcp_connectors import (
+    check_may_set_command,
+    connector_action_listing_accept,
+    connector_tools_refresh,
+    listing_fingerprint,
+)
 from agents.models import Connector, ConnectorAction
+from agents.models.connectors import hints_in_words, hints_listed
 from agents.services import ServiceError
 from fimone.forms import WriteOnlySecretsForm, secrets_state
 from fimone.history import ConfigHistoryAdmin
@@ -158,6 +167,30 @@ class ConnectorActionForm(forms.ModelForm):
         return cleaned
 
 
+class McpToolForm(ConnectorActionForm):
+    """An MCP tool as operators edit it: its flags, and, when the server's latest listing says
+    something else of it than was accepted, a box to accept that change. The form carries the
+    fingerprint of the change it showed, so that a change made after the page was shown is not
+    accepted unread (:func:`~agents.mcp_connectors.connector_action_listing_accept`)."""
+
+    accept_server_change = forms.BooleanField(
+        required=False,
+        label="Accept the server's change",
+        help_text="Takes what the server now says of this tool (shown above) as accepted: its description "
+        "and schema are offered to agents from then on. Its flags stay as you set them here.",
+    )
+    server_change_seen = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        change = self.instance.listing_to_review if self.instance.pk else {}
+        if change:
+            self.initial["server_change_seen"] = listing_fingerprint(change)
+        else:
+            self.fields["accept_server_change"].disabled = True
+            self.fields["accept_server_change"].help_text = "Nothing to review."
+
+
 class ConnectorActionInline(ManagedInlineMixin, admin.StackedInline):
     """Each action stacked, so that it fits a laptop and a phone: what identifies it and whether a
     person must approve its calls first, then its description, then two folded sections for the
@@ -192,7 +225,7 @@ class ConnectorActionInline(ManagedInlineMixin, admin.StackedInline):
             },
         ),
     )
-    readonly_fields = ("tool", "remote_name", "server_hints", "missing_since")
+    readonly_fields = ("tool", "remote_name", "server_hints", "server_change", "missing_since")
     mcp_fieldsets = (
         (
             None,
@@ -203,6 +236,9 @@ class ConnectorActionInline(ManagedInlineMixin, admin.StackedInline):
                     "display_name",
                     ("enabled", "requires_confirmation", "is_write"),
                     "server_hints",
+                    "server_change",
+                    "accept_server_change",
+                    "server_change_seen",
                     "description",
                 )
             },
@@ -232,16 +268,38 @@ class ConnectorActionInline(ManagedInlineMixin, admin.StackedInline):
 
     @admin.display(description="what the server says of it")
     def server_hints(self, obj: ConnectorAction) -> str:
-        hints = obj.annotations if isinstance(obj.annotations, dict) else {}
-        if not hints:
-            return "no hints: taken as a tool that changes data, and asks a person first"
-        return ", ".join(f"{key}: {json.dumps(value)}" for key, value in sorted(hints.items()))
+        # The server's word is shown as its claim: the flags above are what calls obey.
+        claim = f"{hints_in_words(obj.annotations)} ({hints_listed(obj.annotations)})"
+        return f"the server says: {claim}. That is its claim: the flags are yours, set above."
+
+    @admin.display(description="waiting for your review")
+    def server_change(self, obj: ConnectorAction) -> SafeString | str:
+        words = obj.listing_change_in_words() if obj.pk else []
+        if not words:
+            return "Nothing: the server lists it as accepted."
+        # The server's text is shown escaped (format_html): it is data, never markup.
+        items = format_html_join("", "<li>{}</li>", ((phrase,) for phrase in words))
+        change = obj.listing_to_review
+        schema = ""
+        if "input_schema" in change:
+            schema = format_html(
+                "<p>The server's new input schema:</p><pre>{}</pre>",
+                json.dumps(change["input_schema"], indent=2, sort_keys=True),
+            )
+        return format_html(
+            "<ul>{}</ul>{}<p>Offered to agents as accepted until you accept the change below; its flags "
+            "stay as you set them either way.</p>",
+            items,
+            schema,
+        )
 
     @admin.display(description="tool name")
     def tool(self, obj: ConnectorAction) -> str:
         return obj.tool_name if obj.pk else "— (the connector's slug, two underscores, the name)"
 
     def get_formset(self, request: HttpRequest, obj: Connector | None = None, **kwargs: Any) -> Any:
+        if obj is not None and obj.is_mcp:
+            kwargs.setdefault("form", McpToolForm)
         formset = super().get_formset(request, obj, **kwargs)
         field = formset.form.base_fields.get("context_action")
         if field is not None:
@@ -257,15 +315,19 @@ class ConnectorActionInline(ManagedInlineMixin, admin.StackedInline):
                 "about. Save a new action first to choose it here."
             )
         if obj is not None and obj.is_mcp:
-            # The method plays no part for an MCP tool: say where the defaults came from.
+            # The method plays no part for an MCP tool, nor do its server's hints: the flags are
+            # the operator's, and start at the safe side.
             fields = formset.form.base_fields
             if "requires_confirmation" in fields:
                 fields["requires_confirmation"].help_text = (
-                    "From the server's hints when first listed: yes unless it says the tool only reads "
-                    "or is not destructive."
+                    "Yes for every tool the server lists, whatever it claims: each call waits for a "
+                    "person. Set it to No for a tool you trust to run unasked."
                 )
             if "is_write" in fields:
-                fields["is_write"].help_text = "From the server's hints: yes unless it says readOnlyHint."
+                fields["is_write"].help_text = (
+                    "Yes for every tool the server lists, whatever it claims: refused while the "
+                    "organisation is read-only. Set it to No only for a tool you know only reads."
+                )
         return formset
 
 
@@ -284,6 +346,7 @@ class ConnectorAdmin(
         "kind",
         "address",
         "action_count",
+        "tools_to_review",
         "is_archived",
         "created_at",
     )
@@ -300,7 +363,14 @@ class ConnectorAdmin(
     archive_service, unarchive_service = "connector_archive", "connector_unarchive"
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Connector]:
-        return super().get_queryset(request).annotate(_actions=Count("actions", distinct=True))
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                _actions=Count("actions", distinct=True),
+                _to_review=Count("actions", filter=~Q(actions__listing_to_review={}), distinct=True),
+            )
+        )
 
     def get_fields(self, request: HttpRequest, obj: Connector | None = None) -> list[str]:
         fields = list(CONNECTOR_FIELDS)
@@ -313,9 +383,23 @@ class ConnectorAdmin(
             fields.remove("secrets")
         return fields
 
+    def unarchive_refusal(self, request: HttpRequest, obj: Connector) -> str | None:  # type: ignore[override]
+        # A stdio server's command runs again once it is back: the same check as the service's.
+        try:
+            check_may_unarchive_connector(connector=obj, user=request.user)
+        except ServiceError as exc:
+            return exc.message
+        return None
+
     @admin.display(description="actions", ordering="_actions")
     def action_count(self, obj: Connector) -> int:
         return obj._actions  # type: ignore[attr-defined]
+
+    @admin.display(description="server changes", ordering="_to_review")
+    def tools_to_review(self, obj: Connector) -> str:
+        """How many of an MCP server's tools it now lists otherwise than was accepted."""
+        count = obj._to_review  # type: ignore[attr-defined]
+        return f"{count} to review" if count else "—"
 
     @admin.display(description="stored secrets")
     def secrets_state(self, obj: Connector) -> str:
@@ -337,9 +421,33 @@ class ConnectorAdmin(
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)
         connector = form.instance
+        self._accept_server_changes(request, formsets)
         if connector.is_mcp and not connector.is_archived:
             # Listed on every save: what the server offers now is what the operator sees.
             self._refresh(request, connector)
+
+    def _accept_server_changes(self, request: HttpRequest, formsets: Any) -> None:
+        """Accept, through the service, each MCP tool's server change the operator ticked (after
+        the flags they set on the same page were saved)."""
+        for formset in formsets:
+            for tool_form in formset.forms:
+                cleaned = getattr(tool_form, "cleaned_data", None) or {}
+                if not cleaned.get("accept_server_change") or tool_form.instance.pk is None:
+                    continue
+                try:
+                    accepted = connector_action_listing_accept(
+                        action=tool_form.instance,
+                        actor=request.user,
+                        seen=cleaned.get("server_change_seen") or "",
+                    )
+                except ServiceError as exc:
+                    self.message_user(request, f"Not accepted: {exc.message}", messages.WARNING)
+                    continue
+                self.message_user(
+                    request,
+                    f"Accepted the server's change to {accepted.tool_name}; its flags are as you set them.",
+                    messages.SUCCESS,
+                )
 
     @admin.action(description="List the MCP servers' tools again")
     def refresh_tools(self, request: HttpRequest, queryset: QuerySet[Connector]) -> None:

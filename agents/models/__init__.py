@@ -27,7 +27,7 @@ from agents.models.connectors import (
     ConnectorAction,
     ConnectorQuerySet,
     humanized_name,
-    mcp_tool_defaults,
+    mcp_server_claim,
     validate_action_name,
     validate_tool_slug,
 )
@@ -92,7 +92,7 @@ __all__ = [
     "ShadowDecision",
     "ToolExecution",
     "humanized_name",
-    "mcp_tool_defaults",
+    "mcp_server_claim",
     "validate_action_name",
     "validate_tool_slug",
 ]

@@ -8,6 +8,7 @@ as ``agents.models.validate_tool_slug``: the package exports it under that name.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -206,15 +207,40 @@ class Connector(SecretsBoundToAddress, models.Model):
 WRITE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
-def mcp_tool_defaults(annotations: Any) -> tuple[bool, bool]:
-    """``(is_write, requires_confirmation)`` for an MCP tool from its server's hints, read as the
-    MCP specification defines them: a tool that does not say ``readOnlyHint: true`` may write, and a
-    tool that may write is destructive unless it says ``destructiveHint: false``. So a tool with no
-    hints at all changes data and asks a person first; operators may change either afterwards."""
+def mcp_server_claim(annotations: Any) -> tuple[bool, bool]:
+    """``(writes, destructive)``: what an MCP server claims of one of its tools, its hints read as
+    the MCP specification defines them: a tool that does not say ``readOnlyHint: true`` may write,
+    and one that may write is destructive unless it says ``destructiveHint: false`` (a hint that is
+    not a boolean says nothing).
+
+    A claim, shown to operators and never applied: a tool's flags are the operator's decision
+    (:meth:`ConnectorAction.save`, :mod:`agents.mcp_connectors`)."""
     hints = annotations if isinstance(annotations, dict) else {}
     writes = hints.get("readOnlyHint") is not True
     destructive = writes and hints.get("destructiveHint") is not False
     return writes, destructive
+
+
+def hints_in_words(annotations: Any) -> str:
+    """What a server's hints claim of its tool, in a word or three: "read-only", "writes, not
+    destructive" or "destructive" (:func:`mcp_server_claim`)."""
+    writes, destructive = mcp_server_claim(annotations)
+    if not writes:
+        return "read-only"
+    return "destructive" if destructive else "writes, not destructive"
+
+
+def hints_listed(annotations: Any) -> str:
+    """A server's hints as it gives them: ``readOnlyHint: true, title: "Lookup"``, or "no hints"."""
+    hints = annotations if isinstance(annotations, dict) else {}
+    if not hints:
+        return "no hints"
+    return ", ".join(f"{key}: {json.dumps(value)}" for key, value in sorted(hints.items()))
+
+
+def _parameter_names(schema: Any) -> str:
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    return ", ".join(sorted(properties)) if isinstance(properties, dict) and properties else "none"
 
 
 def humanized_name(name: str) -> str:
@@ -275,7 +301,15 @@ class ConnectorAction(models.Model):
     annotations = models.JSONField(
         default=dict,
         blank=True,
-        help_text="MCP tools: the hints the server gives (readOnlyHint, destructiveHint, …).",
+        help_text="MCP tools: the hints the server gave (readOnlyHint, destructiveHint, …) when its "
+        "listing was first taken or last accepted by an operator. Its claim: never applied to the flags.",
+    )
+    listing_to_review = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text="MCP tools: what the server's latest listing says of the tool where it differs from "
+        "what was accepted (its description, input_schema or annotations), kept for an operator to "
+        "review; nothing of it is offered to agents until they accept it. Empty: nothing to review.",
     )
     enabled = models.BooleanField(
         default=True,
@@ -296,7 +330,9 @@ class ConnectorAction(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.remote_name:
-            writes, confirm = mcp_tool_defaults(self.annotations)
+            # An MCP server's hints are its claim, not the operator's decision (DESIGN §1.16):
+            # until an operator sets them, its tool changes data and asks a person first.
+            writes = confirm = True
         else:
             writes = confirm = self.method in WRITE_METHODS
         if self.requires_confirmation is None:
@@ -313,6 +349,32 @@ class ConnectorAction(models.Model):
     def title(self) -> str:
         """What people read for this tool: its display name, else one made from its name."""
         return self.display_name.strip() or humanized_name(self.name)
+
+    def listing_change_in_words(self) -> list[str]:
+        """What the server's latest listing says of this MCP tool that differs from what was
+        accepted (``listing_to_review``), one phrase each, e.g. "the server now says: read-only →
+        destructive"; empty when nothing waits for review."""
+        change = self.listing_to_review if isinstance(self.listing_to_review, dict) else {}
+        words = []
+        if "annotations" in change:
+            before, after = hints_in_words(self.annotations), hints_in_words(change["annotations"])
+            if before != after:
+                words.append(f"the server now says: {before} → {after}")
+            else:
+                listed_now = hints_listed(change["annotations"])
+                words.append(f"its hints changed: {hints_listed(self.annotations)} → {listed_now}")
+        if "description" in change:
+            description = str(change["description"] or "").strip()
+            words.append(
+                f"its description now reads: {description}" if description else "its description is now empty"
+            )
+        if "input_schema" in change:
+            before, after = _parameter_names(self.parameters_schema), _parameter_names(change["input_schema"])
+            if before != after:
+                words.append(f"its input schema changed (parameters: {before} → {after})")
+            else:
+                words.append(f"its input schema changed (the same parameters, other types or rules: {after})")
+        return words
 
     def clean(self) -> None:
         check_parameters_schema(self.parameters_schema)

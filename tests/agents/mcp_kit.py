@@ -17,6 +17,7 @@ from typing import Any
 
 from agents.mcp_connectors import connector_tools_refresh
 from agents.models import Connector, ConnectorAction, Organization
+from agents.models.connectors import mcp_server_claim
 from tests.agents.engine_kit import Harness
 
 RECORDS_SERVER = str(Path(__file__).resolve().parent.parent / "mcp_servers" / "records.py")
@@ -86,9 +87,20 @@ def records_over_http(log: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]
         process.wait(timeout=10)
 
 
-def listed(connector: Connector) -> dict[str, ConnectorAction]:
-    """List the server's tools into the connector; its actions by the server's names."""
+def listed(connector: Connector, *, reviewed: bool = True) -> dict[str, ConnectorAction]:
+    """List the server's tools into the connector; its actions by the server's names.
+
+    A listed tool starts as a write that asks a person, whatever its server claims
+    (``agents.mcp_connectors``). ``reviewed``: then set each tool's flags as an operator who read
+    the server's hints and agreed with them would, in the admin (what the test servers' hints say
+    is true of them)."""
     connector_tools_refresh(connector=connector, actor=None)
+    if reviewed:
+        for action in connector.actions.exclude(remote_name=""):
+            writes, destructive = mcp_server_claim(action.annotations)
+            ConnectorAction.objects.filter(pk=action.pk).update(
+                is_write=writes, requires_confirmation=destructive
+            )
     return {a.remote_name: a for a in connector.actions.all()}
 
 

@@ -101,16 +101,17 @@ def start(personas, agent) -> Run:
 # --- listing the server's tools ---------------------------------------------------------------------
 
 
-def test_its_tools_are_listed_with_their_schemas_and_what_their_annotations_imply(records) -> None:
-    actions = listed(records)
+def test_its_tools_are_listed_with_their_schemas_and_their_hints_kept_as_the_servers_claim(records) -> None:
+    actions = listed(records, reviewed=False)
 
     assert set(actions) == {"lookup", "delete_record", "slow", "fail"}
-    lookup, delete = actions["lookup"], actions["delete_record"]
+    lookup = actions["lookup"]
     assert lookup.tool_name == "records__lookup" and lookup.description == "Read one record by its id."
     assert lookup.parameters_schema["required"] == ["record_id"]
     assert lookup.annotations == {"readOnlyHint": True}
-    assert (lookup.is_write, lookup.requires_confirmation) == (False, False)
-    assert (delete.is_write, delete.requires_confirmation) == (True, True), "destructive: a person approves"
+    assert {(a.is_write, a.requires_confirmation) for a in actions.values()} == {(True, True)}, (
+        "until an operator sets them, every tool writes and asks a person (test_mcp_annotations.py)"
+    )
     assert all(action.enabled for action in actions.values()), "the first listing's tools are on"
     records.refresh_from_db()
     assert records.tools_listed_at is not None
@@ -160,14 +161,12 @@ def test_an_operators_approval_setting_survives_a_refresh(personas, log) -> None
     assert delete.requires_confirmation is False
 
 
-def test_a_server_newly_calling_a_tool_destructive_makes_it_ask_a_person(personas, log) -> None:
+def test_a_server_newly_calling_a_tool_destructive_leaves_it_as_the_operator_set_it_and_says_so(
+    personas, log
+) -> None:
     records = stdio_connector(personas.org, log)
-    lookup = listed(records)["lookup"]
-    ConnectorAction.objects.filter(pk=lookup.pk).update(
-        annotations={"readOnlyHint": False}, requires_confirmation=False, is_write=False
-    )
-    # The server says readOnlyHint: true again: nothing is lowered; raise the other way round:
-    ConnectorAction.objects.filter(pk=lookup.pk).update(annotations={"readOnlyHint": True})
+    listed(records)
+    # Accepted when it said read-only, and set so by the operator; the server now says destructive.
     delete = ConnectorAction.objects.get(connector=records, remote_name="delete_record")
     ConnectorAction.objects.filter(pk=delete.pk).update(
         annotations={"readOnlyHint": True}, requires_confirmation=False, is_write=False
@@ -176,8 +175,9 @@ def test_a_server_newly_calling_a_tool_destructive_makes_it_ask_a_person(persona
     diff = connector_tools_refresh(connector=records, actor=None)
 
     delete.refresh_from_db()
-    assert (delete.is_write, delete.requires_confirmation) == (True, True)
-    assert diff.raised == ["records__delete_record"]
+    assert (delete.is_write, delete.requires_confirmation) == (False, False), "the operator decides"
+    assert diff.changed == ["records__delete_record (the server now says: read-only → destructive)"]
+    assert delete.listing_to_review == {"annotations": {"readOnlyHint": False, "destructiveHint": True}}
 
 
 def test_a_server_that_cannot_be_reached_changes_nothing_and_says_why(personas, tmp_path) -> None:
