@@ -29,6 +29,7 @@ from django.utils import timezone
 from agents.engine.db import db
 from agents.models import ExecutionPath
 from fimone import budgets
+from fimone.numbers import declares_number, field_schema, number_of
 from hooks.builtin import TOOL_PATTERNS_SCHEMA, tool_matches, tool_patterns
 from hooks.catalog import register_hook
 from hooks.contract import Band, HookContext, HookResult, PostToolUseHook, PreToolUseHook
@@ -160,18 +161,40 @@ class Budget(PreToolUseHook):
         org = ctx.metadata.get("org_id")
         return f"{org}:{self.per}:{who}:{self.window}:{start.isoformat()}:{self._ident}", until
 
-    async def execute(self, ctx: HookContext) -> HookResult:
+    def amount_of(self, ctx: HookContext) -> Decimal | str | None:
+        """What the call spends: a number, ``None`` when the tool has no such argument (nothing
+        to count), or why it cannot be counted, in words (DESIGN §1.16: a value that is not a
+        number — "25,000.00", "25000 USD" — or an argument the tool declares but the call leaves
+        out without a default is never taken for nothing spent). Numbers follow
+        :mod:`fimone.numbers`, with the tool's schema."""
         args = ctx.tool_args if isinstance(ctx.tool_args, dict) else {}
-        if self.field not in args:
-            return HookResult()  # nothing to count: the tool's own parameters decide
-        try:
-            amount = budgets.units(args[self.field])
-        except ValueError:
+        node = field_schema(ctx.tool_schema, (self.field,)) if ctx.tool_schema else None
+        if self.field in args:
+            value = args[self.field]
+        elif node is not None and "default" in node:
+            value = node["default"]
+        elif node is not None:
+            return f"{self.field} is not given, and what the call spends then is not known"
+        else:
+            return None  # the tool has no such argument: this budget does not count it
+        number = number_of(value, numeric_text=declares_number(node))
+        if number is None or number < 0:
+            shown = json.dumps(value, ensure_ascii=False, default=str)[:60]
+            return f"{self.field} is {shown}, which is not a positive number"
+        return number
+
+    async def execute(self, ctx: HookContext) -> HookResult:
+        spends = self.amount_of(ctx)
+        if spends is None:
+            return HookResult()
+        if isinstance(spends, str):
+            # Blocked whatever ``over`` says: an amount that cannot be counted cannot be counted
+            # after a person approves it either.
             return HookResult(
                 allow=False,
-                error=f"Budget: {self.field} must be a positive number to be counted. "
-                "The call was not executed.",
+                error=f"Budget: {spends}, so it cannot be counted. The call was not executed.",
             )
+        amount = budgets.units(spends)
         call = call_of(ctx)
         key, until = self.key(ctx, timezone.now())
         sandboxed = ctx.metadata.get("execution_path") == ExecutionPath.EVAL

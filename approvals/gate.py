@@ -109,6 +109,7 @@ def _open(
         args_sha256=digest,
         facts=facts,
         context=context,
+        schema=ctx.tool_schema,
     )
     # Who may decide now: a staged request's current stage (stand-ins included, reassigned not).
     request = opened.request

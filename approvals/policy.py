@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +11,7 @@ from django.db.models import Exists, OuterRef, Q, QuerySet
 
 from agents.models import Agent, HookDeclaration, Membership, Role
 from approvals.models import ApprovalStage, ApproverPolicy, EscalationTier
-from hooks.builtin import Condition, conditions_of
+from hooks.conditions import Condition, conditions_of, judge
 
 APPROVER_ROLES = (Role.APPROVER, Role.ADMIN)
 """The roles an organisation admin gives to make someone an approver of the organisation: only
@@ -39,15 +40,18 @@ class ResolvedStage:
     timeout_seconds: int | None = None
     tiers: tuple[ResolvedTier, ...] = ()
 
-    def applies(self, *, tool_name: str, agent_name: str, args: Any) -> bool:
+    def applies(
+        self, *, tool_name: str, agent_name: str, args: Any, schema: Mapping[str, Any] | None = None
+    ) -> bool:
         """Whether this stage asks about a call: its conditions hold on the call's arguments,
-        where ``@tool`` and ``@agent`` read the tool's and the agent's names. No conditions:
-        always."""
+        where ``@tool`` and ``@agent`` read the tool's and the agent's names; ``schema`` is the
+        tool's parameters (:mod:`hooks.conditions`). No conditions: always. Conditions that
+        cannot decide (a text where a number is compared) apply the stage: its people are asked
+        (DESIGN §1.16)."""
         if not self.conditions:
             return True
         facts = {**args, "@tool": tool_name, "@agent": agent_name} if isinstance(args, dict) else {}
-        combine = any if self.any_condition else all
-        return combine(condition.met(facts) for condition in self.conditions)
+        return not judge(self.conditions, facts, schema=schema, any_=self.any_condition).unmet
 
     @classmethod
     def from_row(cls, row: ApprovalStage) -> ResolvedStage:
@@ -289,13 +293,19 @@ def tier_approver_ids(*, policy: ResolvedPolicy, agent: Agent, requester_id: int
 
 
 def stages_for_call(
-    *, policy: ResolvedPolicy, agent: Agent, tool_name: str, args: Any
+    *,
+    policy: ResolvedPolicy,
+    agent: Agent,
+    tool_name: str,
+    args: Any,
+    schema: Mapping[str, Any] | None = None,
 ) -> list[ResolvedStage]:
-    """The policy's stages that apply to this call, in order (none: the call has no stages)."""
+    """The policy's stages that apply to this call, in order (none: the call has no stages);
+    ``schema``: the tool's parameters, as :meth:`ResolvedStage.applies` reads them."""
     return [
         stage
         for stage in policy.stages
-        if stage.applies(tool_name=tool_name, agent_name=agent.name, args=args)
+        if stage.applies(tool_name=tool_name, agent_name=agent.name, args=args, schema=schema)
     ]
 
 

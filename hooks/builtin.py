@@ -15,10 +15,10 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
-from decimal import Decimal, InvalidOperation
 from typing import Any, ClassVar
 
 from hooks.catalog import register_hook
+from hooks.conditions import CONFIRM_OPS, conditions_of, judge
 from hooks.contract import HookContext, HookResult, PostToolUseHook, PreToolUseHook, SessionStartHook
 
 
@@ -232,116 +232,6 @@ class TruncateResult(ResultTruncate):
 
 # --- confirm_when ---------------------------------------------------------------------------------
 
-ORDERING_OPS = (">", ">=", "<", "<=")
-CONFIRM_OPS = (*ORDERING_OPS, "==", "!=", "in", "regex")
-_MISSING: Any = object()
-
-
-def _number(value: Any) -> Decimal | None:
-    """A number, or a string spelling one, as a ``Decimal``; ``None`` for anything else (booleans
-    included: ``True`` is not 1 here)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float | str):
-        try:
-            number = Decimal(str(value).strip())
-        except (InvalidOperation, ValueError):
-            return None
-        return number
-    return None
-
-
-def _lookup(args: Any, path: tuple[str, ...]) -> Any:
-    value = args
-    for part in path:
-        if isinstance(value, dict):
-            value = value.get(part, _MISSING)
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return _MISSING
-        if value is _MISSING:
-            return _MISSING
-    return value
-
-
-def _equal(left: Any, right: Any) -> bool:
-    a, b = _number(left), _number(right)
-    if a is not None and b is not None and not a.is_nan() and not b.is_nan():
-        return a == b
-    return left == right
-
-
-class Condition:
-    """One ``{field, op, value}`` row (``confirm_when``'s, and an approval stage's): parsed once,
-    then :meth:`met` by a call's arguments. Raises ``ValueError`` naming ``where`` for a bad row."""
-
-    __slots__ = ("field", "op", "path", "regex", "value")
-
-    def __init__(self, raw: dict[str, Any], where: str) -> None:
-        self.field, self.op, self.value = raw["field"], raw["op"], raw["value"]
-        self.path = tuple(self.field.split("."))
-        self.regex: re.Pattern[str] | None = None
-        if self.op in ORDERING_OPS and _number(self.value) is None:
-            raise ValueError(f"{where}.value must be a number for {self.op!r}")
-        if self.op == "in" and not isinstance(self.value, list):
-            raise ValueError(f"{where}.value must be a list for 'in'")
-        if self.op == "regex":
-            if not isinstance(self.value, str):
-                raise ValueError(f"{where}.value must be a regular expression")
-            try:
-                self.regex = re.compile(self.value)
-            except re.error as exc:
-                raise ValueError(f"{where}.value is not a valid regular expression: {exc}") from None
-
-    def met(self, args: Any) -> bool:
-        """Whether the arguments meet the condition. A missing field does not; a field present
-        but not comparable with the threshold (a text where a number is expected, NaN) does:
-        when in doubt, a human decides."""
-        actual = _lookup(args, self.path)
-        if actual is _MISSING:
-            return False
-        op = self.op
-        if op in ORDERING_OPS:
-            number, threshold = _number(actual), _number(self.value)
-            if number is None or number.is_nan() or threshold is None:
-                return True
-            if op == ">":
-                return number > threshold
-            if op == ">=":
-                return number >= threshold
-            if op == "<":
-                return number < threshold
-            return number <= threshold
-        if op == "==":
-            return _equal(actual, self.value)
-        if op == "!=":
-            return not _equal(actual, self.value)
-        if op == "in":
-            return any(_equal(actual, option) for option in self.value)
-        assert self.regex is not None
-        text = actual if isinstance(actual, str) else _text(actual)
-        return self.regex.search(text) is not None
-
-    def describe(self) -> str:
-        return f"{self.field} {self.op} {json.dumps(self.value, ensure_ascii=False)}"
-
-
-def conditions_of(rows: Any, *, where: str = "conditions") -> tuple[Condition, ...]:
-    """Parse a list of ``{field, op, value}`` rows (possibly empty). Raises ``ValueError`` saying
-    which row is wrong and why."""
-    if not isinstance(rows, list):
-        raise ValueError(f"{where} must be a list of {{field, op, value}}")
-    parsed = []
-    for index, raw in enumerate(rows):
-        at = f"{where}[{index}]"
-        if not isinstance(raw, dict) or not {"field", "op", "value"} <= set(raw):
-            raise ValueError(f"{at} must be an object with field, op and value")
-        if not isinstance(raw["field"], str) or not raw["field"] or raw["op"] not in CONFIRM_OPS:
-            raise ValueError(f"{at}: field must be a name and op one of {', '.join(CONFIRM_OPS)}")
-        parsed.append(Condition(raw, at))
-    return tuple(parsed)
-
 
 @register_hook
 class ConfirmWhen(PreToolUseHook):
@@ -350,12 +240,14 @@ class ConfirmWhen(PreToolUseHook):
     ``{"tools": "oa__purchase_pay", "conditions": [{"field": "amount", "op": ">=", "value": 50000}]}``.
 
     ``conditions`` are on argument fields (a dotted path into nested objects, digits index lists)
-    with ``>``, ``>=``, ``<``, ``<=`` (numbers, or strings spelling numbers), ``==``, ``!=``,
-    ``in`` (a list) and ``regex`` (searched in the text); ``mode`` combines them: ``all``
-    (default) or ``any``. A missing field does not meet its condition; a field that cannot be
-    compared (a text where a number is expected) does. When met, the hook answers
-    ``HookResult(require_confirmation=True)`` and the approval gate asks a human; it never blocks.
-    It runs late (priority 900) so that it sees the arguments as other hooks rewrote them.
+    with ``>``, ``>=``, ``<``, ``<=`` (numbers), ``==``, ``!=``, ``in`` (a list) and ``regex``
+    (searched in the text); ``mode`` combines them: ``all`` (default) or ``any``. Conditions are
+    judged by :mod:`hooks.conditions` against the tool's schema: a field the tool does not have
+    does not meet its condition; one that cannot decide ("25,000.00" where a number is compared, a
+    declared field left out) is doubt, and doubt asks a person too (DESIGN §1.16). When met or in
+    doubt, the hook answers ``HookResult(require_confirmation=True)`` and the approval gate asks a
+    human; it never blocks. It runs late (priority 900) so that it sees the arguments as other
+    hooks rewrote them.
     """
 
     name = "confirm_when"
@@ -403,9 +295,12 @@ class ConfirmWhen(PreToolUseHook):
         return tool_matches(ctx.tool_name, self.tools)
 
     async def execute(self, ctx: HookContext) -> HookResult:
-        combine = all if self.mode == "all" else any
-        if not combine(condition.met(ctx.tool_args) for condition in self.conditions):
+        judged = judge(self.conditions, ctx.tool_args, schema=ctx.tool_schema, any_=self.mode == "any")
+        if judged.unmet:
             return HookResult()
+        if judged.doubt:
+            reason = f"{ctx.tool_name}: {judged.why}; a person decides"
+            return HookResult(require_confirmation=True, confirmation_reason=reason)
         joined = f" {self.mode} ".join(c.describe() for c in self.conditions)
         reason = self.reason or f"{ctx.tool_name} arguments meet {joined}"
         return HookResult(require_confirmation=True, confirmation_reason=reason)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import enum
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -78,7 +78,10 @@ class HookContext:
     Two fields travel outside ``metadata`` because the platform relies on them:
     ``confirmation_request_id`` (PostToolUse) names the approval request that let this call run,
     set by the engine from the gate's answer (:attr:`PreToolUseOutcome.confirmation_request_id`);
-    ``events`` is given by the registry to system hooks only (``None`` for every other hook).
+    ``events`` is given by the registry to system hooks only (``None`` for every other hook);
+    ``tool_schema`` is the tool's parameters (a JSON schema) as the engine knows them, read by the
+    hooks that judge arguments (:mod:`hooks.conditions`: which texts are numbers, which fields the
+    tool has); ``None`` where no tool is known. It is not sent to command or http hooks.
     """
 
     tool_name: str = ""
@@ -91,6 +94,7 @@ class HookContext:
     requires_confirmation: bool = False
     confirmation_request_id: str | None = None
     events: RunEvents | None = None
+    tool_schema: Mapping[str, Any] | None = None
 
 
 @dataclass(slots=True, kw_only=True)

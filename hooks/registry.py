@@ -134,6 +134,7 @@ def _evolve(
     new.requires_confirmation = ctx.requires_confirmation if confirm is _KEEP else confirm
     new.confirmation_request_id = ctx.confirmation_request_id
     new.events = ctx.events if events is _KEEP else events
+    new.tool_schema = ctx.tool_schema
     return new
 
 
@@ -149,6 +150,7 @@ assert tuple(HookContext.__dataclass_fields__) == (
     "requires_confirmation",
     "confirmation_request_id",
     "events",
+    "tool_schema",
 ), "update hooks.registry._evolve for the new HookContext field"
 
 

@@ -56,6 +56,7 @@ def _private(ctx: HookContext) -> HookContext:
         hook_point=ctx.hook_point,
         requires_confirmation=ctx.requires_confirmation,
         confirmation_request_id=ctx.confirmation_request_id,
+        tool_schema=ctx.tool_schema,
     )
 
 

@@ -251,10 +251,16 @@ def settle(resumes, tool: RecordingTool) -> None:
         Harness(tool).resume(Run.objects.get(pk=resumes.run_ids.pop(0)))
 
 
+# A payment tool whose amount is a number or a text, as many services take money.
+TEXT_OR_NUMBER_PAY_SCHEMA = {
+    **PAY_SCHEMA,
+    "properties": {**PAY_SCHEMA["properties"], "amount": {"type": ["number", "string"]}},
+}
+
+
 def pay_tool(**fields: Any) -> RecordingTool:
-    return RecordingTool(
-        "oa__purchase_pay", result={"card": "6222-0000-1111-2222"}, parameters=PAY_SCHEMA, **fields
-    )
+    fields.setdefault("parameters", PAY_SCHEMA)
+    return RecordingTool("oa__purchase_pay", result={"card": "6222-0000-1111-2222"}, **fields)
 
 
 # --- the hook the enforced-redaction promise declares, and the eval rows -----------------------------

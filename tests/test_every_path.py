@@ -16,8 +16,11 @@ adding a row to its :data:`PATHS`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import re
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.core import mail
@@ -36,7 +39,15 @@ from hooks import HookContext
 from hooks.catalog import build_hooks
 from tests.agents.engine_kit import Harness, events_of
 from tests.approvals.kit import recorded_request, set_policy
-from tests.every_path_kit import EVAL_PATHS, PATHS, PAY_ARGS, drive, pay_tool, settle
+from tests.every_path_kit import (
+    EVAL_PATHS,
+    PATHS,
+    PAY_ARGS,
+    TEXT_OR_NUMBER_PAY_SCHEMA,
+    drive,
+    pay_tool,
+    settle,
+)
 from tests.personas import make_hook
 
 # Verdicts act after commit (they resume runs): let transactions really commit.
@@ -442,10 +453,10 @@ def test_an_e_mail_link_decides_only_with_the_approvers_code(path, personas, res
     assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
 
 
-@every_path
-def test_a_standing_approval_approves_the_call_without_asking_anyone(path, personas, resumes) -> None:
-    """april's standing approval of payments up to 5,000 on the path's agents (granted as each
-    agent is made): the call is approved at once, recorded as approved by the grant, and runs once."""
+@contextlib.contextmanager
+def payments_up_to_5000_granted(personas: Any) -> Iterator[None]:
+    """april's standing approval of payments up to 5,000 on every agent made meanwhile (the path's
+    agents, granted as each is made)."""
     set_policy(personas, standing_grants="agent")
     source = recorded_request(personas, status="approved", decided_by=personas.approver)
 
@@ -462,16 +473,42 @@ def test_a_standing_approval_approves_the_call_without_asking_anyone(path, perso
             )
 
     post_save.connect(grant_on, sender=Agent, weak=False, dispatch_uid="every-path-grant")
-    pay = pay_tool(requires_confirmation=True)
     try:
-        root, _tool_run = drive(path, personas, None, pay)
+        yield
     finally:
         post_save.disconnect(sender=Agent, dispatch_uid="every-path-grant")
+
+
+@every_path
+def test_a_standing_approval_approves_the_call_without_asking_anyone(path, personas, resumes) -> None:
+    """The call is approved at once, recorded as approved by the grant, and runs once."""
+    pay = pay_tool(requires_confirmation=True)
+    with payments_up_to_5000_granted(personas):
+        root, _tool_run = drive(path, personas, None, pay)
 
     root.refresh_from_db()
     assert root.status == RunStatus.COMPLETED and pay.calls == [PAY_ARGS]
     [used] = ConfirmationRequest.objects.filter(grant__isnull=False)
     assert used.status == "approved" and used.reason == f"standing approval #{used.grant_id}"
+
+
+@every_path
+def test_a_standing_approval_never_approves_an_amount_it_cannot_compare(path, personas, resumes) -> None:
+    """Doubt goes to a person (DESIGN §1.16): the tool takes its amount as a number or a text, and
+    the path's hook writes "5,000.00" — which a service may read as 5000 or as 5. The grant of
+    payments up to 5,000 cannot tell, so a person is asked and nothing runs meanwhile."""
+    pay = pay_tool(requires_confirmation=True, parameters=TEXT_OR_NUMBER_PAY_SCHEMA)
+    as_text = [
+        {"name": "set_arguments", "params": {"tools": "oa__purchase_pay", "values": {"amount": "5,000.00"}}}
+    ]
+    with payments_up_to_5000_granted(personas):
+        root, tool_run = drive(path, personas, as_text, pay)
+
+    root.refresh_from_db()
+    assert root.status == RunStatus.AWAITING_APPROVAL and pay.calls == []
+    [request] = ConfirmationRequest.objects.filter(run=tool_run)
+    assert request.status == "pending" and request.grant_id is None
+    assert request.tool_args["amount"] == "5,000.00"
 
 
 @every_path

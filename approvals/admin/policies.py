@@ -4,8 +4,9 @@ escalation tiers.
 Policies are configured here by operators and organisation admins of the policy's organisation;
 their changes are recorded (who, when, old and new values). Separation of duties (DESIGN §1.13)
 is checked on save: a policy or tier names only approvers and admins of its organisation, and only
-organisation admins (and superusers) set ``allow_self_approval`` and ``allow_initiator`` (shown
-disabled to others; a forged change is a form error).
+organisation admins (and superusers) set what widens approvers' powers (:data:`ADMIN_SETTINGS`:
+self-approval, the initiator, standing approvals, their hours and "until revoked"; shown disabled
+to others; a forged change is a form error).
 """
 
 from __future__ import annotations
@@ -28,11 +29,19 @@ from approvals.policy import APPROVER_ROLES, is_organisation_admin, non_approver
 from approvals.selectors import display_name
 from fimone.history import ConfigHistoryAdmin
 from fimone.humanize import duration_text
-from hooks.builtin import CONFIRM_OPS, conditions_of
+from hooks.conditions import CONFIRM_OPS, conditions_of
 
-ADMIN_SETTINGS = ("allow_self_approval", "allow_initiator", "standing_grants", "grants_until_revoked")
-"""Policy settings only an organisation admin (or a superuser) sets: who may approve their own call,
-and whether one approval may stand for later calls."""
+ADMIN_SETTINGS = (
+    "allow_self_approval",
+    "allow_initiator",
+    "standing_grants",
+    "grant_max_hours",
+    "grants_until_revoked",
+)
+"""Policy settings only an organisation admin (or a superuser) sets, every one that widens what
+approvers may do (DESIGN §1.16): who may approve their own call, and whether, where, how long and
+until when one approval may stand for later calls. :func:`approvals.services.grants.check_grant`
+holds every grant to them when it is made."""
 
 
 SEPARATION_OF_DUTIES = (
@@ -245,13 +254,21 @@ class ApproverPolicyForm(forms.ModelForm):
             if field.disabled:
                 # A disabled field is not sent: only a posted value (a forged request) changes it.
                 sent = self.add_prefix(name) in self.data
-                raw = self.data.get(self.add_prefix(name))
-                wanted = (bool(raw) if isinstance(default, bool) else raw) if sent else before
+                wanted = _posted(field, self.data.get(self.add_prefix(name))) if sent else before
             else:
                 wanted = cleaned.get(name)
             if wanted != before or (wanted != default and moved):
                 self.add_error(name, f"Only an organisation admin of {organization} can change this.")
         return cleaned
+
+
+def _posted(field: forms.Field, raw: Any) -> Any:
+    """A disabled field's posted value as the field reads it ("8" is 8 hours), or the raw text
+    when it does not read (a change all the same)."""
+    try:
+        return field.to_python(raw)
+    except forms.ValidationError:
+        return raw
 
 
 class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):

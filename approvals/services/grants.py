@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +21,11 @@ from django.utils import timezone
 from agents.models import Membership, Run
 from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus, StandingGrant
 from approvals.policy import APPROVER_ROLES, ResolvedPolicy, eligible_ids, policy_for, stages_for_call
-from approvals.presentation import title_of
+from approvals.presentation import call_facts, title_of
 from approvals.selectors import display_name, request_for_decision
 from approvals.services.deciding import DecisionOutcome, confirmation_decide
 from approvals.services.event_log import Kind, log_event
-from hooks.builtin import conditions_of
+from hooks.conditions import conditions_of, judge
 
 Scope = StandingGrant.Scope
 
@@ -74,7 +75,12 @@ def check_grant(*, request: ConfirmationRequest, ask: GrantAsk) -> str | None:
         return str(exc)
     if not conditions:
         return "say which arguments it covers: at least one condition"
-    if not all(condition.met(request.tool_args) for condition in conditions):
+    schema = call_facts(agent=request.agent, tool_name=request.tool_name).parameters
+    judged = judge(conditions, request.tool_args, schema=schema)
+    if judged.doubt:
+        # A grant approves without asking: one that cannot tell what it covers covers nothing.
+        return f"the conditions cannot tell whether they cover the call you approve: {judged.why}"
+    if not judged.met:
         return "the conditions must cover the call you approve"
     return None
 
@@ -155,18 +161,25 @@ def may_revoke(*, grant: StandingGrant, user: Any) -> bool:
 
 
 def grant_for_call(
-    *, run: Run, tool_name: str, tool_args: Any, policy: ResolvedPolicy, now: dt.datetime
+    *,
+    run: Run,
+    tool_name: str,
+    tool_args: Any,
+    policy: ResolvedPolicy,
+    now: dt.datetime,
+    schema: Mapping[str, Any] | None = None,
 ) -> StandingGrant | None:
     """A standing approval that approves this call now, locked until the caller's transaction
     ends; ``None`` when none does. It must be active, for this agent and tool (and conversation,
-    if so scoped), its conditions all met by the arguments as they reach the gate, the policy
+    if so scoped), its conditions all met by the arguments as they reach the gate (judged with
+    the tool's parameters ``schema``; a condition in doubt covers nothing: DESIGN §1.16), the policy
     must still allow it (one approval decides, no stage applies, its scope still allowed), and
     its granter must still be able to decide the call (an active approver of the organisation,
     not barred by separation of duties)."""
     widest, _hours, _until = grant_rules(policy)
     if widest == ApproverPolicy.Grants.OFF or policy.approvals_required > 1:
         return None
-    if stages_for_call(policy=policy, agent=run.agent, tool_name=tool_name, args=tool_args):
+    if stages_for_call(policy=policy, agent=run.agent, tool_name=tool_name, args=tool_args, schema=schema):
         return None
     candidates = (
         StandingGrant.objects.select_for_update()
@@ -184,7 +197,7 @@ def grant_for_call(
             conditions = conditions_of(grant.conditions)
         except ValueError:
             continue
-        if not conditions or not all(condition.met(tool_args) for condition in conditions):
+        if not conditions or not judge(conditions, tool_args, schema=schema).met:
             continue
         if approvers is None:
             approvers = set(

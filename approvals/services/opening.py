@@ -5,6 +5,7 @@ approvers, quorum, escalation plan and deadline its policy says at that moment (
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,7 @@ def confirmation_request_open(
     args_sha256: str,
     facts: presentation.CallFacts | None = None,
     context: list[dict[str, str]] | None = None,
+    schema: Mapping[str, Any] | None = None,
 ) -> Opened:
     """Open the request for ``(run, tool_call_id)``, or return the one already open (a resumed
     run re-enters the same call). A new request is snapshotted with its approvers and handed to
@@ -63,13 +65,17 @@ def confirmation_request_open(
     tool's title and the call's ``context``. ``facts``: the tool's description as
     :func:`~approvals.presentation.call_facts` read it (read here when not given); ``context``:
     what its context action answered (:func:`~approvals.presentation.context_read`, which the gate
-    calls on its event loop, outside this transaction); without it, the arguments."""
+    calls on its event loop, outside this transaction); without it, the arguments. ``schema``: the
+    tool's parameters as the engine checked the arguments against them, which the stages' and
+    standing approvals' conditions read (:mod:`hooks.conditions`); without it, the toolbox's."""
     existing = ConfirmationRequest.objects.filter(run=run, tool_call_id=tool_call_id).first()
     agent = run.agent
     if existing is not None:  # a resumed run re-enters its call: only the inline wait is needed
         return Opened(existing, False, inline_wait_of(agent=agent))
     policy = policy_for(agent=agent)
-    stages = stage_plan(policy=policy, run=run, tool_name=tool_name, tool_args=tool_args)
+    facts = facts or presentation.call_facts(agent=agent, tool_name=tool_name)
+    schema = facts.parameters if schema is None else schema
+    stages = stage_plan(policy=policy, run=run, tool_name=tool_name, tool_args=tool_args, schema=schema)
     if stages:
         first = stages[0]
         approvers_by_stage = [set(stage["user_ids"]) for stage in stages]
@@ -91,13 +97,19 @@ def confirmation_request_open(
         approvals_required, timeout_seconds = policy.approvals_required, policy.timeout_seconds
         plan = tier_plan(policy.tiers, timeout_seconds=timeout_seconds)
     channel_config = channel_config_for(agent=agent, policy_channel_id=policy.channel_config_id)
-    facts = facts or presentation.call_facts(agent=agent, tool_name=tool_name)
     now = timezone.now()
     # A standing approval that covers the call approves it at once (its row locked until commit).
     grant = (
         None
         if stages
-        else grant_for_call(run=run, tool_name=tool_name, tool_args=tool_args, policy=policy, now=now)
+        else grant_for_call(
+            run=run,
+            tool_name=tool_name,
+            tool_args=tool_args,
+            schema=schema,
+            policy=policy,
+            now=now,
+        )
     )
     try:
         with transaction.atomic():
@@ -206,14 +218,20 @@ def tier_plan(tiers: tuple[Any, ...], *, timeout_seconds: int) -> list[dict[str,
 
 
 def stage_plan(
-    *, policy: ResolvedPolicy, run: Run, tool_name: str, tool_args: dict[str, Any]
+    *,
+    policy: ResolvedPolicy,
+    run: Run,
+    tool_name: str,
+    tool_args: dict[str, Any],
+    schema: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The stages that apply to this call, as the request snapshots them, each with the people it
-    asks (``[]``: the call has no stages). A person asked by several stages is asked by the first
+    asks (``[]``: the call has no stages); ``schema``: the tool's parameters, which say how its
+    arguments are judged (:mod:`hooks.conditions`). A person asked by several stages is asked by the first
     (a person votes once on a request, so nobody approves two stages of one call). Raises
     :class:`NoApprovers` naming the first stage that could not reach its quorum."""
     applying: list[ResolvedStage] = stages_for_call(
-        policy=policy, agent=run.agent, tool_name=tool_name, args=tool_args
+        policy=policy, agent=run.agent, tool_name=tool_name, args=tool_args, schema=schema
     )
     plan: list[dict[str, Any]] = []
     asked: set[int] = set()

@@ -43,12 +43,23 @@ def unique_org() -> int:
     return random.randrange(10**9, 10**10)
 
 
+# A payment tool whose amount is a number or a text (as many services take money).
+TEXT_OR_NUMBER_SCHEMA = {
+    "type": "object",
+    "properties": {"purchase_id": {"type": "string"}, "amount": {"type": ["number", "string"]}},
+    "required": ["purchase_id"],
+}
+MISSING: Any = object()
+
+
 def call(
     org: int, amount: Any, *, user: int = 7, call_id: str | None = None, path: str = "api"
 ) -> HookContext:
+    args = {"purchase_id": "PO-1"} if amount is MISSING else {"purchase_id": "PO-1", "amount": amount}
     return HookContext(
         tool_name="oa__purchase_pay",
-        tool_args={"purchase_id": "PO-1", "amount": amount},
+        tool_args=args,
+        tool_schema=TEXT_OR_NUMBER_SCHEMA,
         user_id=user,
         agent_id=3,
         metadata={
@@ -137,11 +148,44 @@ async def test_an_eval_measures_the_budget_and_never_counts(backend) -> None:
     assert (await registry.run_pre_tool_use(call(org, 100))).allow, "nothing was counted by the eval"
 
 
-@pytest.mark.parametrize("amount", [True, "lots", -5, float("nan"), None])
+@pytest.mark.parametrize(
+    "amount", [True, "lots", -5, float("nan"), None, "25,000.00", "25000 USD", " 50", "5e1", "1_000"]
+)
 async def test_an_amount_that_is_not_a_positive_number_is_refused(backend, amount) -> None:
-    out = await budget(100).run_pre_tool_use(call(unique_org(), amount))
+    out = await budget(100).run_pre_tool_use(call(unique_org(), amount, path="api"))
 
-    assert not out.allow and "amount must be a positive number" in out.error
+    assert not out.allow and "which is not a positive number, so it cannot be counted" in out.error
+
+
+async def test_an_amount_that_cannot_be_counted_is_refused_even_where_the_budget_asks(backend) -> None:
+    out = await budget(100, over="ask").run_pre_tool_use(call(unique_org(), "25,000.00"))
+
+    assert not out.allow and not out.requires_confirmation
+    assert out.error.startswith('Budget: amount is "25,000.00", which is not a positive number')
+
+
+async def test_a_declared_amount_left_out_is_refused_and_one_the_tool_lacks_is_not_counted(backend) -> None:
+    org = unique_org()
+    left_out = await budget(100).run_pre_tool_use(call(org, MISSING))
+    other_tool = HookContext(
+        tool_name="oa__purchases_list",
+        tool_args={},
+        tool_schema={"type": "object", "properties": {"status": {"type": "string"}}},
+        user_id=7,
+        metadata={"org_id": org, "run_id": 1, "tool_call_id": "c1", "execution_path": "api"},
+    )
+
+    assert not left_out.allow and "amount is not given" in left_out.error
+    assert (await budget(100).run_pre_tool_use(other_tool)).allow
+
+
+async def test_a_text_counts_only_where_the_tools_schema_says_the_field_is_a_number(backend) -> None:
+    org = unique_org()
+    unknown_schema = call(org, "400.00")
+    unknown_schema.tool_schema = None
+
+    assert (await budget(1000).run_pre_tool_use(call(org, "400.00"))).allow
+    assert not (await budget(1000).run_pre_tool_use(unknown_schema)).allow
 
 
 def test_exactly_the_budget_of_concurrent_calls_from_threads_passes(backend) -> None:

@@ -285,3 +285,32 @@ def test_the_hooks_file_starts_as_the_agents_hooks_now(history) -> None:
     text = page_text(logged_in(history.personas.operator).get(url))
 
     assert "- name: confirm_when" in text and "oa__purchase_pay" in text
+
+
+def test_a_replay_shows_a_past_amount_no_condition_can_compare_as_asking_a_person(governed, payments) -> None:
+    """Doubt goes to a person (DESIGN §1.16): a payment recorded with "25,000.00" as its amount
+    would now wait for a person under "from 1,000", not slip through."""
+    text_or_number = {
+        "type": "object",
+        "properties": {"purchase_id": {"type": "string"}, "amount": {"type": ["number", "string"]}},
+        "required": ["purchase_id", "amount"],
+    }
+    payments.actions.filter(name="purchase_pay").update(parameters_schema=text_or_number)
+    tool = pay_tool(parameters=text_or_number)
+    for amount in ("25,000.00", "500"):
+        payments.model_config_json = scripted(
+            {
+                "tool_calls": [
+                    {"name": "oa__purchase_pay", "arguments": {"purchase_id": "PO-9", "amount": amount}}
+                ]
+            },
+            {"content": "done"},
+        )
+        payments.save(update_fields=["model_config_json"])
+        Harness(tool).execute(run_start(agent=payments, user=governed.member, input="pay", dispatch=False))
+    make_hook(payments, "confirm_when", params=BIG)
+
+    replay = replayed(SimpleNamespace(agent=payments, personas=governed), chain_current(agent=payments))
+
+    assert replay.status == "done" and replay.summary["tried"] == 2
+    assert changes(replay) == [("25,000.00", "allowed", "asked", "allowed → asked", "confirm_when")]

@@ -244,3 +244,36 @@ def test_a_wrongly_typed_argument_is_told_on_its_input(governed, payments) -> No
 
     assert "Amount: enter a number" in page_text(response)
     assert response.context["form"].errors["arguments"] == ["Amount: enter a number"]
+
+
+# --- doubt goes to a person (DESIGN §1.16) ------------------------------------------------------------
+
+TEXT_OR_NUMBER_PAY = {
+    "type": "object",
+    "properties": {"purchase_id": {"type": "string"}, "amount": {"type": ["number", "string"]}},
+    "required": ["purchase_id", "amount"],
+}
+
+
+@pytest.mark.parametrize(
+    ("amount", "verdict", "why"),
+    [
+        ('"25,000.00"', "Approval needed", 'amount is "25,000.00", which is not a number; a person decides'),
+        ('"25000 USD"', "Approval needed", 'amount is "25000 USD", which is not a number; a person decides'),
+        ('"60000"', "Approval needed", "amount >= 50000"),
+        ('"4000"', "Allowed", ""),
+    ],
+)
+def test_the_trial_shows_a_condition_that_cannot_compare_asking_a_person(
+    governed, payments, amount: str, verdict: str, why: str
+) -> None:
+    payments.actions.filter(name="purchase_pay").update(parameters_schema=TEXT_OR_NUMBER_PAY)
+    make_hook(payments, "confirm_when", params=CONFIRM_BIG_PAYMENTS)
+
+    response = try_call(governed.operator, payments, tool_name="oa__purchase_pay",
+                        arguments=f'{{"purchase_id": "PO-1", "amount": {amount}}}')  # fmt: skip
+
+    text = page_text(response).replace("&quot;", '"').replace("&gt;", ">")
+    assert response.status_code == 200 and verdict in text
+    assert why in text
+    assert not ConfirmationRequest.objects.exists() and not Run.objects.exists()

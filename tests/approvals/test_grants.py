@@ -16,7 +16,13 @@ from django.utils import timezone
 
 from agents.models import Conversation, Membership, Role, RunStatus
 from agents.services import run_start
-from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.models import (
+    ApproverPolicy,
+    ConfirmationEvent,
+    ConfirmationRequest,
+    ConfirmationStatus,
+    StandingGrant,
+)
 from approvals.policy import policy_for
 from approvals.selectors.queue_health import queue_health
 from approvals.services.grants import (
@@ -26,9 +32,9 @@ from approvals.services.grants import (
     grant_for_call,
     grant_revoke,
 )
-from tests.admin_kit import logged_in
-from tests.agents.engine_kit import Harness
-from tests.approvals.kit import set_policy
+from tests.admin_kit import logged_in, page_text, url
+from tests.agents.engine_kit import Harness, RecordingTool
+from tests.approvals.kit import policy_form, set_policy
 from tests.approvals.stage_kit import pay_tool, paying
 from tests.personas import make_agent, make_hook
 
@@ -275,3 +281,151 @@ def test_a_call_no_grant_could_cover_costs_the_gate_no_look_at_the_approvers(per
     assert look(9_000) == (None, []), "outside the grant's conditions: nothing else read"
     found, membership_reads = look(1_000)
     assert found is not None and len(membership_reads) >= 1
+
+
+# --- doubt goes to a person (DESIGN §1.16) ------------------------------------------------------------
+
+# A payment tool whose amount is a number or a text, as many services take money.
+TEXT_OR_NUMBER_PAY = {
+    "type": "object",
+    "properties": {"purchase_id": {"type": "string"}, "amount": {"type": ["number", "string"]}},
+    "required": ["purchase_id", "amount"],
+}
+
+
+def text_or_number_pay_tool() -> RecordingTool:
+    return RecordingTool(
+        "oa__purchase_pay",
+        result={"status": "paid"},
+        parameters=TEXT_OR_NUMBER_PAY,
+        requires_confirmation=True,
+    )
+
+
+def paying_what_is_said(personas: Any) -> Any:
+    """A scripted model that pays the amount the user writes after "pay ", as written."""
+
+    def turns(amount: Any) -> list[dict[str, Any]]:
+        call = {"name": "oa__purchase_pay", "arguments": {"purchase_id": "PO-7", "amount": amount}}
+        return [{"tool_calls": [call]}, {"content": "Outcome: {last}"}]
+
+    rules = [
+        {"match": "25,000.00", "turns": turns("25,000.00")},
+        {"match": "25000 USD", "turns": turns("25000 USD")},
+        {"match": "4000 as text", "turns": turns("4000")},
+        {"turns": turns(1000)},
+    ]
+    config = {"provider": "scripted", "script": {"rules": rules}}
+    return make_agent(personas.org, personas.operator, name="Payer as said", model_config_json=config)
+
+
+@pytest.mark.parametrize("amount", ["25,000.00", "25000 USD"])
+def test_a_grant_never_approves_an_amount_it_cannot_compare(personas, resumes, amount: str) -> None:
+    allow_grants(personas)
+    tool = text_or_number_pay_tool()
+    harness = Harness(tool)
+    agent = paying_what_is_said(personas)
+    first = pay_in(personas, harness, agent, text="pay 1000")
+    outcome, standing = grant(personas, ConfirmationRequest.objects.get(run=first), scope="agent")
+    assert outcome.accepted and standing is not None
+    harness.resume(first)
+
+    later = pay_in(personas, harness, agent, conversation=first.conversation, text=f"pay {amount}")
+
+    assert later.status == RunStatus.AWAITING_APPROVAL
+    assert [call["amount"] for call in tool.calls] == [1000], "nothing ran past the person"
+    request = ConfirmationRequest.objects.get(run=later)
+    assert request.status == ConfirmationStatus.PENDING and request.grant_id is None
+    standing.refresh_from_db()
+    assert standing.uses == 0
+
+
+def test_a_grant_covers_a_text_the_tools_schema_declares_numeric_and_that_spells_a_number(
+    personas, resumes
+) -> None:
+    allow_grants(personas)
+    tool = text_or_number_pay_tool()
+    harness = Harness(tool)
+    agent = paying_what_is_said(personas)
+    first = pay_in(personas, harness, agent, text="pay 1000")
+    grant(personas, ConfirmationRequest.objects.get(run=first), scope="agent")
+    harness.resume(first)
+
+    later = pay_in(personas, harness, agent, conversation=first.conversation, text="pay 4000 as text")
+
+    assert later.status == RunStatus.COMPLETED
+    assert [call["amount"] for call in tool.calls] == [1000, "4000"]
+
+
+def test_no_grant_is_made_from_a_call_its_conditions_cannot_judge(personas, resumes) -> None:
+    allow_grants(personas)
+    harness = Harness(text_or_number_pay_tool())
+    agent = paying_what_is_said(personas)
+    run = pay_in(personas, harness, agent, text="pay 25,000.00")
+    request = ConfirmationRequest.objects.get(run=run)
+
+    with pytest.raises(GrantRefused, match=r'amount is "25,000.00", which is not a number'):
+        grant(personas, request, conditions=[{"field": "amount", "op": "<=", "value": 30000}])
+
+    request.refresh_from_db()
+    assert request.status == ConfirmationStatus.PENDING, "a refused grant decides nothing"
+    assert not StandingGrant.objects.filter(source_request=request).exists()
+
+
+# --- what widens approvers' powers belongs to organisation admins -----------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("grant_max_hours", "8760"), ("standing_grants", "agent"), ("grants_until_revoked", "on")],
+)
+def test_an_operator_cannot_widen_standing_approvals_even_with_a_forged_post(governed, field, value) -> None:
+    policy = ApproverPolicy.objects.create(
+        organization=governed.org, standing_grants=ApproverPolicy.Grants.CONVERSATION
+    )
+    page = page_text(logged_in(governed.operator).get(url(ApproverPolicy, "change", policy.pk)))
+    assert "disabled" in page.split(f'name="{field}"')[1].split(">")[0]
+
+    answer = logged_in(governed.operator).post(
+        url(ApproverPolicy, "change", policy.pk),
+        policy_form(policy, **{"standing_grants": "conversation", field: value}),
+    )
+
+    assert answer.status_code == 200
+    assert "Only an organisation admin of Acme can change this." in page_text(answer)
+    policy.refresh_from_db()
+    assert (policy.grant_max_hours, policy.standing_grants, policy.grants_until_revoked) == (
+        8,
+        "conversation",
+        False,
+    )
+
+
+def test_an_operator_saving_the_policy_keeps_the_hours_the_admin_set(governed) -> None:
+    policy = ApproverPolicy.objects.create(
+        organization=governed.org, standing_grants=ApproverPolicy.Grants.AGENT, grant_max_hours=24
+    )
+    data = policy_form(policy, standing_grants="agent", grant_max_hours="24", timeout_seconds="900")
+
+    answer = logged_in(governed.operator).post(url(ApproverPolicy, "change", policy.pk), data)
+
+    assert answer.status_code == 302, page_text(answer)[:2000]
+    policy.refresh_from_db()
+    assert policy.timeout_seconds == 900 and policy.grant_max_hours == 24
+
+
+def test_an_admin_sets_the_hours_and_a_grant_is_held_to_them(governed, resumes) -> None:
+    policy = ApproverPolicy.objects.create(
+        organization=governed.org, standing_grants=ApproverPolicy.Grants.AGENT
+    )
+    data = policy_form(policy, standing_grants="agent", grant_max_hours="24")
+    assert logged_in(governed.admin).post(url(ApproverPolicy, "change", policy.pk), data).status_code == 302
+    harness = Harness(pay_tool())
+    run = pay_in(governed, harness, paying(governed, 1_000))
+    request = ConfirmationRequest.objects.get(run=run)
+
+    with pytest.raises(GrantRefused, match="from 1 to 24 hours"):
+        grant(governed, request, scope="agent", hours=8760)
+    outcome, standing = grant(governed, request, scope="agent", hours=24)
+
+    assert outcome.accepted and standing is not None

@@ -280,8 +280,11 @@ def parked_by_agent(agent: Agent, user: Any) -> ConfirmationRequest:
     talks to a real model)."""
     conversation = Conversation.objects.create(organization=agent.organization, agent=agent, user=user)
     run = Run.objects.create(conversation=conversation, agent=agent, user=user, input="pay")
+    # A payment below the demo's stages (from 50,000 on): a call without its amount would be in
+    # doubt, and doubt asks the stages' people (DESIGN §1.16).
+    args = {"purchase_id": "PO-1001", "amount": 1200}
     return confirmation_request_open(
-        run=run, tool_call_id="call-1", tool_name="oa__purchase_pay", tool_args={}, args_sha256="0" * 64
+        run=run, tool_call_id="call-1", tool_name="oa__purchase_pay", tool_args=args, args_sha256="0" * 64
     ).request
 
 

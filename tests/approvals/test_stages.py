@@ -16,9 +16,11 @@ from django.utils import timezone
 from agents.models import Membership, Role, RunStatus
 from agents.services import run_start
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, EscalationTier
+from approvals.policy import ResolvedStage
 from approvals.selectors import inbox_for
 from approvals.selectors.queue_health import queue_health
 from approvals.services import confirmation_decide, confirmation_escalate_due, confirmation_expire_due
+from hooks.conditions import conditions_of
 from tests.admin_kit import api_logged_in, logged_in, page_text, url
 from tests.agents.engine_kit import Harness, event_types
 from tests.approvals.kit import set_policy
@@ -272,3 +274,39 @@ def test_the_api_names_the_stage_a_request_waits_for(personas, resumes) -> None:
     assert listed["id"] == str(request.pk)
     assert listed["stage"] == {"number": 2, "of": 2, "name": "Finance", "approvals_required": 2}
     assert api_logged_in(staff.lee).get("/api/approvals/").json() == []
+
+
+# --- doubt goes to a person (DESIGN §1.16) ------------------------------------------------------------
+
+FROM_50K = ResolvedStage(
+    name="Large payments", conditions=conditions_of([{"field": "amount", "op": ">=", "value": 50000}])
+)
+TEXT_OR_NUMBER = {
+    "type": "object",
+    "properties": {"purchase_id": {"type": "string"}, "amount": {"type": ["number", "string"]}},
+}
+
+
+@pytest.mark.parametrize(
+    ("args", "applies"),
+    [
+        ({"amount": 60_000}, True),
+        ({"amount": 40_000}, False),
+        ({"amount": "60000"}, True),
+        ({"amount": "40000"}, False),
+        ({"amount": "60,000.00"}, True),  # cannot be compared: the stage's people are asked
+        ({"amount": "60000 USD"}, True),
+        ({"amount": {"value": 60000}}, True),
+        ({"purchase_id": "PO-1"}, True),  # declared, left out, no default: what it pays is unknown
+    ],
+)
+def test_a_stage_applies_to_a_call_its_conditions_cannot_judge(args: dict[str, Any], applies: bool) -> None:
+    judged = FROM_50K.applies(tool_name="oa__purchase_pay", agent_name="P", args=args, schema=TEXT_OR_NUMBER)
+
+    assert judged is applies
+
+
+def test_a_stage_on_a_field_the_tool_does_not_have_does_not_apply() -> None:
+    listing = {"type": "object", "properties": {"status": {"type": "string"}}}
+
+    assert not FROM_50K.applies(tool_name="oa__purchases_list", agent_name="Payer", args={}, schema=listing)

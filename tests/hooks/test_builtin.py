@@ -95,11 +95,31 @@ AT_LEAST_50K = {
 }
 
 
-async def confirm(params: dict[str, Any], **args: Any) -> bool:
+# A payment tool whose amount is a number or a text, as many services take money.
+TEXT_OR_NUMBER = {
+    "type": "object",
+    "properties": {
+        "purchase_id": {"type": "string"},
+        "amount": {"type": ["number", "string"]},
+        "note": {"type": "string"},
+        "payee": {"type": "object", "properties": {"country": {"type": "string"}}},
+        "lines": {"type": "array", "items": {"type": "object", "properties": {"amount": {"type": "number"}}}},
+        "currency": {"type": "string", "default": "EUR"},
+    },
+}
+
+
+async def confirm_outcome(params: dict[str, Any], schema: Any = TEXT_OR_NUMBER, **args: Any) -> Any:
     [hook] = build_hooks([{"name": "confirm_when", "params": params}])
-    out = await HookRegistry([hook]).run_pre_tool_use(pay(**args))
+    ctx = pay(**args)
+    ctx.tool_schema = schema
+    out = await HookRegistry([hook]).run_pre_tool_use(ctx)
     assert out.allow, "confirm_when never blocks"
-    return out.requires_confirmation
+    return out
+
+
+async def confirm(params: dict[str, Any], schema: Any = TEXT_OR_NUMBER, **args: Any) -> bool:
+    return (await confirm_outcome(params, schema, **args)).requires_confirmation
 
 
 @pytest.mark.parametrize(
@@ -110,21 +130,59 @@ async def confirm(params: dict[str, Any], **args: Any) -> bool:
         (50_000.0, True),
         (49_999.99, False),
         (40_000, False),
-        ("60000", True),  # a number spelt as text is still a number
+        ("60000", True),  # the schema says the field may be a number, and the text spells one
+        ("49999.99", False),
+        ("-1", False),
+        ("sixty thousand", True),  # cannot be compared: a person decides
+        ("25,000.00", True),  # a service may read 25000: a person decides
+        ("25000 USD", True),
         (" 6e4 ", True),
-        ("sixty thousand", True),  # cannot be compared: a human decides
+        ("1_000", True),
         ("NaN", True),
         ("Infinity", True),
         (True, True),  # a boolean is not a number
-        ("-1", False),
+        ({"value": 1}, True),
     ],
 )
-async def test_it_asks_for_approval_when_the_amount_is_at_least_50000(amount: Any, needed: bool) -> None:
+async def test_it_asks_for_approval_when_the_amount_is_at_least_50000_or_cannot_tell(
+    amount: Any, needed: bool
+) -> None:
     assert await confirm(AT_LEAST_50K, purchase_id="PO-1", amount=amount) is needed
 
 
-async def test_a_missing_field_does_not_meet_its_condition() -> None:
-    assert await confirm(AT_LEAST_50K, purchase_id="PO-1") is False
+@pytest.mark.parametrize("amount", ["100", "49999.99", "0"])
+async def test_a_text_is_not_a_number_where_the_schema_does_not_say_the_field_is_one(amount: str) -> None:
+    text_only = {"type": "object", "properties": {"amount": {"type": "string"}}}
+    below = {"conditions": [{"field": "amount", "op": "<", "value": 50000}], "tools": "oa__purchase_pay"}
+
+    assert await confirm(below, text_only, amount=amount) is True
+    assert await confirm(below, None, amount=amount) is True
+    assert await confirm(below, TEXT_OR_NUMBER, amount=amount) is True
+    assert await confirm(below, TEXT_OR_NUMBER, amount="50000") is False
+
+
+async def test_doubt_names_the_value_and_says_a_person_decides() -> None:
+    out = await confirm_outcome(AT_LEAST_50K, purchase_id="PO-1", amount="25,000.00")
+
+    assert [effect.message for effect in out.side_effects] == [
+        'asked for human approval: oa__purchase_pay: amount is "25,000.00", which is not a number; '
+        "a person decides"
+    ]
+
+
+async def test_a_field_the_tool_does_not_have_does_not_meet_its_condition() -> None:
+    without_amount = {"type": "object", "properties": {"purchase_id": {"type": "string"}}}
+
+    assert await confirm(AT_LEAST_50K, without_amount, purchase_id="PO-1") is False
+    assert await confirm(AT_LEAST_50K, None, purchase_id="PO-1") is False
+
+
+async def test_a_declared_field_left_out_asks_a_person_unless_the_schema_gives_its_default() -> None:
+    not_eur = {"tools": "oa__purchase_pay", "conditions": [{"field": "currency", "op": "!=", "value": "EUR"}]}
+
+    assert await confirm(AT_LEAST_50K, purchase_id="PO-1") is True  # amount is declared, no default
+    assert await confirm(not_eur, purchase_id="PO-1", amount=1) is False  # currency defaults to EUR
+    assert await confirm(not_eur, purchase_id="PO-1", amount=1, currency="USD") is True
 
 
 async def test_it_only_looks_at_the_tools_it_names() -> None:
