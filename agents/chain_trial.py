@@ -42,6 +42,7 @@ from agents.hook_editor import (
 from agents.models import Agent
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
+from fimone.storable import unstorable
 from hooks import HookContext, HookRegistry
 from hooks.catalog import CODE_KINDS
 from hooks.contract import Hook, HookPoint
@@ -380,6 +381,7 @@ async def trial_of(
     ctx = HookContext(
         tool_name=tool_name,
         tool_args=tool_args,
+        tool_schema=spec.parameters,
         agent_id=agent.pk,
         user_id=user_id,
         metadata={
@@ -421,7 +423,9 @@ def chain_trial(
     if tool is None:
         raise TrialError(f"{tool_name!r} is not one of this agent's tools ({', '.join(tools) or 'none'}).")
     report = TrialReport(tool_name=tool_name, tool_args=tool_args, outcome="cannot run")
-    problems = argument_errors(tool.spec.parameters, tool_args)
+    # As the engine refuses them (agents.engine.pipeline): a value no database stores first.
+    unfit = unstorable(tool_args, name="the arguments") if isinstance(tool_args, dict) else None
+    problems = [unfit] if unfit is not None else argument_errors(tool.spec.parameters, tool_args)
     if problems:
         report.detail = "the engine refuses these arguments before any hook: " + "; ".join(problems[:5])
         return report

@@ -8,12 +8,21 @@ from django import forms
 
 from fimone.parsers import InvalidJSON
 from fimone.parsers import loads as json_loads
+from fimone.storable import unstorable
 
 
 class JSONFormField(forms.JSONField):
     """Django's form ``JSONField``, through the bounded reader (:mod:`fimone.parsers`): text nested
-    too deep is a validation error on the field, not a ``RecursionError`` and a 500. Admins use it
-    for every model ``JSONField`` (``formfield_for_dbfield``)."""
+    too deep is a validation error on the field, not a ``RecursionError`` and a 500; so is a value
+    no database stores (NaN, ±Infinity, NUL: :mod:`fimone.storable`), named in words. Admins use
+    it for every model ``JSONField`` (``formfield_for_dbfield``)."""
+
+    def validate(self, value: Any) -> None:
+        super().validate(value)
+        # Whatever built the value (the text, or a subclass's own inputs): checked before saving.
+        problem = unstorable(value)
+        if problem is not None:
+            raise forms.ValidationError(f"This value cannot be stored: {problem}.", code="unstorable")
 
     def to_python(self, value: Any) -> Any:
         if self.disabled or not isinstance(value, str) or value in self.empty_values:

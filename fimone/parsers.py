@@ -23,6 +23,8 @@ from typing import Any
 from rest_framework import parsers
 from rest_framework.exceptions import ParseError
 
+from fimone.storable import unstorable
+
 MAX_JSON_DEPTH = 100
 """Deepest nesting of arrays and objects accepted in a request body (``[[1]]`` is depth 2)."""
 
@@ -75,7 +77,14 @@ def _reason(exc: ValueError) -> str:
 class JSONParser(parsers.JSONParser):
     """DRF's JSON parser, whose failures are all a ``ParseError`` (400), never a 500: besides
     what DRF refuses itself (not JSON, not in the request's charset), a body nested deeper than
-    :data:`MAX_JSON_DEPTH` (``json`` itself raises ``RecursionError`` past about 1,000 levels)."""
+    :data:`MAX_JSON_DEPTH` (``json`` itself raises ``RecursionError`` past about 1,000 levels),
+    and a body holding a value no database stores (NaN, ±Infinity, NUL: :mod:`fimone.storable`),
+    refused naming its field — "The request holds a value that cannot be stored: arguments.amount
+    is not a finite number." — whatever the endpoint does with it (DESIGN §1.16)."""
+
+    # NaN and Infinity are parsed so that the refusal can name their field (DRF's strict parser
+    # would refuse them without saying where); ``1e999`` parses as Infinity either way.
+    strict = False
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
         try:
@@ -86,4 +95,7 @@ class JSONParser(parsers.JSONParser):
             check_depth(data)
         except InvalidJSON as exc:
             raise ParseError(f"JSON parse error - {exc}") from None
+        problem = unstorable(data, name="the request body")
+        if problem is not None:
+            raise ParseError(f"The request holds a value that cannot be stored: {problem}.")
         return data

@@ -13,15 +13,22 @@ Contracts:
   whose answer never reached its client (``delivered_at`` empty) is found again when the same user
   calls the same tool with the same arguments through the same gateway within
   :data:`RETRY_WINDOW`: the client is answered from that run, which never runs a second time.
+  Also when the two calls arrive at the same moment (DESIGN §1.5): each start holds the call's
+  key (:func:`call_key_lock_id`) from before its retry lookup until it commits, so of two
+  identical calls one starts the run and the other finds that call and waits for its answer.
 * :func:`gateway_call_answer` is ``None`` until the run ended; then the text the client reads and
   whether it is an error: the observation (after every PostToolUse hook) of a call that ran; for a
   refusal, who refused and why; for a tool error or an unknown outcome, that text.
+* Both starts refuse (``invalid``) a call whose tool name or arguments no database stores (NaN,
+  ±Infinity, NUL: ``fimone.storable``) before reading or writing anything, naming the field:
+  "invalid arguments for erp__pay: amount is not a finite number" (DESIGN §1.16).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import hashlib
 import json
 import uuid
 from collections.abc import Callable
@@ -49,6 +56,7 @@ from agents.services import (
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from fimone import adb, rows
+from fimone.storable import unstorable
 from mcp_gateway.engine import tools_or_error
 from mcp_gateway.models import Gateway, GatewayCall
 
@@ -106,6 +114,18 @@ def gateway_tools(*, gateway: Gateway) -> dict[str, Tool]:
         raise ServiceError(f"the agent's tools cannot be built: {exc}", code="conflict") from None
 
 
+def check_storable(*, tool_name: str, arguments: dict[str, Any]) -> None:
+    """Refuse (``invalid``) arguments no database stores (NaN, ±Infinity, NUL: ``fimone.storable``)
+    before anything is read or written: the client reads which field, never a database's error,
+    and a call that cannot be recorded never becomes a run. Both starts ask it first."""
+    named = unstorable(tool_name, name="the tool's name")
+    if named is not None:
+        raise ServiceError(f"invalid call: {named}", code="invalid")
+    problem = unstorable(arguments, name="the arguments")
+    if problem is not None:
+        raise ServiceError(f"invalid arguments for {tool_name}: {problem}", code="invalid")
+
+
 @transaction.atomic
 def gateway_call_start(
     *,
@@ -121,7 +141,9 @@ def gateway_call_start(
     ``claimed_by``: a new run is created with its lease held by that owner (``run_start``).
     ``tools``: the agent's tools if the caller has them (else read here), for the run's opening
     text (:func:`call_text`)."""
+    check_storable(tool_name=tool_name, arguments=arguments)
     digest = args_sha256(arguments)
+    _call_key_hold(gateway_id=gateway.pk, user_id=user.pk, tool_name=tool_name, digest=digest)
     earlier = (
         _undelivered(
             gateway_id=gateway.pk, user_id=user.pk, tool_name=tool_name, digest=digest, since=_retry_since()
@@ -174,11 +196,16 @@ async def gateway_call_start_async(
     start reads, sent together (``agents.run_start_on_loop``); then, for a new call, the budget
     taken and the conversation, the run and the call written in one statement. Same rules, same
     refusals; ``gateway`` comes with its agent (``selectors.caller_rows_async``)."""
+    check_storable(tool_name=tool_name, arguments=arguments)
     if not _compiled:
         await engine_db(compile_start_statements)
     digest = args_sha256(arguments)
     retry = _undelivered_sql()
+    key = call_key_lock_id(gateway_id=gateway.pk, user_id=user.pk, tool_name=tool_name, digest=digest)
     async with db.transaction(), db.pipeline():
+        # The call's key first, as on the thread's path (_call_key_hold): the lookup after it
+        # begins once the key is granted, and so sees a call an identical start just committed.
+        await adb.execute(db, CALL_KEY_LOCK_SQL, [key])
         earlier = await adb.execute(
             db,
             retry.sql,
@@ -212,6 +239,32 @@ async def gateway_call_start_async(
             linked=call,
         )
     return StartedOnLoop(call_id=call.pk, run_id=started.run.pk, started=started, call=call)
+
+
+CALL_KEY_LOCK_SQL = "SELECT pg_advisory_xact_lock(%s::bigint)"
+"""Hold a call's key (:func:`call_key_lock_id`) until the transaction ends (PostgreSQL)."""
+
+
+def call_key_lock_id(*, gateway_id: int, user_id: int, tool_name: str, digest: str) -> int:
+    """The number both starts lock for a call's key — the user, the gateway, the tool and the
+    arguments' hash, what the retry lookup matches on — as a signed 64-bit PostgreSQL advisory
+    lock. Two keys sharing a number only make their starts take turns."""
+    key = f"mcp_gateway.call:{gateway_id}:{user_id}:{tool_name}:{digest}".encode()
+    return int.from_bytes(hashlib.sha256(key).digest()[:8], "big", signed=True)
+
+
+def _call_key_hold(*, gateway_id: int, user_id: int, tool_name: str, digest: str) -> None:
+    """Hold the call's key until the caller's transaction ends, before its retry lookup: an
+    identical start waits here until this one committed its call (or rolled back), then its
+    lookup finds that call. The retry lookup alone cannot do it: its row lock takes nothing when
+    no row exists yet. Precondition: inside ``transaction.atomic``."""
+    connection = transaction.get_connection()
+    if connection.vendor == "postgresql":
+        key = call_key_lock_id(gateway_id=gateway_id, user_id=user_id, tool_name=tool_name, digest=digest)
+        with connection.cursor() as cursor:
+            cursor.execute(CALL_KEY_LOCK_SQL, [key])
+    # SQLite: the transaction already is the lock. It begins IMMEDIATE (settings), holding the
+    # database's one write lock from its first statement, so a second start begins only after.
 
 
 def _undelivered(*, gateway_id: int, user_id: int, tool_name: str, digest: str, since: dt.datetime) -> Any:

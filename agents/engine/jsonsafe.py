@@ -18,6 +18,8 @@ import math
 import re
 from typing import Any
 
+from fimone.storable import UNSTORABLE_CHARS
+
 MAX_DEPTH = 100
 """Deeper containers (only in a value that needed cleaning) are replaced by a placeholder."""
 
@@ -26,7 +28,7 @@ REPLACEMENT = "\ufffd"
 # In ensure_ascii output every NUL and every surrogate (paired or not) is a \u escape. A match only
 # means "look closer": an escaped backslash followed by "u0000" or a valid pair also match.
 _SUSPECT = re.compile(r"\\u0000|\\ud[89a-f]", re.IGNORECASE)
-_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+_BAD_CHARS = UNSTORABLE_CHARS  # what edges refuse (fimone.storable) is what is cleaned here
 
 
 def dumps(value: Any) -> str:

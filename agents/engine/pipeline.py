@@ -40,6 +40,7 @@ from agents.tools.redaction import redact_credentials
 from agents.tools.sandbox import DryRunTool, dry_run_text
 from agents.tools.schema import argument_errors
 from fimone import telemetry
+from fimone.storable import unstorable
 from hooks import HookContext, HookRegistry
 
 log = logging.getLogger(__name__)
@@ -226,7 +227,14 @@ class ToolPipeline:
                 call, f"Unknown tool {name!r}. Available tools: {', '.join(self.tools) or 'none'}."
             )
         args = call["arguments"]
-        problems = argument_errors(tool.spec.parameters, args) if args is not None else ["not valid JSON"]
+        # json.loads reads NaN, Infinity and \u0000: a value no database stores is refused like
+        # one the schema refuses, the model told which field, before any hook or record of a
+        # start (DESIGN §1.16). The proposal's own records were cleaned as they were written.
+        unfit = unstorable(args, name="the arguments") if isinstance(args, dict) else None
+        if unfit is not None:
+            problems = [unfit]
+        else:
+            problems = argument_errors(tool.spec.parameters, args) if args is not None else ["not valid JSON"]
         if problems:
             return self._refuse(call, f"Invalid arguments for {name}: " + "; ".join(problems[:5]))
         if isinstance(tool, DryRunTool):
@@ -245,6 +253,7 @@ class ToolPipeline:
         ctx = self.context(
             tool_name=name,
             tool_args=args,
+            tool_schema=tool.spec.parameters,
             metadata={
                 "tool_call_id": call_id,
                 "requires_confirmation": needs_approval,
@@ -439,6 +448,7 @@ class ToolPipeline:
                 metadata={**ctx.metadata, "tool_status": status, "duration_ms": round(ms, 3)},
                 tool_result=result,
                 confirmation_request_id=confirmation_request_id,
+                tool_schema=ctx.tool_schema,
             )
             post = await self.registry.run_post_tool_use(post_ctx)
             shadows = journal.emit_side_effects(

@@ -8,6 +8,7 @@ from typing import Any
 
 from agents.models import Agent, HookDeclaration
 from fimone.parsers import loads as json_loads
+from fimone.storable import unstorable
 
 CLAUDE = "claude"
 FIM_ONE = "fimone"
@@ -115,9 +116,15 @@ def load_json(text: str) -> Any:
     if not text.strip():
         raise HookImportError("the file is empty")
     try:
-        return json_loads(text)
+        doc = json_loads(text)
     except ValueError as exc:
         raise HookImportError(f"not JSON: {exc}") from None
+    # What the file holds becomes declarations' rows: a value no database stores (NaN,
+    # ±Infinity, NUL) is named here rather than failing the save (DESIGN §1.16).
+    unfit = unstorable(doc, name="the file")
+    if unfit is not None:
+        raise HookImportError(f"cannot be stored: {unfit}")
+    return doc
 
 
 def short(text: str, limit: int = 120) -> str:

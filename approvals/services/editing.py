@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.engine import jsonsafe
 from agents.engine.store import args_sha256
 from agents.tools.schema import argument_errors
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from approvals.services.event_log import Kind, log_event
+from fimone.storable import unstorable
 
 
 def edit_problem(
@@ -30,8 +30,9 @@ def edit_problem(
         return "arguments can only be changed in the web inbox"
     if not isinstance(edited_args, dict):
         return "the arguments must be a JSON object"
-    if jsonsafe.storable(edited_args) is not edited_args:
-        return "they hold characters or values that cannot be stored (NUL, lone surrogates, NaN)"
+    unfit = unstorable(edited_args, name="the arguments")  # NaN, ±Infinity, NUL: named in words
+    if unfit is not None:
+        return unfit
     try:
         tool = tools_for_agent(request.agent).get(request.tool_name)
     except ToolboxError as exc:

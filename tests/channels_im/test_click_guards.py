@@ -207,7 +207,7 @@ def test_edited_arguments_holding_a_nul_are_refused_in_the_inbox_and_the_refusal
     page = inbox_post(personas.approver, request, arguments=edited)
 
     assert page.status_code == 200
-    assert "The arguments were not changed: they hold characters" in page_text(page)
+    assert "The arguments were not changed: purchase_id contains a NUL character." in page_text(page)
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.PENDING and request.edited_by is None
     refusal = request.events.get(kind=Kind.CLICK_REFUSED)

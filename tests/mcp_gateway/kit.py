@@ -10,6 +10,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from django.db import connection
 from rest_framework.authtoken.models import Token
 
 from agents.models import Agent
@@ -130,3 +131,65 @@ def until(check, timeout: float = 30) -> Any:
             return value
         time.sleep(0.05)
     raise AssertionError("timed out")
+
+
+HOLD_SECONDS = 30.0  # a bound on holding a start, never a measured delay
+
+
+class HeldAfterLookup:
+    """Two identical calls at the same moment, made deterministic: the first start to reach the
+    run-start budget's take (which both paths make after their retry lookup and before writing
+    the call) is held there until :meth:`let_go`; later starts pass. ``services`` is
+    ``mcp_gateway.services``, whose names are patched through ``monkeypatch``."""
+
+    def __init__(self, monkeypatch: Any, services: Any) -> None:
+        self.arrivals = 0
+        self.first_arrived = threading.Event()
+        self.released = threading.Event()
+        self._count = threading.Lock()
+        take, take_async = services.run_starts_take, services.run_starts_take_async
+
+        def held_take(*, user: Any) -> Any:
+            if self._arrive():
+                self.released.wait(HOLD_SECONDS)
+            return take(user=user)
+
+        async def held_take_async(*, user: Any) -> Any:
+            if self._arrive():
+                await asyncio.to_thread(self.released.wait, HOLD_SECONDS)
+            return await take_async(user=user)
+
+        monkeypatch.setattr(services, "run_starts_take", held_take)
+        monkeypatch.setattr(services, "run_starts_take_async", held_take_async)
+
+    def _arrive(self) -> bool:
+        with self._count:
+            self.arrivals += 1
+            first = self.arrivals == 1
+        if first:
+            self.first_arrived.set()
+        return first
+
+    def let_go(self, waits_on_a_lock: Any) -> None:
+        """Release the first start once the second one got as far as it may while the first has
+        written nothing: past its own retry lookup (at the take), or waiting on a lock
+        (``waits_on_a_lock()``)."""
+        assert self.first_arrived.wait(HOLD_SECONDS), "no start reached the take"
+        deadline = time.monotonic() + HOLD_SECONDS
+        while self.arrivals < 2 and not waits_on_a_lock() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self.released.set()
+
+    def let_go_in_thread(self, waits_on_a_lock: Any) -> threading.Thread:
+        """:meth:`let_go` in a thread of its own (with its own connection), for a test that makes
+        the calls after this."""
+
+        def let_go() -> None:
+            try:
+                self.let_go(waits_on_a_lock)
+            finally:
+                connection.close()
+
+        thread = threading.Thread(target=let_go, daemon=True)
+        thread.start()
+        return thread

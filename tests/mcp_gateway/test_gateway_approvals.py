@@ -14,12 +14,17 @@ from django.urls import reverse
 from agents.models import ConnectorAction, Run, RunStatus
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
+from fimone import adb
+from mcp_gateway import services
 from mcp_gateway.models import GatewayCall
 from mcp_gateway.server import _base_url_of
 from mcp_gateway.services import gateway_call_start
+from tests.agents.archiving_race import a_start_waits_on_a_lock
 from tests.agents.mcp_kit import ToolboxHarness, calls_of, listed, stdio_connector
 from tests.approvals.kit import set_policy
 from tests.mcp_gateway.kit import (
+    HOLD_SECONDS,
+    HeldAfterLookup,
     Waiting,
     make_gateway,
     mcp_client,
@@ -208,3 +213,36 @@ def test_the_progress_link_starts_with_the_public_address_once_one_is_set(settin
     settings.SITE_URL_FROM_REQUEST = True
     assert _base_url_of(scope) == "http://laptop.local:8765"  # development: where the client came in
     assert _base_url_of({"scheme": "http", "headers": []}) == settings.SITE_URL
+
+
+def test_two_identical_calls_at_the_same_moment_run_the_tool_once_and_both_are_answered(
+    personas, desk, log, resumes, monkeypatch
+) -> None:
+    """A client that retries without waiting for its first call (or two of its sessions) calls
+    twice at the same moment: one run, one execution of the tool, the same answer to both."""
+    releaser = None
+    if adb.available():
+        # The server starts calls on its event loop, together: hold the first one after its retry
+        # lookup until the second got as far as it may. (Elsewhere the calls' starts take turns in
+        # the database thread, each a transaction holding SQLite's one write lock.)
+        releaser = HeldAfterLookup(monkeypatch, services).let_go_in_thread(a_start_waits_on_a_lock)
+    token = token_of(personas.member)
+    with served_gateway() as base:
+        clients = [
+            Waiting(base + desk.path, token, "records__delete_record", {"record_id": "r-3"}) for _ in range(2)
+        ]
+        request = until(lambda: ConfirmationRequest.objects.first())
+        until(lambda: all(client.progress for client in clients))  # both wait for their answer
+        assert Run.objects.count() == 1 and GatewayCall.objects.count() == 1, "one call, one run"
+
+        confirmation_decide(request_id=request.pk, user=personas.approver, approve=True)
+        for client in clients:
+            settle(resumes, client)
+        results = [client.join() for client in clients]
+    if releaser is not None:
+        releaser.join(HOLD_SECONDS)
+
+    assert [r.structured_content for r in results] == [{"result": "deleted r-3"}] * 2
+    assert not any(r.is_error for r in results)
+    assert calls_of(log, "delete_record") == [{"record_id": "r-3"}], "the tool ran once"
+    assert ConfirmationRequest.objects.count() == 1

@@ -5,10 +5,12 @@ the same words, and find the same unanswered call again."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.db import connection
 from django.utils import timezone
 
 from agents.checks import hook_chain_of
@@ -19,7 +21,7 @@ from fimone import adb, rates
 from mcp_gateway import services
 from mcp_gateway.models import GatewayCall
 from tests.agents.archiving_race import a_start_waits_on_a_lock, start_while_an_archiving_commits
-from tests.mcp_gateway.kit import make_gateway
+from tests.mcp_gateway.kit import HOLD_SECONDS, HeldAfterLookup, make_gateway
 from tests.personas import make_action, make_agent, make_hook, make_http_connector
 
 pytestmark = [pytest.mark.postgres, pytest.mark.django_db(transaction=True)]  # the loop's own connection
@@ -197,3 +199,46 @@ def test_a_start_on_the_loop_waiting_on_an_archiving_organisation_sees_it_archiv
 
     assert outcome == {"refused": "conflict"}
     assert not Run.objects.exists() and not GatewayCall.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [(in_thread, in_thread), (on_loop, on_loop), (in_thread, on_loop), (on_loop, in_thread)],
+    ids=["thread-thread", "loop-loop", "thread-loop", "loop-thread"],
+)
+def test_two_identical_calls_at_the_same_moment_start_one_run(
+    personas, desk, monkeypatch, first, second
+) -> None:
+    """The first start is held after its retry lookup, before it writes the call: the second,
+    by whichever path, must not start a run of its own but find the first's call once it commits."""
+    held = HeldAfterLookup(monkeypatch, services)
+    started: dict[str, Any] = {}
+
+    def begin(name: str, start: Any) -> None:
+        try:
+            started[name] = start(desk, personas.member, "calculator", {"expression": "6*7"})
+        finally:
+            connection.close()  # each thread had its own connection
+
+    threads = {"first": threading.Thread(target=begin, args=("first", first))}
+    threads["first"].start()
+    assert held.first_arrived.wait(HOLD_SECONDS)
+    threads["second"] = threading.Thread(target=begin, args=("second", second))
+    threads["second"].start()
+    held.let_go(a_start_waits_on_a_lock)
+    for thread in threads.values():
+        thread.join(HOLD_SECONDS)
+
+    assert started.keys() == {"first", "second"}, "a start did not end"
+    calls = [_call_and_run(started[name]) for name in ("first", "second")]
+    assert Run.objects.count() == 1 and GatewayCall.objects.count() == 1, "one call, one run"
+    assert calls[0][:2] == calls[1][:2], "the second is answered from the first's call and run"
+    assert [fresh for *_, fresh in calls] == [True, False]
+
+
+def _call_and_run(start: Any) -> tuple[int, int, bool]:
+    """A start's call, run and whether it was new, whichever path it took."""
+    if isinstance(start, services.StartedOnLoop):
+        return start.call_id, start.run_id, start.started is not None
+    call, fresh = start
+    return call.pk, call.run_id, fresh
