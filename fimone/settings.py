@@ -134,12 +134,27 @@ ROOT_URLCONF = "fimone.urls"
 ASGI_APPLICATION = "fimone.asgi.application"
 WSGI_APPLICATION = None
 
+
+def _project_templates(folder: Path) -> Path:
+    """The project-wide templates' folder, or a clear error at start-up if it is missing."""
+    if not folder.is_dir():
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            f"The project-wide templates are missing: no folder {folder}. In a checkout it is "
+            "templates/ beside manage.py; an installed package carries it beside fimone "
+            "(pyproject.toml ships it as package data)."
+        )
+    return folder
+
+
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
         # The project-wide templates (overrides of Django's admin and registration pages, and pages
-        # shared by several apps) travel with the package, in fimone/templates.
-        "DIRS": [Path(__file__).resolve().parent / "templates"],
+        # shared by several apps): templates/ beside the fimone package, that is the top of the
+        # checkout, or site-packages where `pip install .` puts it (pyproject.toml).
+        "DIRS": [_project_templates(BASE_DIR / "templates")],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
