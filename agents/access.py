@@ -1,4 +1,4 @@
-"""Streams stop when their watcher loses access (DESIGN §1.11).
+"""Streams stop when their watcher loses access (docs/design.md §1.11).
 
 A run's stream (``ws/runs/<id>/``, and the approvals app's watch of it) checks access when it
 connects; what someone may watch can shrink afterwards: they leave the organisation, lose the role

@@ -1,7 +1,7 @@
 """Archiving agents, connectors and organisations (HackSoft style: ``<entity>_<verb>``,
 keyword-only, atomic).
 
-Nothing with history is deleted (DESIGN §1.9): agents, connectors and organisations are archived
+Nothing with history is deleted (docs/design.md §1.9): agents, connectors and organisations are archived
 instead. An archived agent (or any agent of an archived organisation) cannot start a run, and its
 runs in flight end: queued and suspended runs are cancelled at once (their pending requests are
 withdrawn), running ones stop at their next step. An archived connector's tools are no longer

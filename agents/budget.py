@@ -163,7 +163,7 @@ class Budget(PreToolUseHook):
 
     def amount_of(self, ctx: HookContext) -> Decimal | str | None:
         """What the call spends: a number, ``None`` when the tool has no such argument (nothing
-        to count), or why it cannot be counted, in words (DESIGN §1.16: a value that is not a
+        to count), or why it cannot be counted, in words (docs/design.md §1.16: a value that is not a
         number — "25,000.00", "25000 USD" — or an argument the tool declares but the call leaves
         out without a default is never taken for nothing spent). Numbers follow
         :mod:`fimone.numbers`, with the tool's schema."""

@@ -39,7 +39,7 @@ def hook_chain_of(agent: Any, declarations: Iterable[Any] | None = None) -> dict
 
 
 def sandbox_chain_of(agent: Any, *, sandbox: dict[str, Any]) -> dict[str, Any]:
-    """The chain an eval's run of ``agent`` keeps (DESIGN §1.2): the organisation's enforced
+    """The chain an eval's run of ``agent`` keeps (docs/design.md §1.2): the organisation's enforced
     declarations and the system guards — never the agent's own hooks, never a hook that asks a
     human — and the ``sandbox`` record (:func:`agents.tools.sandbox.sandbox_spec`) that makes
     its tools answer without reaching the outside world. Enforced SessionStart hooks that run

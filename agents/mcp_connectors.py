@@ -9,7 +9,7 @@ Contracts of :func:`connector_tools_refresh`:
 * a tool's flags (``is_write``, ``requires_confirmation``) are the operator's decision, never the
   server's: a new tool changes data and asks a person first whatever its hints claim (they are
   kept and shown as its claim, :func:`agents.models.mcp_server_claim`), and no listing changes
-  the flags afterwards (DESIGN §1.16: the server's word is doubt, and doubt goes to a person);
+  the flags afterwards (docs/design.md §1.16: the server's word is doubt, and doubt goes to a person);
 * a later listing that says something else of a tool (its description, input schema or hints)
   than was accepted changes nothing offered to agents: the difference is kept on the tool
   (``listing_to_review``), said in words at each listing and on the connector's page, until an

@@ -94,7 +94,7 @@ def new_boundary() -> str:
 def _refuse_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """``json.loads``'s ``object_pairs_hook``: an object as a dict, or :class:`PromptHookError`
     when a key comes twice. A plain ``json.loads`` keeps the last one, so ``{"decision": "deny",
-    "decision": "allow"}`` would read as allow: a doubtful answer never allows (DESIGN §1.16)."""
+    "decision": "allow"}`` would read as allow: a doubtful answer never allows (docs/design.md §1.16)."""
     answer: dict[str, Any] = {}
     for key, value in pairs:
         if key in answer:

@@ -1,4 +1,4 @@
-"""What ``manage.py audit_verify`` checks besides the links of each chain (DESIGN §1.15): that
+"""What ``manage.py audit_verify`` checks besides the links of each chain (docs/design.md §1.15): that
 every organisation whose history calls for a chain has one, and that every request's verdict is
 the one its organisation's chain recorded. Selectors: they read, never write."""
 

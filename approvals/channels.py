@@ -1,8 +1,8 @@
 """Which channel a new request's card goes to, answered by the app that knows channels.
 
 The approvals app decides *when* to ask a human; the channel app knows *how* to reach one
-(DESIGN §6). It sits above this app, so it registers its answer here at start-up
-(``channels_im.apps``) rather than being imported: import down, signal up (DESIGN §2).
+(docs/design.md §6). It sits above this app, so it registers its answer here at start-up
+(``channels_im.apps``) rather than being imported: import down, signal up (docs/design.md §2).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ organisation's audit chain stayed locked across several round trips. Here it is:
    about the clicker (their :class:`~approvals.standing.Standing`);
 2. :func:`verdict_write`: one statement, its own transaction, that moves the request out of
    ``pending`` by the same conditional ``UPDATE … WHERE status = 'pending'`` as every other
-   decision (DESIGN §1.4), and only if that update happened records the vote and appends the
+   decision (docs/design.md §1.4), and only if that update happened records the vote and appends the
    ``decided`` event to the organisation's audit chain, hashed by the database from the
    canonical text Python prepared (:func:`fimone.audit_chain.head_advance_sql`). The chain's head
    row is locked only while PostgreSQL runs that one statement.

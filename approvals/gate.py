@@ -3,14 +3,14 @@
 Attached by the engine to every agent (``system``), it runs last among PreToolUse hooks so it sees
 the final arguments. It opens (or finds) the :class:`ConfirmationRequest` for ``(run,
 tool_call_id)``, waits inline for a short window — woken through the channel layer — and, if
-nobody decided, suspends the run: nothing waits in memory after that (DESIGN §1.6). On resume it
+nobody decided, suspends the run: nothing waits in memory after that (docs/design.md §1.6). On resume it
 finds the decided request and answers at once.
 
 An approval is bound to the hash of the arguments it was asked for: the gate answers it as
 ``HookResult.approved_args_sha256`` with the request's id (honoured by the registry from system
-hooks only, never read from ``metadata``) and the engine refuses to run anything else (DESIGN
-§1.3, §1.10). Its ``approval.pending`` / ``approval.decided`` events go through ``ctx.events``,
-which the registry gives to system hooks only.
+hooks only, never read from ``metadata``) and the engine refuses to run anything else
+(docs/design.md §1.3, §1.10). Its ``approval.pending`` / ``approval.decided`` events go through
+``ctx.events``, which the registry gives to system hooks only.
 """
 
 from __future__ import annotations

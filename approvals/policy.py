@@ -47,7 +47,7 @@ class ResolvedStage:
         where ``@tool`` and ``@agent`` read the tool's and the agent's names; ``schema`` is the
         tool's parameters (:mod:`hooks.conditions`). No conditions: always. Conditions that
         cannot decide (a text where a number is compared) apply the stage: its people are asked
-        (DESIGN §1.16)."""
+        (docs/design.md §1.16)."""
         if not self.conditions:
             return True
         facts = {**args, "@tool": tool_name, "@agent": agent_name} if isinstance(args, dict) else {}
@@ -221,7 +221,7 @@ def configured_exists(*, agent_id: int, organization_id: int, user: Any) -> list
 
 def conflicted_ids(*, agent: Agent, requester_id: int, user_ids: set[int]) -> set[int]:
     """Those of ``user_ids`` whom separation of duties bars from deciding ``agent``'s requests
-    (DESIGN §1.13), whatever the policy says, in one query.
+    (docs/design.md §1.13), whatever the policy says, in one query.
 
     Its *configurers* are its owner and whoever the configuration history records as having
     changed the agent, its hooks (its own and its organisation's enforced ones) or its approver
@@ -346,7 +346,7 @@ def stage_approver_ids(
 
 
 def is_outsider(*, request: Any, user: Any) -> bool:
-    """Whether ``user`` has no business with ``request`` at all (DESIGN §1.11): not a superuser,
+    """Whether ``user`` has no business with ``request`` at all (docs/design.md §1.11): not a superuser,
     not a member of its organisation, not its requester and not in its approver snapshot. Such a
     user is told the request does not exist, and nothing is written on it."""
     if user is None or not getattr(user, "is_authenticated", False) or user.is_superuser:

@@ -1,4 +1,4 @@
-"""What the approvals app tells higher apps (import down, signal up: DESIGN §2).
+"""What the approvals app tells higher apps (import down, signal up: docs/design.md §2).
 
 Every signal is sent after the transaction that made them true committed, so a receiver never
 looks for a row that is not there yet. ``channels_im`` listens to deliver and update cards.

@@ -1,4 +1,4 @@
-"""Whether one person may decide one request now (DESIGN §1.7, §1.13): their :class:`Standing`
+"""Whether one person may decide one request now (docs/design.md §1.7, §1.13): their :class:`Standing`
 on it, read in two queries (or with the request, by ``approvals.decision_sql``), and the rules
 over it (:func:`describe_refusal`), for plain approvers, staged requests and stand-ins alike."""
 
@@ -183,7 +183,7 @@ def describe_refusal(*, request: Any, user: Any, standing: Standing | None = Non
         return "no longer a member of the organisation"
     agent = request.agent
     is_requester = user.pk == request.requested_by_id
-    # Separation of duties (DESIGN §1.13), whatever the policy says.
+    # Separation of duties (docs/design.md §1.13), whatever the policy says.
     if standing.configured or user.pk == agent.owner_id:
         if is_requester:
             return "whoever configures the agent may not decide their own call"

@@ -1,4 +1,4 @@
-"""Waking inline waiters the moment a request is decided (DESIGN §5 "Waking").
+"""Waking inline waiters the moment a request is decided (docs/design.md §5 "Waking").
 
 A decision publishes on the channel layer group of its request; a run waiting inline listens on
 that group and wakes within milliseconds. A slow database poll is only the safety net.

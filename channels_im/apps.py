@@ -7,7 +7,7 @@ class ChannelsImConfig(AppConfig):
 
     def ready(self) -> None:
         # The approvals app sits below this one: it asks for a channel through its registry and
-        # announces requests through signals, and this app answers (DESIGN §2). Imported here, once
+        # announces requests through signals, and this app answers (docs/design.md §2). Imported here, once
         # the app registry is ready: these modules load models.
         from approvals.channels import register_channel_resolver
         from approvals.signals import confirmation_opened, confirmation_settled, confirmation_voted

@@ -1,4 +1,4 @@
-"""The channel contract (DESIGN §6): how an approval card reaches people and how clicks come back.
+"""The channel contract (docs/design.md §6): how an approval card reaches people and how clicks come back.
 
 The approval gate never knows which platform it talks to; :mod:`channels_im.delivery` picks the
 request's channel, :mod:`channels_im.providers` the class serving it, and

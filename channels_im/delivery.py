@@ -1,4 +1,4 @@
-"""Choosing a request's channel and delivering its card (DESIGN §6).
+"""Choosing a request's channel and delivering its card (docs/design.md §6).
 
 The dispatcher of the app: it hands each delivery to the Celery tasks (:mod:`channels_im.tasks`),
 or in embedded mode runs the same attempts (:mod:`channels_im.services`) on a small background

@@ -1,7 +1,7 @@
 """Who a clicker is: IM identities of an organisation, and the flow that links them.
 
 A click counts only through an :class:`ImIdentity` of the organisation of the channel it came
-through (DESIGN §1.11). Only the person themselves links an identity to their account: a verified
+through (docs/design.md §1.11). Only the person themselves links an identity to their account: a verified
 click by someone nobody is linked to is answered, to the clicker only, with a one-time link URL
 (:func:`link_offer_make`); opening it signed in and confirming (:func:`im_identity_link`) links
 the clicker's IM user id to the signed-in user if they are an active member of the channel's

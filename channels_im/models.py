@@ -103,7 +103,7 @@ class ChannelConfig(SecretsBoundToAddress, models.Model):
 class ImIdentity(models.Model):
     """Maps a platform user id (Feishu open_id, Slack user id, WeCom userid) to a user of ours, within one
     organisation: a click counts only through an identity of the organisation of the channel it
-    came through (DESIGN §1.11). Only the person themselves (the link flow, :class:`ImLinkOffer`)
+    came through (docs/design.md §1.11). Only the person themselves (the link flow, :class:`ImLinkOffer`)
     or a superuser links an identity; organisation staff may only view and unlink."""
 
     organization = models.ForeignKey(

@@ -1,6 +1,6 @@
 """Eval sets and eval runs: an agent answers a set of cases with its hooks bypassed, in a sandbox.
 
-The eval runner is the one path around the agent's hooks (DESIGN §1.2): its runs say so
+The eval runner is the one path around the agent's hooks (docs/design.md §1.2): its runs say so
 (``Run.hooks_bypassed``, ``execution_path="eval"``, a note in their trace), and it has no side
 effects, ever: every tool call is answered without reaching the outside world — a dry run, or the
 set's recorded answer for that tool — unless the set calls a read-only tool live, and then the

@@ -10,7 +10,7 @@ pages name its group in their breadcrumbs too (``fimone.templatetags.fim_admin``
 This module sits below every app, so what the index and the header show of an app's pages beside
 its models (the approvals inbox and history) is registered here by that app at start-up, in its
 ``AppConfig.ready`` (:func:`register_header_links`, :func:`register_index_entry`): import down,
-signal up (DESIGN §2).
+signal up (docs/design.md §2).
 """
 
 from __future__ import annotations

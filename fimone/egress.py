@@ -1,4 +1,4 @@
-"""Where outbound requests may go (DESIGN §1.14): the egress guard of HTTP connectors, http hooks
+"""Where outbound requests may go (docs/design.md §1.14): the egress guard of HTTP connectors, http hooks
 and agents' own model endpoints.
 
 A request whose host resolves to a loopback, link-local (the cloud metadata address

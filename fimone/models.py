@@ -12,7 +12,7 @@ GENESIS = "0" * 64
 
 
 class AppendOnlyError(PermissionError, ValueError):
-    """A change or a deletion of a row of the append-only audit record (DESIGN §1.15): rows are
+    """A change or a deletion of a row of the append-only audit record (docs/design.md §1.15): rows are
     inserted, never updated or deleted, through the ORM as through SQL (on PostgreSQL triggers
     refuse it too). A ``PermissionError`` and, as the first guards raised, a ``ValueError``."""
 

@@ -1,4 +1,4 @@
-"""When a value in a tool call's arguments is a number (DESIGN §1.16, doubt goes to a person).
+"""When a value in a tool call's arguments is a number (docs/design.md §1.16, doubt goes to a person).
 
 Conditions, standing approvals, stages and budgets compare amounts. A service reads "25,000.00",
 "25000 USD", "2.5e4" or "25_000" in ways nobody here can know, so such a text is never taken for

@@ -80,7 +80,7 @@ class JSONParser(parsers.JSONParser):
     :data:`MAX_JSON_DEPTH` (``json`` itself raises ``RecursionError`` past about 1,000 levels),
     and a body holding a value no database stores (NaN, ±Infinity, NUL: :mod:`fimone.storable`),
     refused naming its field — "The request holds a value that cannot be stored: arguments.amount
-    is not a finite number." — whatever the endpoint does with it (DESIGN §1.16)."""
+    is not a finite number." — whatever the endpoint does with it (docs/design.md §1.16)."""
 
     # NaN and Infinity are parsed so that the refusal can name their field (DRF's strict parser
     # would refuse them without saying where); ``1e999`` parses as Infinity either way.

@@ -1,4 +1,4 @@
-"""What no supported database stores, named in words: the one rule every edge asks (DESIGN §1.16).
+"""What no supported database stores, named in words: the one rule every edge asks (docs/design.md §1.16).
 
 JSON from outside (an MCP client's arguments, a model's tool call, an API body) may hold values
 that parse but that a database refuses: a float NaN or ±Infinity (invalid JSON: SQLite's

@@ -1,4 +1,4 @@
-"""Public API of the hook contract (DESIGN §3)."""
+"""Public API of the hook contract (docs/design.md §3)."""
 
 from hooks.contract import (
     Hook,

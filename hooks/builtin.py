@@ -244,7 +244,7 @@ class ConfirmWhen(PreToolUseHook):
     (searched in the text); ``mode`` combines them: ``all`` (default) or ``any``. Conditions are
     judged by :mod:`hooks.conditions` against the tool's schema: a field the tool does not have
     does not meet its condition; one that cannot decide ("25,000.00" where a number is compared, a
-    declared field left out) is doubt, and doubt asks a person too (DESIGN §1.16). When met or in
+    declared field left out) is doubt, and doubt asks a person too (docs/design.md §1.16). When met or in
     doubt, the hook answers ``HookResult(require_confirmation=True)`` and the approval gate asks a
     human; it never blocks. It runs late (priority 900) so that it sees the arguments as other
     hooks rewrote them.

@@ -4,7 +4,7 @@ An agent declares hooks in ``model_config_json["hooks"]["class_hooks"]`` as a li
 ``{"name": …, "params": {…}}``. Names resolve against classes registered with :func:`register_hook`
 (the built-ins in :mod:`hooks.builtin` and any module listed in ``settings.HOOK_MODULES``).
 Building is all-or-nothing: any unknown name, bad parameter or import error raises
-:class:`HookDeclarationError`, and the run fails before any LLM call (DESIGN §1.1).
+:class:`HookDeclarationError`, and the run fails before any LLM call (docs/design.md §1.1).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def build_hooks(declaration: Any) -> list[Hook]:
 
 
 def check_below_gate(hook: Hook) -> None:
-    """Refuse a declared hook that would run at or after the approval gate (DESIGN §1.10): the
+    """Refuse a declared hook that would run at or after the approval gate (docs/design.md §1.10): the
     gate must see the final arguments, and nothing may change them once a human approved."""
     priority = hook.priority
     if not isinstance(priority, int | float) or not priority < GATE_PRIORITY:
@@ -158,7 +158,7 @@ def build_registry(declaration: Any, *, system_hooks: Iterable[Hook] = ()) -> Ho
         raise HookDeclarationError(str(exc)) from exc
 
 
-# --- the chain a run keeps (DESIGN §1.10) ---------------------------------------------------------
+# --- the chain a run keeps (docs/design.md §1.10) ---------------------------------------------------------
 # A run's effective hook chain is resolved once, when the run is created, and stored on it as
 # plain JSON; every registry the run uses (at start and after each resume) is rebuilt from that
 # record, so editing an agent never changes a run in flight.
@@ -174,7 +174,7 @@ def build_registry(declaration: Any, *, system_hooks: Iterable[Hook] = ()) -> Ho
 # "config" (the agent's model_config_json). An http hook's secret is kept encrypted
 # (``secret_enc``, fimone.fields), never in clear.
 #
-# Ordering rule (DESIGN §1.12, "enforced means last word"): at each point the registry runs the
+# Ordering rule (docs/design.md §1.12, "enforced means last word"): at each point the registry runs the
 # system guards, then the agent's own hooks, then the organisation's enforced hooks, then the
 # approval gate (``hooks.contract.Band``); priorities order hooks within a band. So an enforced
 # hook sees the arguments that will run (PreToolUse) and the observation the model will read
@@ -373,7 +373,7 @@ def resolve_chain(
 
 
 def declared_band(source: Any, hook_class: type[Hook]) -> Band:
-    """The band a declared hook runs in (DESIGN §1.12): the organisation's enforced hooks after the
+    """The band a declared hook runs in (docs/design.md §1.12): the organisation's enforced hooks after the
     agent's, whatever their priorities; a hook whose class asks to run first (``Band.GUARD``: it
     only records) runs first. Nothing a declarer chooses puts a hook later than its source."""
     if getattr(hook_class, "band", Band.AGENT) == Band.GUARD:
@@ -424,7 +424,7 @@ def registry_from_chain(chain: Any) -> HookRegistry:
             if cls is None or not getattr(cls, "system", False):
                 raise HookDeclarationError(f"system hook {name!r} is not registered")
             if sandboxed and getattr(cls, "asks_humans", False):
-                continue  # an eval never asks a human (DESIGN §1.2)
+                continue  # an eval never asks a human (docs/design.md §1.2)
             hook = cls()
             hook.band = system_band(cls)
             hooks.append(hook)

@@ -1,4 +1,4 @@
-"""Conditions on a call's arguments, judged in three values (DESIGN §1.16, doubt goes to a person).
+"""Conditions on a call's arguments, judged in three values (docs/design.md §1.16, doubt goes to a person).
 
 One ``{field, op, value}`` row is read by ``confirm_when`` (met: ask a person), by a standing
 approval (met: approve without asking) and by an approval stage (met: this stage asks). A

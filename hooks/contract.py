@@ -23,7 +23,7 @@ when a registry is built)."""
 
 
 class Band(enum.IntEnum):
-    """Where a hook runs in its point's chain, before its priority counts (DESIGN §1.12): the
+    """Where a hook runs in its point's chain, before its priority counts (docs/design.md §1.12): the
     registry orders hooks by ``(band, priority)``.
 
     ``GUARD``: the platform's system guards (the read-only guard), and hooks whose class only
@@ -163,7 +163,7 @@ class Hook(abc.ABC):
     Class attributes are the defaults; a declaration may override ``priority``, ``timeout`` and
     ``on_error`` for one instance through the constructor.
 
-    ``timeout`` bounds the hook's wall time, from ``should_trigger`` to its answer (DESIGN §1.1):
+    ``timeout`` bounds the hook's wall time, from ``should_trigger`` to its answer (docs/design.md §1.1):
     a hook that answers after it has timed out, and its answer is ignored. A hook run on the
     event loop cannot be interrupted while it blocks it, so code that may block is declared as a
     python hook, which runs in a hook thread (:mod:`hooks.kinds.offloop`).
@@ -189,7 +189,7 @@ class Hook(abc.ABC):
     params_schema: ClassVar[dict[str, Any]] = {"type": "object"}
     observes_blocked_calls: ClassVar[bool] = False
     #: asks a human (the approval gate): left out of an eval's sandboxed chain, which never
-    #: opens an approval request (DESIGN §1.2)
+    #: opens an approval request (docs/design.md §1.2)
     asks_humans: ClassVar[bool] = False
     #: see :class:`Band`; set per instance by the chain's builder for declared hooks
     band: int = Band.AGENT

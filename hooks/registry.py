@@ -6,7 +6,7 @@ whether it is a system hook) is read once, when the registry is built, into one 
 a hook call arms no timer unless it suspends (:mod:`hooks.timeouts`); a context is copied only
 when something in it changes.
 
-Timeouts bind whatever the hook does (DESIGN §1.1): the clock is read around every hook
+Timeouts bind whatever the hook does (docs/design.md §1.1): the clock is read around every hook
 (``should_trigger`` included; once per hook, each hook's end being the next one's start), and a
 hook whose wall time passed its timeout counts as timed out even if it returned; its answer is
 ignored. Code that may block (declared python hooks) is not run on the loop at all but in a hook
@@ -51,7 +51,7 @@ _Slot = tuple[Hook, bool, float, bool, str]
 
 def _lets_through(hook: Hook, exc: Exception) -> bool:
     """Whether a hook's failure lets the chain go on: only with ``on_error="allow"``, and never
-    for a timeout of a hook that asks humans (the approval gate, DESIGN §1.1)."""
+    for a timeout of a hook that asks humans (the approval gate, docs/design.md §1.1)."""
     if hook.on_error != "allow":
         return False
     return not (isinstance(exc, HookTimeout) and getattr(hook, "asks_humans", False))
@@ -184,7 +184,7 @@ class HookRegistry:
                 raise TypeError(f"{hook!r} is not a PreToolUse, PostToolUse or SessionStart hook")
             if not inspect.iscoroutinefunction(hook.execute):
                 raise TypeError(f"hook {hook.hook_name!r}: execute() must be declared 'async def'")
-        # By band, then priority (DESIGN §1.12: guards, the agent's hooks, the organisation's
+        # By band, then priority (docs/design.md §1.12: guards, the agent's hooks, the organisation's
         # enforced hooks, the gate); sorted() is stable: equal keys keep declaration order.
         ordered = tuple(sorted(listed, key=lambda h: (h.band, h.priority)))
         set_ = object.__setattr__
@@ -257,7 +257,7 @@ class HookRegistry:
                         if tracing:
                             _note(name, _PRE, started, last, offset, "skipped", triggered=False)
                         continue
-                # A system hook gets the run's events on its own copy of the context (DESIGN §1.10).
+                # A system hook gets the run's events on its own copy of the context (docs/design.md §1.10).
                 hook_ctx = _evolve(ctx, events=events) if system and events is not None else ctx
                 if box is None:
                     box = [None]

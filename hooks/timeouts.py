@@ -1,4 +1,4 @@
-"""How one hook call is held to its timeout (DESIGN §1.1), at the least cost per call.
+"""How one hook call is held to its timeout (docs/design.md §1.1), at the least cost per call.
 
 Most hooks finish without ever suspending (a dict lookup, a regex). Wrapping each call in
 ``asyncio.timeout`` would arm and cancel an event-loop timer per hook per tool call. Instead the
@@ -94,7 +94,7 @@ async def triggers(answer: Any, started: float, timeout: float) -> bool:
 
 
 def overran(timeout: float, elapsed: float) -> HookTimeout:
-    """What a hook that answered after its timeout failed with: it timed out (DESIGN §1.1)."""
+    """What a hook that answered after its timeout failed with: it timed out (docs/design.md §1.1)."""
     return HookTimeout(f"timed out after {timeout:g} s (it ran for {elapsed:.2f} s; its answer is ignored)")
 
 

@@ -3,7 +3,7 @@
 The call goes through the same :class:`~agents.engine.pipeline.ToolPipeline` as an agent's own
 calls, with the chain the agent's runs keep — its hooks, its organisation's enforced ones, the
 approval gate last — so it can be blocked, rewritten, sent to a person or have its result
-rewritten like any other (DESIGN §1.2). The agent's tools are built as for any run (an eval's
+rewritten like any other (docs/design.md §1.2). The agent's tools are built as for any run (an eval's
 sandbox never applies: a gateway call is no eval). A suspension parks the run; the verdict resumes
 it here (``agents.engine.runner`` asks this app which engine drives an ``mcp`` run), and the
 pipeline's execution record makes the call run at most once.

@@ -13,7 +13,7 @@ Contracts:
   whose answer never reached its client (``delivered_at`` empty) is found again when the same user
   calls the same tool with the same arguments through the same gateway within
   :data:`RETRY_WINDOW`: the client is answered from that run, which never runs a second time.
-  Also when the two calls arrive at the same moment (DESIGN §1.5): each start holds the call's
+  Also when the two calls arrive at the same moment (docs/design.md §1.5): each start holds the call's
   key (:func:`call_key_lock_id`) from before its retry lookup until it commits, so of two
   identical calls one starts the run and the other finds that call and waits for its answer.
 * :func:`gateway_call_answer` is ``None`` until the run ended; then the text the client reads and
@@ -21,7 +21,7 @@ Contracts:
   refusal, who refused and why; for a tool error or an unknown outcome, that text.
 * Both starts refuse (``invalid``) a call whose tool name or arguments no database stores (NaN,
   ±Infinity, NUL: ``fimone.storable``) before reading or writing anything, naming the field:
-  "invalid arguments for erp__pay: amount is not a finite number" (DESIGN §1.16).
+  "invalid arguments for erp__pay: amount is not a finite number" (docs/design.md §1.16).
 """
 
 from __future__ import annotations

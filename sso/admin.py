@@ -63,7 +63,7 @@ class IdentityProviderForm(forms.ModelForm):
         if not (self.instance.pk and self.instance.client_secret):
             self.add_error("client_secret", "The provider's client secret is needed.")
         elif "issuer" in self.changed_data:
-            # The secret is bound to the provider it was entered for (DESIGN §1.14): a new issuer
+            # The secret is bound to the provider it was entered for (docs/design.md §1.14): a new issuer
             # (whose token endpoint would receive it) takes it entered again.
             self.add_error("client_secret", "The issuer changed: enter the client secret again.")
         return data

@@ -8,7 +8,7 @@ class SsoConfig(AppConfig):
 
     def ready(self) -> None:
         # The admin site sits below this app: it signs out through the view registered here, which
-        # also offers the identity provider's sign-out (DESIGN §2: import down, signal up).
+        # also offers the identity provider's sign-out (docs/design.md §2: import down, signal up).
         from django.urls import reverse_lazy
 
         from fimone.admin_site import register_logout_view

@@ -5,7 +5,7 @@ The discovery document (``<issuer>/.well-known/openid-configuration``) is cached
 Discovery §4.3), or nothing of it is used. The key set (``jwks_uri``) is cached as long; a token
 signed with a key id the cached set lacks makes one fresh fetch (the provider rotated its keys), and
 a key id still unknown after it is refused. Every address fetched (and every endpoint the document
-names, the token and userinfo endpoints included) must pass the egress guard (DESIGN §1.14): a
+names, the token and userinfo endpoints included) must pass the egress guard (docs/design.md §1.14): a
 provider inside the network is reached only when ``EGRESS_ALLOW`` names it.
 """
 

@@ -186,7 +186,8 @@ class SignInRecord(ChainLink):
     organization = models.ForeignKey(
         Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
     )
-    # PROTECT: a record is never rewritten, so what it names is switched off, not deleted (DESIGN §1.9).
+    # PROTECT: a record is never rewritten, so what it names is switched off, not deleted
+    # (docs/design.md §1.9).
     provider = models.ForeignKey(
         IdentityProvider, on_delete=models.PROTECT, related_name="+", null=True, blank=True
     )

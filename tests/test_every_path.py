@@ -1,4 +1,4 @@
-"""Every execution path runs the hooks (DESIGN §1.2): one table, the same promises on each row.
+"""Every execution path runs the hooks (docs/design.md §1.2): one table, the same promises on each row.
 
 A row (:class:`Path`) says how a user's request reaches a tool call on that path: which agents
 (or workflow) it needs, where the hooks are declared, how it starts, how it is driven and which
@@ -213,7 +213,7 @@ def test_a_restart_while_parked_loses_nothing(path, personas, resumes) -> None:
         assert seqs == list(range(1, len(seqs) + 1)), "every run's trace is whole and gap-free"
 
 
-# --- enforced means last word (DESIGN §1.12) --------------------------------------------------------
+# --- enforced means last word (docs/design.md §1.12) --------------------------------------------------------
 # (``test_add_card_note``, the agent hook the redaction promise declares: tests/every_path_kit.py)
 
 
@@ -264,7 +264,7 @@ def test_enforced_redaction_has_the_last_word_on_what_the_model_reads(path, pers
     assert "6222" not in finished["observation"] and "6222" not in root.output + root.error
 
 
-# --- evals touch nothing, on every path inside them (DESIGN §1.2) ------------------------------------
+# --- evals touch nothing, on every path inside them (docs/design.md §1.2) ----------------------------
 
 
 @pytest.mark.parametrize("eval_path", EVAL_PATHS, ids=[p.name for p in EVAL_PATHS])
@@ -301,7 +301,7 @@ def test_an_eval_reaches_no_tool_and_asks_nobody(eval_path, flagged, personas, r
     assert eval_run.results.get().outcome == "passed"
 
 
-# --- those who configure do not decide (DESIGN §1.13) -------------------------------------------------
+# --- those who configure do not decide (docs/design.md §1.13) -----------------------------------------
 
 
 @every_path
@@ -494,7 +494,7 @@ def test_a_standing_approval_approves_the_call_without_asking_anyone(path, perso
 
 @every_path
 def test_a_standing_approval_never_approves_an_amount_it_cannot_compare(path, personas, resumes) -> None:
-    """Doubt goes to a person (DESIGN §1.16): the tool takes its amount as a number or a text, and
+    """Doubt goes to a person (docs/design.md §1.16): the tool takes its amount as a number or a text, and
     the path's hook writes "5,000.00" — which a service may read as 5000 or as 5. The grant of
     payments up to 5,000 cannot tell, so a person is asked and nothing runs meanwhile."""
     pay = pay_tool(requires_confirmation=True, parameters=TEXT_OR_NUMBER_PAY_SCHEMA)

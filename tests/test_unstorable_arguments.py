@@ -1,6 +1,6 @@
 """Values no database stores — a float NaN or ±Infinity (JSON parsers read ``NaN``, ``Infinity``
 and ``1e999``), a NUL character (``\\u0000``) in a string or a key — are refused where they enter,
-with a sentence naming the field: never a database's message, never a 500 (DESIGN §1.16).
+with a sentence naming the field: never a database's message, never a 500 (docs/design.md §1.16).
 
 The rule is one function (``fimone.storable.unstorable``); this file checks it and the edges that
 ask it outside the engine and the MCP gateway (those have their own files:

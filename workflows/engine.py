@@ -3,8 +3,8 @@
 The call (the node's connector action with its templated arguments) goes through the same
 :class:`~agents.engine.pipeline.ToolPipeline` as an agent's calls, with the workflow's chain —
 its own hooks, the organisation's enforced ones, the approval gate last — so it can be blocked,
-rewritten, sent to a human or have its result rewritten like any other (DESIGN §1.2). A chain
-that cannot be built fails the run before the tool is looked at (DESIGN §1.1). A suspension parks
+rewritten, sent to a human or have its result rewritten like any other (docs/design.md §1.2). A chain
+that cannot be built fails the run before the tool is looked at (docs/design.md §1.1). A suspension parks
 the run; the verdict resumes it here (``agents.engine.runner`` asks this app which engine drives
 a workflow run), and the pipeline's execution record makes the call run at most once.
 

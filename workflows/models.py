@@ -1,9 +1,9 @@
 """Workflows: a graph of START / AGENT / CONNECTOR / CONDITION / END nodes, and its runs.
 
-Every tool call of a workflow goes through hooks (DESIGN §1.2): an AGENT node is a full run of
+Every tool call of a workflow goes through hooks (docs/design.md §1.2): an AGENT node is a full run of
 that agent with its own chain; a CONNECTOR node is a run (recorded under the workflow's
 ``connector_agent``) whose one call goes through the tool-call pipeline with the *workflow's*
-chain and the approval gate. History is never deleted (DESIGN §1.9): relations are PROTECT.
+chain and the approval gate. History is never deleted (docs/design.md §1.9): relations are PROTECT.
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ TERMINAL_WORKFLOW_STATUSES = frozenset(
 
 class WorkflowRun(models.Model):
     """One run of a workflow. It keeps the graph and the hook chain it started with, so editing
-    the workflow never changes a run in flight (DESIGN §1.10)."""
+    the workflow never changes a run in flight (docs/design.md §1.10)."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
     organization = models.ForeignKey(

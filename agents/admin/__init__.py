@@ -8,8 +8,8 @@ secrets are write-only.
 
 - :mod:`agents.admin.scoping`: the organisation-scoping admin bases and mixins (also used by the
   admins of approvals, channels_im, workflows and evals);
-- :mod:`agents.admin.archiving`: Archive / Unarchive instead of deletion (DESIGN §1.9);
-- :mod:`agents.admin.bound_secrets`: write-only secrets bound to their address (DESIGN §1.14);
+- :mod:`agents.admin.archiving`: Archive / Unarchive instead of deletion (docs/design.md §1.9);
+- :mod:`agents.admin.bound_secrets`: write-only secrets bound to their address (docs/design.md §1.14);
 - :mod:`agents.admin.hook_inlines`: hook declarations, edited inline on agents and organisations;
 - :mod:`agents.admin.organisations`: organisations, memberships, invitations and users;
 - :mod:`agents.admin.agents`: agents, their effective hook chain and "Try this chain";

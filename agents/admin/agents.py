@@ -84,7 +84,7 @@ class AgentAdminForm(SecretsEntryFormMixin, WriteOnlySecretsForm):
         organization = cleaned.get("organization")
         organization_id = organization.pk if organization is not None else self.instance.organization_id
         if delegates and organization_id is not None:
-            # call_agent only reaches agents of the agent's own organisation (DESIGN §1.11).
+            # call_agent only reaches agents of the agent's own organisation (docs/design.md §1.11).
             if any(other.organization_id != organization_id for other in delegates):
                 self.add_error("delegates", "An agent may only call agents of its own organisation.")
             elif self.instance.pk is not None and any(other.pk == self.instance.pk for other in delegates):

@@ -1,6 +1,6 @@
 """Archive / Unarchive instead of deletion, for organisations, agents and connectors.
 
-Nothing with history is deleted (DESIGN §1.9): organisations, agents and connectors have no delete
+Nothing with history is deleted (docs/design.md §1.9): organisations, agents and connectors have no delete
 button or action here, for anyone; they have "Archive" / "Unarchive" actions instead, which call
 the archiving services (and those check the staff user's role in the object's organisation).
 """

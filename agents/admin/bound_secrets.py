@@ -1,4 +1,4 @@
-"""Secrets bound to their address (DESIGN §1.14), as the admin forms enter them: the write-only
+"""Secrets bound to their address (docs/design.md §1.14), as the admin forms enter them: the write-only
 secrets of agents, connectors, http hooks (and channels_im's channel configs) are only sent to the
 address they were entered for, and changing that address clears them.
 """

@@ -198,7 +198,7 @@ class RunEngine(ABC):
             # Archiving stops runs in flight; this catches one that was claimed meanwhile.
             raise RunFailed(archived, "archived")
         # The chain recorded when the run was created, not the agent's current one: editing an
-        # agent never changes a run in flight, resumed or not (DESIGN §1.10).
+        # agent never changes a run in flight, resumed or not (docs/design.md §1.10).
         chain = run.hook_chain if run.hook_chain is not None else await db(chains.run_hook_chain, run=run)
         try:
             registry = chains.registry_for_chain(chain, owner=self.chain_owner)

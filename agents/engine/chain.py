@@ -1,10 +1,10 @@
-"""The one place a run's effective hook chain is built (DESIGN §1.10, §4).
+"""The one place a run's effective hook chain is built (docs/design.md §1.10, §4).
 
 ``hook_chain_of(agent)`` (:mod:`agents.checks`) resolves an agent's chain — its declarations,
 the system hooks, the gate last — into the plain record ``Run.hook_chain`` keeps; ``run_start``
 stores it when the run is created. Every engine gets the run's registry from here, rebuilt from
 that record (:func:`hooks.catalog.registry_from_chain`), so editing an agent never changes a run
-in flight and a chain that cannot be built stops the run before any tool runs (DESIGN §1.1).
+in flight and a chain that cannot be built stops the run before any tool runs (docs/design.md §1.1).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 2. Each step runs as a child :class:`~agents.models.Run` of the same agent
    (``execution_path="dag"``, ``parent_run``) keeping the parent's recorded hook chain, driven by
    the ReAct engine: every tool call of every step goes through the tool-call pipeline and its
-   hooks (DESIGN §1.2). Steps whose dependencies are done run concurrently; a step receives the
+   hooks (docs/design.md §1.2). Steps whose dependencies are done run concurrently; a step receives the
    results of the steps it depends on in its input.
 3. A step that waits for an approval parks its own run; the other steps go on. When nothing more
    can run, the DAG run parks too. The step's verdict resumes the step's run, whose ending wakes

@@ -4,7 +4,7 @@ An agent declares the agents it may call (``Agent.delegates``, same organisation
 it then has a ``call_agent`` tool. A call goes through the caller's pipeline like any tool call
 (its hooks may block or rewrite it); the delegate then runs as a child :class:`~agents.models.Run`
 (``execution_path="delegate"``, ``parent_run``) with **its own** hook chain, resolved from its own
-declarations and its own ``require_confirmation_for_all`` — never the caller's (DESIGN §1.2).
+declarations and its own ``require_confirmation_for_all`` — never the caller's (docs/design.md §1.2).
 
 Refused with a plain observation, before any delegate runs: an agent that is not declared, one
 already in the chain of callers (a cycle), and a call deeper than ``AGENT_DELEGATION_MAX_DEPTH``.
@@ -56,7 +56,7 @@ def _delegate_open(
 ) -> child_runs.ChildState:
     """The delegate's run for this call, created the first time with the delegate's own chain —
     or, inside an eval (``sandbox``), the eval's sandboxed chain of the delegate: it inherits the
-    sandbox, so it reaches nothing outside and never asks a person (DESIGN §1.2)."""
+    sandbox, so it reaches nothing outside and never asks a person (docs/design.md §1.2)."""
     existing = Run.objects.filter(parent_run_id=caller_id, parent_call_id=call_id).first()
     if existing is not None:
         return child_runs.ChildState(existing.pk, existing.status, existing.output, existing.error)

@@ -444,7 +444,7 @@ class RunJournal:
         still_waiting: Callable[[], Awaitable[bool]] | None,
     ) -> str:
         """Suspend the run on a call that waits for an answer (an approval): the checkpoint is
-        written with the parking, no coroutine waits (DESIGN §1.6)."""
+        written with the parking, no coroutine waits (docs/design.md §1.6)."""
         self.emit(
             ev.RUN_SUSPENDED, {"tool_call_id": tool_call_id, "tool": tool, "reason": reason, "detail": detail}
         )

@@ -18,7 +18,7 @@ need not be: then its statement commits without waiting for the disk
 prepared statement). Only a tool's outcome is written so (``agents.engine.pipeline``, unless
 ``RUN_OUTCOMES_WAIT_FOR_DISK`` is set): a database crash can lose at most the last such writes,
 never a later durable one (the log is flushed in order), and a lost outcome reads back as the
-call's start without an end — "outcome unknown" (DESIGN §1.5), never a second execution.
+call's start without an end — "outcome unknown" (docs/design.md §1.5), never a second execution.
 """
 
 from __future__ import annotations

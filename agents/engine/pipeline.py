@@ -1,4 +1,4 @@
-"""The tool-call pipeline: the one way any path runs a tool (DESIGN §1.2, §4).
+"""The tool-call pipeline: the one way any path runs a tool (docs/design.md §1.2, §4).
 
 PreToolUse chain (the approval gate last) → at-most-once execution record → tool → PostToolUse
 chain → events. ReAct turns use it today; DAG steps, delegated agents, workflow nodes (a
@@ -104,7 +104,7 @@ StepOutcome = Observation | Blocked | Suspended
 
 
 def approval_mismatch(approved: str | None, digest: str) -> str | None:
-    """Refuse arguments that differ from the ones a human approved (DESIGN §1.3, §1.10).
+    """Refuse arguments that differ from the ones a human approved (docs/design.md §1.3, §1.10).
 
     ``approved`` comes from the registry's outcome, which takes it only from the approval gate (a
     system hook), never from ``metadata`` that every hook can write: whatever changed the
@@ -156,7 +156,7 @@ class ToolPipeline:
         self.agent_id = agent_id
         self.user_id = user_id
         self.facts = facts
-        #: an eval's run (DESIGN §1.2): a call that needs approval is answered, never asked
+        #: an eval's run (docs/design.md §1.2): a call that needs approval is answered, never asked
         self.sandboxed = sandboxed
 
     async def record_shadows(
@@ -229,7 +229,7 @@ class ToolPipeline:
         args = call["arguments"]
         # json.loads reads NaN, Infinity and \u0000: a value no database stores is refused like
         # one the schema refuses, the model told which field, before any hook or record of a
-        # start (DESIGN §1.16). The proposal's own records were cleaned as they were written.
+        # start (docs/design.md §1.16). The proposal's own records were cleaned as they were written.
         unfit = unstorable(args, name="the arguments") if isinstance(args, dict) else None
         if unfit is not None:
             problems = [unfit]
@@ -358,7 +358,7 @@ class ToolPipeline:
             status = ToolExecution.Status.SUCCEEDED
         except OutcomeUnknown as exc:
             # The service took the call and never said how it ended: recorded "unknown", so that
-            # nothing (a resume, a retry) ever runs it again (DESIGN §1.5).
+            # nothing (a resume, a retry) ever runs it again (docs/design.md §1.5).
             error = redact_credentials(str(exc))
             result, status = INTERRUPTED_OUTCOME.format(error=error), ToolExecution.Status.UNKNOWN
         except ToolError as exc:
@@ -475,7 +475,7 @@ class ToolPipeline:
         # run then ends cancelled after it, never leaving the execution "started".
         # Unless configured otherwise, not waiting for the disk: a database crash that loses it
         # leaves the call started, never ended, which reads back as "outcome unknown", never as a
-        # call to run again (DESIGN §1.5).
+        # call to run again (docs/design.md §1.5).
         await journal.commit(
             facts=(record,) if record is not None else (), durable=settings.RUN_OUTCOMES_WAIT_FOR_DISK
         )

@@ -4,7 +4,7 @@ One :class:`ReactEngine` drives one run while its process holds the run's lease.
 goes through the run's :class:`~agents.engine.journal.RunJournal` (events, checkpoint, endings);
 each tool call goes through the :class:`~agents.engine.pipeline.ToolPipeline` shared by every
 path. Everything it needs to continue lives in the checkpoint, saved after every step, so any
-process can pick the run up after a suspension or a crash (DESIGN §4):
+process can pick the run up after a suspension or a crash (docs/design.md §4):
 
 ``{"v": 1, "message_count": n, "session_context": [...] | null, "iteration": n,
 "pending_calls": [{"id", "name", "arguments", "raw_arguments"}], "observations": {id: text}}``.

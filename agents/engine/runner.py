@@ -5,7 +5,7 @@ the claim and drives it; the others return ``None`` at once.
 
 The engine is the agent's (``Agent.engine``): ReAct, or DAG, whose steps are child runs driven by
 ReAct. A child run (a DAG step or a delegate) that ends after its parent parked waiting for it
-wakes the parent (DESIGN §4: a verdict inside a child resumes the whole chain).
+wakes the parent (docs/design.md §4: a verdict inside a child resumes the whole chain).
 """
 
 from __future__ import annotations

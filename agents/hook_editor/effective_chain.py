@@ -80,7 +80,7 @@ class ChainRow:
 def chain_rows(chain: dict[str, Any]) -> list[ChainRow]:
     """The hooks of a resolved chain (``agents.checks.hook_chain_of``) in the order its registry
     runs them: by point, then by band (system guards, the agent's hooks, the organisation's
-    enforced hooks, the gate: DESIGN §1.12), then by priority, ties in the order of the record
+    enforced hooks, the gate: docs/design.md §1.12), then by priority, ties in the order of the record
     (declared hooks, then the system hooks), which is the registry's stable sort."""
     catalog = hook_catalog()
     sandboxed = chain.get("sandbox") is not None

@@ -120,7 +120,7 @@ def load_json(text: str) -> Any:
     except ValueError as exc:
         raise HookImportError(f"not JSON: {exc}") from None
     # What the file holds becomes declarations' rows: a value no database stores (NaN,
-    # ±Infinity, NUL) is named here rather than failing the save (DESIGN §1.16).
+    # ±Infinity, NUL) is named here rather than failing the save (docs/design.md §1.16).
     unfit = unstorable(doc, name="the file")
     if unfit is not None:
         raise HookImportError(f"cannot be stored: {unfit}")

@@ -1,4 +1,4 @@
-"""The connector call log cannot be rewritten quietly (DESIGN §1.15): on PostgreSQL a trigger
+"""The connector call log cannot be rewritten quietly (docs/design.md §1.15): on PostgreSQL a trigger
 refuses any ``UPDATE`` or ``DELETE`` of a logged call (``TRUNCATE`` and dropping the trigger are
 left to the table's owner; the keyed chain and its anchors find such a rewrite)."""
 

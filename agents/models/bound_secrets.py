@@ -1,4 +1,4 @@
-"""Secrets bound to the address they were entered for (DESIGN §1.14).
+"""Secrets bound to the address they were entered for (docs/design.md §1.14).
 
 A model that stores write-only secrets together with the address they are sent to mixes in
 :class:`SecretsBoundToAddress` and takes :class:`SecretsBoundQuerySet` as its manager: a change that

@@ -22,7 +22,7 @@ class ConnectorCallLog(ChainLink):
     """One connector call, written once by the ``audit_log`` hook and never changed: who (agent,
     user, organisation, run), what (tool, arguments with secrets masked), how it ended
     (``succeeded`` / ``failed`` / ``blocked`` and by which hook), how long it took, and the size
-    and SHA-256 of the tool's full result. History (DESIGN §1.9): every relation is PROTECT.
+    and SHA-256 of the tool's full result. History (docs/design.md §1.9): every relation is PROTECT.
 
     Tamper-evident (``fimone.audit_chain``): each row is a link of its organisation's hash chain,
     written only by ``agents.audit.connector_call_log_record``; ``manage.py audit_verify``

@@ -330,7 +330,7 @@ class ConnectorAction(models.Model):
 
     def save(self, *args: Any, **kwargs: Any) -> None:
         if self.remote_name:
-            # An MCP server's hints are its claim, not the operator's decision (DESIGN §1.16):
+            # An MCP server's hints are its claim, not the operator's decision (docs/design.md §1.16):
             # until an operator sets them, its tool changes data and asks a person first.
             writes = confirm = True
         else:

@@ -1,7 +1,7 @@
 """Conversations and their runs, with each run's trace: its events, the chat messages it
 exchanged with its model, and the tool calls it made.
 
-History (DESIGN §1.9): every relation is PROTECT; nothing a run hangs from may be deleted while
+History (docs/design.md §1.9): every relation is PROTECT; nothing a run hangs from may be deleted while
 the run exists.
 """
 
@@ -17,7 +17,7 @@ from agents.models.organisations import Organization
 
 
 class Conversation(models.Model):
-    # History (DESIGN §1.9): every relation is PROTECT, so deleting an organisation, an agent or a
+    # History (docs/design.md §1.9): every relation is PROTECT, so deleting an organisation, an agent or a
     # user that has conversations is refused; archive the agent or deactivate the user instead.
     organization = models.ForeignKey(
         Organization, on_delete=models.PROTECT, related_name="conversations", verbose_name="organisation"
@@ -59,7 +59,7 @@ TERMINAL_RUN_STATUSES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunSta
 
 
 class Run(models.Model):
-    # History (DESIGN §1.9): nothing a run hangs from may be deleted while the run exists.
+    # History (docs/design.md §1.9): nothing a run hangs from may be deleted while the run exists.
     conversation = models.ForeignKey(Conversation, on_delete=models.PROTECT, related_name="runs")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="runs")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")

@@ -18,7 +18,7 @@ class ToolError(Exception):
 class OutcomeUnknown(ToolError):
     """The call reached the service, which never said how it ended (it disconnected, or did not
     answer in time): it may have taken effect. The pipeline records the execution ``unknown`` and
-    never runs it again (DESIGN §1.5). ``str()`` says what happened."""
+    never runs it again (docs/design.md §1.5). ``str()`` says what happened."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +51,7 @@ class ToolSpec:
 class Tool(abc.ABC):
     spec: ToolSpec
     #: whether a call may reach anything outside this process (a service, a database): an eval
-    #: answers such a call with a dry run unless its set calls the tool live (DESIGN §1.2)
+    #: answers such a call with a dry run unless its set calls the tool live (docs/design.md §1.2)
     reaches_outside: bool = True
     #: whether a call in flight is stopped when its run is cancelled (an MCP call: the server is
     #: told to cancel, and the outcome is unknown). Other tools finish the call they started.

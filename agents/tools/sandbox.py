@@ -1,4 +1,4 @@
-"""An eval's sandbox: its tool calls are answered without reaching the outside world (DESIGN §1.2).
+"""An eval's sandbox: its tool calls are answered without reaching the outside world (docs/design.md §1.2).
 
 A run whose recorded chain carries ``"sandbox"`` (an eval case, and every DAG step and delegate
 inside it, which inherit it) gets its tools through :func:`sandboxed_tools`:

@@ -2,7 +2,7 @@
 escalation tiers.
 
 Policies are configured here by operators and organisation admins of the policy's organisation;
-their changes are recorded (who, when, old and new values). Separation of duties (DESIGN §1.13)
+their changes are recorded (who, when, old and new values). Separation of duties (docs/design.md §1.13)
 is checked on save: a policy or tier names only approvers and admins of its organisation, and only
 organisation admins (and superusers) set what widens approvers' powers (:data:`ADMIN_SETTINGS`:
 self-approval, the initiator, standing approvals, their hours and "until revoked"; shown disabled
@@ -39,7 +39,7 @@ ADMIN_SETTINGS = (
     "grants_until_revoked",
 )
 """Policy settings only an organisation admin (or a superuser) sets, every one that widens what
-approvers may do (DESIGN §1.16): who may approve their own call, and whether, where, how long and
+approvers may do (docs/design.md §1.16): who may approve their own call, and whether, where, how long and
 until when one approval may stand for later calls. :func:`approvals.services.grants.check_grant`
 holds every grant to them when it is made."""
 

@@ -1,7 +1,7 @@
 """The admin of the approval record: confirmation requests and their event logs.
 
 Read-only for everyone, superusers included: requests are written only by ``approvals.services``
-(DESIGN §1.4, §1.8). A request's page shows its full arguments, the arguments the model proposed
+(docs/design.md §1.4, §1.8). A request's page shows its full arguments, the arguments the model proposed
 when a hook rewrote them, the append-only event log, and links to the run and the agent. Deciding
 is not done here: approvers decide in the inbox or their channel.
 """

@@ -1,4 +1,4 @@
-"""The approval record cannot be rewritten quietly (DESIGN §1.15).
+"""The approval record cannot be rewritten quietly (docs/design.md §1.15).
 
 On PostgreSQL, triggers refuse any ``UPDATE`` or ``DELETE`` of a confirmation event or vote, any
 ``DELETE`` of a confirmation request, and any change of a settled request's verdict: its status,

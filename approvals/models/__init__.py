@@ -1,4 +1,4 @@
-"""Confirmation requests, their append-only event log, and approver policies (DESIGN §5).
+"""Confirmation requests, their append-only event log, and approver policies (docs/design.md §5).
 
 One module per concern: ``policies`` (policies, stages, escalation tiers), ``delegation``
 (absences and standing approvals), ``requests`` (requests, the people asked, votes, events).

@@ -1,4 +1,4 @@
-"""Confirmation requests: the people asked, their votes, and the append-only event log (DESIGN §5)."""
+"""Confirmation requests: the people asked, their votes, and the append-only event log (docs/design.md §5)."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class ConfirmationRequest(models.Model):
         INLINE = "inline"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    # History (DESIGN §1.9): every relation is PROTECT, so no deletion of an organisation, agent,
+    # History (docs/design.md §1.9): every relation is PROTECT, so no deletion of an organisation, agent,
     # run, user or channel removes a request by cascade.
     organization = models.ForeignKey(
         Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"

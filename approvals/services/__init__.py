@@ -1,4 +1,4 @@
-"""The only writers of confirmation requests (DESIGN §1.4, §5), one module per step of a request's
+"""The only writers of confirmation requests (docs/design.md §1.4, §5), one module per step of a request's
 life, each importing only the steps below it:
 
 - :mod:`~approvals.services.event_log`: the request's event log, which every step appends to;

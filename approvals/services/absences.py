@@ -1,4 +1,4 @@
-"""Delegation and absence (DESIGN §5): an approver away until a date names who decides in their
+"""Delegation and absence (docs/design.md §5): an approver away until a date names who decides in their
 place, and an organisation admin reassigns a person's pending requests to someone else.
 
 A stand-in is a row of the request's approver snapshot that names whom it stands in for

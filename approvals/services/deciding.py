@@ -1,5 +1,5 @@
 """Deciding: a person's vote, from the web inbox, the API or a card's click, counted under a row
-lock on the request (DESIGN §1.4, §5).
+lock on the request (docs/design.md §1.4, §5).
 
 A request leaves ``pending`` exactly once, through a conditional ``UPDATE … WHERE
 status='pending'``; whoever loses that race is told what the verdict already is. Every attempt,
@@ -263,7 +263,7 @@ def confirmation_decide(
         "responded_by_external_id": external_id,
         "reason": clean_reason,
     }
-    # Still the one conditional update (DESIGN §1.4); under the lock it cannot lose, but it is
+    # Still the one conditional update (docs/design.md §1.4); under the lock it cannot lose, but it is
     # what guarantees that nothing else ever moves a request out of ``pending``.
     won = ConfirmationRequest.objects.filter(
         pk=request.pk, status=ConfirmationStatus.PENDING, expires_at__gt=now

@@ -1,5 +1,5 @@
 """Editing on approve: an approver may replace the proposed arguments by their own, when the
-request's policy allows it, before anybody voted on the proposed ones (DESIGN §1.3). The engine
+request's policy allows it, before anybody voted on the proposed ones (docs/design.md §1.3). The engine
 then binds the approval to the hash of the edited arguments.
 """
 

@@ -1,5 +1,5 @@
 """The request's event log: every attempt on a request, accepted or refused, is appended here
-(DESIGN §1.4, §1.8), as a link of its organisation's hash chain (:mod:`fimone.audit_chain`).
+(docs/design.md §1.4, §1.8), as a link of its organisation's hash chain (:mod:`fimone.audit_chain`).
 
 The lowest of the services: every other lifecycle step logs through :func:`log_event`, and this
 module imports none of them.

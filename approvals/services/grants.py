@@ -1,4 +1,4 @@
-"""Standing approvals (DESIGN §5): an approver, approving a call, may also approve later calls of
+"""Standing approvals (docs/design.md §5): an approver, approving a call, may also approve later calls of
 the same tool whose arguments meet conditions they set, in the same conversation or for the whole
 agent, for some hours or until revoked, as far as the agent's policy allows. The gate uses a
 grant under a lock on its row (:func:`grant_for_call`), so a revocation (:func:`grant_revoke`)
@@ -172,7 +172,7 @@ def grant_for_call(
     """A standing approval that approves this call now, locked until the caller's transaction
     ends; ``None`` when none does. It must be active, for this agent and tool (and conversation,
     if so scoped), its conditions all met by the arguments as they reach the gate (judged with
-    the tool's parameters ``schema``; a condition in doubt covers nothing: DESIGN §1.16), the policy
+    the tool's parameters ``schema``; a condition in doubt covers nothing: docs/design.md §1.16), the policy
     must still allow it (one approval decides, no stage applies, its scope still allowed), and
     its granter must still be able to decide the call (an active approver of the organisation,
     not barred by separation of duties)."""

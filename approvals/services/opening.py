@@ -1,5 +1,5 @@
 """Opening a request: the gate asks for a human, and the request is snapshotted with the
-approvers, quorum, escalation plan and deadline its policy says at that moment (DESIGN §5).
+approvers, quorum, escalation plan and deadline its policy says at that moment (docs/design.md §5).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The Feishu / Lark provider: approval cards through the official ``lark-oapi`` SDK, verified
-``card.action.trigger`` callbacks (DESIGN §6; wire details in ``docs/protocols.md``).
+``card.action.trigger`` callbacks (docs/design.md §6; wire details in ``docs/protocols.md``).
 
 - :mod:`channels_im.feishu.transport` — :class:`FeishuChannel`, registered as kind ``feishu``;
 - :mod:`channels_im.feishu.config` — configuration validation;

@@ -6,7 +6,7 @@
 ``domain`` is optional (``https://open.larksuite.com`` for Lark; tests point it at a local fake),
 so is ``timeout`` (seconds per HTTP call). All four secrets are required: without the Encrypt Key a
 callback carries no signature and no timestamp, so it could be neither authenticated beyond a
-static token nor bounded in time (DESIGN §1.7), and such a channel refuses every click.
+static token nor bounded in time (docs/design.md §1.7), and such a channel refuses every click.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The WeCom (企业微信) provider: template-card app messages and verified ``template_card_event``
-callbacks (DESIGN §6; wire details in ``docs/protocols.md``).
+callbacks (docs/design.md §6; wire details in ``docs/protocols.md``).
 
 - :mod:`channels_im.wecom.transport` — :class:`WecomChannel`, registered as kind ``wecom``;
 - :mod:`channels_im.wecom.config` — configuration validation;

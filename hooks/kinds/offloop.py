@@ -1,4 +1,4 @@
-"""Hook code run off the event loop, in a bounded pool of hook threads (DESIGN §1.1).
+"""Hook code run off the event loop, in a bounded pool of hook threads (docs/design.md §1.1).
 
 A declared python hook is an operator's own code, and it may block: ``time.sleep``, a synchronous
 HTTP client, a busy loop. On the server's event loop that would stall every run of the process, and

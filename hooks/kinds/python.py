@@ -8,7 +8,7 @@ declaration's params and must have the declared point; a function ``f(ctx) -> Ho
 
 Every call of a python hook runs in a hook thread (:mod:`hooks.kinds.offloop`), never on the
 server's event loop: the class's ``should_trigger``, ``execute`` and ``on_blocked``, or the
-function. Its code may block; its timeout still binds (DESIGN §1.1), and other runs go on
+function. Its code may block; its timeout still binds (docs/design.md §1.1), and other runs go on
 meanwhile. Only the declaration's matcher is checked on the loop. Calls of one hook may run at the
 same time in different threads: a hook class keeps no per-call state on its instance.
 """

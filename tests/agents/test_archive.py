@@ -1,4 +1,4 @@
-"""Nothing with history is deleted (DESIGN §1.9): history rows refuse cascades, and agents,
+"""Nothing with history is deleted (docs/design.md §1.9): history rows refuse cascades, and agents,
 connectors and organisations are archived instead (they stop running, their history stays)."""
 
 from __future__ import annotations

@@ -288,7 +288,7 @@ def test_the_hooks_file_starts_as_the_agents_hooks_now(history) -> None:
 
 
 def test_a_replay_shows_a_past_amount_no_condition_can_compare_as_asking_a_person(governed, payments) -> None:
-    """Doubt goes to a person (DESIGN §1.16): a payment recorded with "25,000.00" as its amount
+    """Doubt goes to a person (docs/design.md §1.16): a payment recorded with "25,000.00" as its amount
     would now wait for a person under "from 1,000", not slip through."""
     text_or_number = {
         "type": "object",

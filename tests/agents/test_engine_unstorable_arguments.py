@@ -2,7 +2,7 @@
 and ``\\u0000``. The agent is told, in words, which field is wrong, as for arguments its tool's
 schema refuses; the call is not started (no hook, no execution record, no tool); and the run's own
 records of the proposal (its events, its checkpoint) are still stored, on every database
-(DESIGN §1.16).
+(docs/design.md §1.16).
 
 The scripted model reads such values from a tool's answer (``$last.<path>``), as a real model
 would copy them from what it read."""

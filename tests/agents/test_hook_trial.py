@@ -246,7 +246,7 @@ def test_a_wrongly_typed_argument_is_told_on_its_input(governed, payments) -> No
     assert response.context["form"].errors["arguments"] == ["Amount: enter a number"]
 
 
-# --- doubt goes to a person (DESIGN §1.16) ------------------------------------------------------------
+# --- doubt goes to a person (docs/design.md §1.16) ----------------------------------------------------
 
 TEXT_OR_NUMBER_PAY = {
     "type": "object",

@@ -1,4 +1,4 @@
-"""Secrets stay home (DESIGN §1.14): a stored secret is bound to the origin (scheme, host and port)
+"""Secrets stay home (docs/design.md §1.14): a stored secret is bound to the origin (scheme, host and port)
 of the address it was entered for. Changing a connector's or an agent's ``base_url``, an http
 hook's ``url`` or a channel's provider address to another origin clears the stored secrets,
 unless the same change enters them again; the admin says so. Every writer obeys: the admin, the

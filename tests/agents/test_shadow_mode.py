@@ -1,6 +1,6 @@
 """Shadow mode as operators use it: a declaration put in shadow runs on real calls, the calls go on,
 and what it would have done is in the trace, in the tamper-evident record, on the hook's row as a
-counter and in the Try panel; switching it to enforce is a recorded change (DESIGN §1.1, §1.15)."""
+counter and in the Try panel; switching it to enforce is a recorded change (docs/design.md §1.1, §1.15)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The shadow decisions are part of the record that cannot be rewritten quietly (DESIGN §1.15):
+"""The shadow decisions are part of the record that cannot be rewritten quietly (docs/design.md §1.15):
 beyond the ORM's refusal (``test_shadow_mode``), PostgreSQL's trigger refuses raw SQL, and
 ``audit_verify`` names a decision that someone holding the database itself edited, deleted or
 recomputed without the audit key."""

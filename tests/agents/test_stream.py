@@ -171,7 +171,7 @@ def test_a_deeply_nested_frame_from_the_client_is_ignored_and_the_stream_goes_on
     async_to_sync(scenario)()
 
 
-# --- a stream stops when its watcher loses access (DESIGN §1.11) ------------------------------------
+# --- a stream stops when its watcher loses access (docs/design.md §1.11) ------------------------------------
 
 
 def _event(run: Run, seq: int) -> dict:

@@ -40,7 +40,7 @@ def paying_agent(personas: Any, *, hooks: list | None = None, **fields: Any) -> 
 
 def make_approver(personas: Any, user: Any) -> None:
     """What an organisation admin does to let ``user`` (e.g. oscar, who owns and configures the
-    paying agent) decide: give them the approver role (DESIGN §1.13)."""
+    paying agent) decide: give them the approver role (docs/design.md §1.13)."""
     Membership.objects.filter(organization=personas.org, user=user).update(role=Role.APPROVER)
 
 

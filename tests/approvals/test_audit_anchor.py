@@ -1,4 +1,4 @@
-"""Anchors (DESIGN §1.15): ``manage.py audit_anchor`` prints the signed head of every audit chain
+"""Anchors (docs/design.md §1.15): ``manage.py audit_anchor`` prints the signed head of every audit chain
 for safekeeping outside the database, and ``audit_verify --anchor`` finds a chain rewritten after
 it, even by someone who holds the audit key. The key can be rotated without losing what the
 retired one signed."""

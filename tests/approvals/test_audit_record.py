@@ -1,4 +1,4 @@
-"""The record cannot be rewritten quietly (DESIGN §1.15): audit rows are append-only in the ORM
+"""The record cannot be rewritten quietly (docs/design.md §1.15): audit rows are append-only in the ORM
 and, on PostgreSQL, at the database; a settled request's verdict is final there and chained in its
 organisation's history; the chain is keyed; and ``audit_verify`` names whatever was deleted,
 edited or recomputed all the same by someone who holds the database itself."""

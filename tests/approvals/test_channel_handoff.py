@@ -1,4 +1,4 @@
-"""The approvals app hands cards to the channel app without importing it (DESIGN §2): a registry
+"""The approvals app hands cards to the channel app without importing it (docs/design.md §2): a registry
 answers which channel a request goes to, and signals sent on commit say what to deliver."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Who may decide is checked again at decision time, and other organisations see nothing
-(DESIGN §1.11): the approver snapshot is an upper bound; a decider must also still be active, a
+(docs/design.md §1.11): the approver snapshot is an upper bound; a decider must also still be active, a
 member of the request's organisation and eligible under the agent's current policy. Another
 organisation's request answers 404 and nothing is written on it.
 

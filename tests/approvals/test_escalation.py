@@ -1,6 +1,6 @@
 """A policy may name escalation tiers (issue 15, item 3).
 
-Here only oscar (the agent's owner, whom an organisation admin made an approver: DESIGN §1.13)
+Here only oscar (the agent's owner, whom an organisation admin made an approver: docs/design.md §1.13)
 is asked first; if nobody decides within 60 s, the sweep adds
 april (tier 1) and sends the card again, on the tier's channel when it names one. Times are
 given to the sweep explicitly (a frozen clock): no test waits.

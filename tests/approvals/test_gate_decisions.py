@@ -34,7 +34,7 @@ def test_a_gated_call_opens_a_request_and_parks_the_run(personas, resumes) -> No
     run.refresh_from_db()
     assert run.status == RunStatus.AWAITING_APPROVAL
     assert request.status == ConfirmationStatus.PENDING and request.tool_args == PAY_ARGS
-    # Not oscar: he owns and configures the agent, and is no approver (DESIGN §1.13).
+    # Not oscar: he owns and configures the agent, and is no approver (docs/design.md §1.13).
     assert set(request.approvers.all()) == {personas.approver, personas.admin}
     [pending] = events_of(run, "approval.pending")
     assert pending["arguments"] == PAY_ARGS and pending["tool"] == "oa__purchase_pay"

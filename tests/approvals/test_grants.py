@@ -283,7 +283,7 @@ def test_a_call_no_grant_could_cover_costs_the_gate_no_look_at_the_approvers(per
     assert found is not None and len(membership_reads) >= 1
 
 
-# --- doubt goes to a person (DESIGN §1.16) ------------------------------------------------------------
+# --- doubt goes to a person (docs/design.md §1.16) ----------------------------------------------------
 
 # A payment tool whose amount is a number or a text, as many services take money.
 TEXT_OR_NUMBER_PAY = {

@@ -1,4 +1,4 @@
-"""The approval trail cannot be erased (DESIGN §1.9): whoever deletes what, requests and their
+"""The approval trail cannot be erased (docs/design.md §1.9): whoever deletes what, requests and their
 event logs stay, and an archived agent's approvals stay readable."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A policy may require M distinct approvals of the N who may decide (issue 15, item 1).
 
 With the default policy the approvers are oscar (the agent's owner, whom an organisation admin
-made an approver: DESIGN §1.13), april (approver) and adam (admin): N = 3. Each vote is recorded
+made an approver: docs/design.md §1.13), april (approver) and adam (admin): N = 3. Each vote is recorded
 once; the request leaves ``pending`` once, when the M-th approval lands or a rejection does (or,
 when one rejection is not enough, once approval became impossible).
 """

@@ -1,4 +1,4 @@
-"""A quorum under contention, on a real PostgreSQL (issue 15 acceptance, DESIGN §1.4, §1.5).
+"""A quorum under contention, on a real PostgreSQL (issue 15 acceptance, docs/design.md §1.4, §1.5).
 
 100 requests needing 2 approvals of 3, each hit at once by the three approvers approving and one
 of them also rejecting (their second vote, which counts only if it lands first): every request

@@ -1,4 +1,4 @@
-"""Exactly one verdict under contention, on a real PostgreSQL (DESIGN §1.4, §1.5)."""
+"""Exactly one verdict under contention, on a real PostgreSQL (docs/design.md §1.4, §1.5)."""
 
 from __future__ import annotations
 

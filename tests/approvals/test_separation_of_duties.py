@@ -1,4 +1,4 @@
-"""Those who configure do not decide (DESIGN §1.13).
+"""Those who configure do not decide (docs/design.md §1.13).
 
 Whoever configures an agent (its owner, and whoever the configuration history records changing
 the agent, its hooks, the organisation's enforced hooks, its approver policy or the
@@ -281,7 +281,7 @@ def parked_by_agent(agent: Agent, user: Any) -> ConfirmationRequest:
     conversation = Conversation.objects.create(organization=agent.organization, agent=agent, user=user)
     run = Run.objects.create(conversation=conversation, agent=agent, user=user, input="pay")
     # A payment below the demo's stages (from 50,000 on): a call without its amount would be in
-    # doubt, and doubt asks the stages' people (DESIGN §1.16).
+    # doubt, and doubt asks the stages' people (docs/design.md §1.16).
     args = {"purchase_id": "PO-1001", "amount": 1200}
     return confirmation_request_open(
         run=run, tool_call_id="call-1", tool_name="oa__purchase_pay", tool_args=args, args_sha256="0" * 64

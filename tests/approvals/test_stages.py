@@ -1,7 +1,7 @@
 """Stages routed by conditions (issue 26, item 1): "from 50,000 on, the requester's team lead,
 then finance (2 of 3)". A request moves on only when its current stage approves; any stage's
 rejection rejects; each stage has its own people, quorum, deadline and escalation, and the one
-verdict, the bound arguments and the audit chain hold as for any request (DESIGN §1.4, §5).
+verdict, the bound arguments and the audit chain hold as for any request (docs/design.md §1.4, §5).
 """
 
 from __future__ import annotations
@@ -276,7 +276,7 @@ def test_the_api_names_the_stage_a_request_waits_for(personas, resumes) -> None:
     assert api_logged_in(staff.lee).get("/api/approvals/").json() == []
 
 
-# --- doubt goes to a person (DESIGN §1.16) ------------------------------------------------------------
+# --- doubt goes to a person (docs/design.md §1.16) ----------------------------------------------------
 
 FROM_50K = ResolvedStage(
     name="Large payments", conditions=conditions_of([{"field": "amount", "op": ">=", "value": 50000}])

@@ -1,6 +1,6 @@
 """What a card click on the server's event loop cannot get past, as on the thread path
 (tests/channels_im/test_click_guards.py): a NUL in its reason, the clicker's decision rate,
-separation of duties (DESIGN §1.13)."""
+separation of duties (docs/design.md §1.13)."""
 
 from __future__ import annotations
 

@@ -228,7 +228,7 @@ def test_an_organisation_whose_chain_lost_its_head_is_decided_by_neither_path_an
     personas: Any, channel: ChannelConfig, harness: Harness
 ) -> None:
     """A head made up again at the remaining last link would hide rows cut from the end with it
-    (DESIGN §1.15): nothing is appended until an operator restores it."""
+    (docs/design.md §1.15): nothing is appended until an operator restores it."""
     request = park(personas, harness)
     with behind_the_triggers() as cursor:
         cursor.execute(f"DELETE FROM {table(ChainHead)} WHERE partition = %s", [personas.org.pk])  # noqa: S608

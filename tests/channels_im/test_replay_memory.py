@@ -1,5 +1,5 @@
 """A callback is remembered for its whole signature window, both ways, and (without Redis) in a
-table that survives a restart and any number of other callbacks (DESIGN §1.7)."""
+table that survives a restart and any number of other callbacks (docs/design.md §1.7)."""
 
 from __future__ import annotations
 

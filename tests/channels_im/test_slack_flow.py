@@ -1,4 +1,4 @@
-"""An approval through Slack end to end, and every way it can go wrong (DESIGN §1.7, §6).
+"""An approval through Slack end to end, and every way it can go wrong (docs/design.md §1.7, §6).
 
 The card goes to :class:`FakeSlack` through the real delivery task (Celery eager: retries happen
 at once), clicks are signed by slack_sdk and posted to the real callback endpoint, and the run is

@@ -1,4 +1,4 @@
-"""Slack clicks are verified before they are parsed (DESIGN §1.7).
+"""Slack clicks are verified before they are parsed (docs/design.md §1.7).
 
 Requests are signed by slack_sdk's own ``SignatureVerifier`` and posted to the real callback
 endpoint; for every variant the SDK's ``is_valid_request`` (on a clock we set) must agree with us.

@@ -1,4 +1,4 @@
-"""One tenant, one wall, on Slack (DESIGN §1.11): a signed click counts only through an IM
+"""One tenant, one wall, on Slack (docs/design.md §1.11): a signed click counts only through an IM
 identity of the channel's organisation, its user is re-checked at decision time, and another
 organisation's request answers 404 with nothing written on it.
 

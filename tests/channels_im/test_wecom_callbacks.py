@@ -1,4 +1,4 @@
-"""WeCom callbacks are verified before they are parsed (DESIGN §1.7): forged, stale, replayed,
+"""WeCom callbacks are verified before they are parsed (docs/design.md §1.7): forged, stale, replayed,
 wrong-corp and wrong-app callbacks change nothing; wechatpy (the independent peer) decrypts what
 we accept and refuses what we refuse; a clicker nobody is linked to gets the one-time link in a
 private message, never in the answer."""

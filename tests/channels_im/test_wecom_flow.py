@@ -1,4 +1,4 @@
-"""An approval through WeCom end to end (DESIGN §1.7, §6): the card goes to :class:`FakeWecom`
+"""An approval through WeCom end to end (docs/design.md §1.7, §6): the card goes to :class:`FakeWecom`
 through the real delivery task (Celery eager), clicks are encrypted and signed by wechatpy and
 posted to the real callback endpoint, the run is resumed by the engine, and the card is updated
 with the send's single-use response_code."""

@@ -1,4 +1,4 @@
-"""Evals have no side effects, ever (DESIGN §1.2): every tool call of an eval — its delegates' and
+"""Evals have no side effects, ever (docs/design.md §1.2): every tool call of an eval — its delegates' and
 its DAG steps' included — is answered without reaching the outside world, unless the eval set
 calls a read-only tool live; such a live call still passes the organisation's enforced hooks,
 read-only mode and the audit log; and no eval ever opens an approval request."""

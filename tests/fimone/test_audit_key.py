@@ -1,4 +1,4 @@
-"""The audit chain's key (DESIGN §1.15) comes from the environment, outside the database:
+"""The audit chain's key (docs/design.md §1.15) comes from the environment, outside the database:
 required in production, at least 32 characters, derived from SECRET_KEY in development."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Outbound requests stay out of the platform's own networks (DESIGN §1.14): HTTP connectors, http
+"""Outbound requests stay out of the platform's own networks (docs/design.md §1.14): HTTP connectors, http
 hooks and agents' own model endpoints refuse loopback, link-local (cloud metadata), private,
 unspecified and multicast addresses after DNS resolution, unless ``EGRESS_ALLOW`` lists them, and
 connect only to the address they checked.

@@ -1,4 +1,4 @@
-"""Import down, signal up (DESIGN §2): the layers contract of pyproject.toml holds."""
+"""Import down, signal up (docs/design.md §2): the layers contract of pyproject.toml holds."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The hook registry's ordering and chaining (DESIGN §1.1): priorities, arguments and results
+"""The hook registry's ordering and chaining (docs/design.md §1.1): priorities, arguments and results
 rewritten from hook to hook, blocks and filters, and what each hook point collects."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The hook registry fails closed (DESIGN §3): a hook that raises, times out, answers wrongly or
+"""The hook registry fails closed (docs/design.md §3): a hook that raises, times out, answers wrongly or
 suspends where it may not blocks the call or withholds the result, unless it may fail open."""
 
 from __future__ import annotations

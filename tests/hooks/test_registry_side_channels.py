@@ -1,5 +1,5 @@
 """What the platform trusts travels outside ``metadata``: the run's event publisher reaches
-system hooks only, and only a system hook's answer names the approving request (DESIGN §1.10)."""
+system hooks only, and only a system hook's answer names the approving request (docs/design.md §1.10)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Timeouts bind, whatever the hook does (DESIGN §1.1).
+"""Timeouts bind, whatever the hook does (docs/design.md §1.1).
 
 Python hooks run in hook threads: one that blocks is cut off at its timeout and never stalls the
 event loop. In-process hooks run on the loop and cannot be interrupted, but one that answers after

@@ -1,6 +1,6 @@
 """A gateway call whose arguments a database cannot store (NaN, ±Infinity, a NUL character) is
 answered with a tool error naming the field, in words: never a database's message, never a 500.
-Nothing is stored and no run starts (DESIGN §1.16).
+Nothing is stored and no run starts (docs/design.md §1.16).
 
 The SDK's client writes NaN as ``null``, so these calls are sent as the raw JSON a client could
 send (Python's ``json.dumps`` writes NaN and Infinity by default); the SDK's server parses them."""

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 ALLOWED = ["approver", "admin", "member", "auditor"]
 """april and adam (org approvers), alice (who asked), aude (auditor); not oscar, the agent's owner,
-who is no approver (DESIGN §1.13)."""
+who is no approver (docs/design.md §1.13)."""
 
 
 def signed_in(user: Any) -> Client:

@@ -1,4 +1,4 @@
-"""The sign-in record cannot be rewritten quietly (DESIGN §1.15): each record is a link of its
+"""The sign-in record cannot be rewritten quietly (docs/design.md §1.15): each record is a link of its
 organisation's keyed audit chain, append-only in the ORM and, on PostgreSQL, at the database; and
 ``audit_verify`` names a record edited or deleted all the same by someone who holds the database
 itself."""

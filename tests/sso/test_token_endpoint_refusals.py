@@ -1,7 +1,7 @@
 """Bad sign-ins as the real provider's token endpoint answers them: the platform exchanges the code
 over HTTP as it always does (nothing in between is replaced), and the provider refuses the code
 or hands back a token that must not sign anyone in. Each time the person reads why on a page (never
-an error page), nobody is signed in, and the refusal is recorded with its reason (DESIGN §1.8)."""
+an error page), nobody is signed in, and the refusal is recorded with its reason (docs/design.md §1.8)."""
 
 from __future__ import annotations
 

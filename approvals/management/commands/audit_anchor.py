@@ -1,4 +1,4 @@
-"""Print the signed head of every audit chain, to keep outside the database (DESIGN §1.15)."""
+"""Print the signed head of every audit chain, to keep outside the database (docs/design.md §1.15)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Recompute the tamper-evident audit chains and name whatever does not hold (DESIGN §1.15): the
+"""Recompute the tamper-evident audit chains and name whatever does not hold (docs/design.md §1.15): the
 first broken link of each organisation's chain, a chain or a head that is missing, a verdict
 edited on its request, and, against anchors kept outside the database, a chain rewritten since."""
 
