@@ -4,8 +4,8 @@ One :class:`RunJournal` per driven run. It numbers events (gap-free ``seq``), st
 checkpoint and other writes in lease-guarded transactions (:meth:`RunJournal.commit`), pushes them
 to the run's stream through a background sender (the run never waits on Redis), beats the lease,
 and ends the run once: completed or failed (:meth:`finish`), parked on an approval (:meth:`park`),
-cancelled or lost to another worker (:meth:`after_lease_lost`). Engines (ReAct today, DAG steps
-and workflow nodes later) keep their own state in :attr:`checkpoint`; the journal stores it.
+cancelled or lost to another worker (:meth:`after_lease_lost`). Engines (ReAct, DAG, single-call)
+keep their own state in :attr:`checkpoint`; the journal stores it.
 
 Checkpoint layout (the engine's own keys aside): ``{"v": 1, "message_count": n, …}``, the
 messages themselves being ``RunMessage`` rows appended as the run goes.

@@ -1,8 +1,8 @@
 """The tool-call pipeline: the one way any path runs a tool (docs/design.md §1.2, §4).
 
 PreToolUse chain (the approval gate last) → at-most-once execution record → tool → PostToolUse
-chain → events. ReAct turns use it today; DAG steps, delegated agents, workflow nodes (a
-CONNECTOR node calls it with no LLM at all) and the eval runner are to use it too, each with its
+chain → events. ReAct turns, DAG steps, delegated agents, workflow nodes and MCP gateway calls
+(single-call runs: no LLM at all) and eval cases (a sandboxed chain) all use it, each with its
 run's :class:`~agents.engine.journal.RunJournal` and registry.
 
 Outcomes are values, not exceptions: :class:`Observation` (the tool ran, or its earlier outcome

@@ -25,7 +25,8 @@ from agents.models import TERMINAL_RUN_STATUSES, Agent, ExecutionPath, Run, RunS
 
 # Engines that higher apps register at start-up, per execution path: ``resolver(run_id)`` (run in
 # the database thread) returns the factory of the engine that drives that run, or ``None`` for
-# the agent's own engine. A workflow's CONNECTOR node and an eval case are driven this way.
+# the agent's own engine. A workflow's CONNECTOR node and an MCP gateway call are driven this way
+# (an eval case is an ordinary run whose chain is sandboxed).
 EngineResolver = Callable[[int], Callable[..., Any] | None]
 _engine_resolvers: dict[str, EngineResolver] = {}
 
