@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 
 from agents import events as ev
-from agents.mcp_connectors import connector_tools_refresh
+from agents.mcp_connectors import (
+    connector_action_listing_accept,
+    connector_tools_refresh,
+    listing_fingerprint,
+)
 from agents.models import Connector, ConnectorAction, Run, RunStatus
 from agents.services import ServiceError, run_start
 from agents.tools.mcp_tools import RemoteTool
@@ -193,8 +197,6 @@ def test_a_changed_annotation_keeps_the_operators_flags_and_is_shown(records, se
 def test_accepting_a_change_records_it_and_leaves_the_flags_as_the_operator_set_them(
     personas, records, server
 ) -> None:
-    from agents.mcp_connectors import connector_action_listing_accept
-
     server.lists("delete_record", annotations=DESTRUCTIVE)
     refresh(records)
     server.lists("delete_record", annotations=READ_ONLY)
@@ -215,8 +217,6 @@ def test_accepting_a_change_records_it_and_leaves_the_flags_as_the_operator_set_
 def test_a_changed_description_or_schema_is_not_offered_until_the_operator_accepts_it(
     personas, records, server
 ) -> None:
-    from agents.mcp_connectors import connector_action_listing_accept
-
     server.lists("lookup", annotations=READ_ONLY)
     refresh(records)
     agent = make_agent(personas.org, personas.operator)
@@ -257,8 +257,6 @@ def test_a_change_the_server_takes_back_is_no_longer_to_review(records, server) 
 
 
 def test_accepting_a_change_the_page_did_not_show_is_refused(personas, records, server) -> None:
-    from agents.mcp_connectors import connector_action_listing_accept, listing_fingerprint
-
     server.lists("lookup", annotations=READ_ONLY)
     refresh(records)
     server.lists("lookup", annotations={"readOnlyHint": False, "destructiveHint": False})
