@@ -3,7 +3,7 @@
 Thin views (HackSoft style): each validates its input with a nested serializer, reads through
 ``agents.selectors`` and writes through one ``agents.services`` call. Objects the caller may not
 see are reported as 404, never 403, so ids of other organisations' objects reveal nothing.
-A :class:`~agents.services.ServiceError` maps to an HTTP status by its ``code`` (:func:`api_error`).
+A :class:`~fimone.errors.ServiceError` maps to an HTTP status by its ``code`` (:func:`api_error`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from rest_framework.views import APIView
 
 from agents import selectors, services
 from agents.models import Agent, ExecutionPath, Run, RunStatus
-from agents.services import RunStartThrottle, ServiceError
+from agents.services import RunStartThrottle
+from fimone.errors import ServiceError
 
 MAX_INPUT_LENGTH = 20_000
 DEFAULT_EVENT_LIMIT = 100

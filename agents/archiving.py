@@ -17,8 +17,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents.hook_declarations import may_manage_code_hooks
-from agents.models import Agent, Connector, Organization, Run
-from agents.services import ServiceError, check_operator, check_organization_admin, runs_stop
+from agents.models import Agent, Connector, Run
+from agents.services import runs_stop
+from fimone.errors import ServiceError
+from tenancy.models import Organization
+from tenancy.permissions import check_operator, check_organization_admin
 
 
 @transaction.atomic

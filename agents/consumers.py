@@ -8,9 +8,9 @@ from urllib.parse import parse_qs
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from agents.access import RECHECK_SECONDS, access_group
 from agents.events import EPHEMERAL
 from agents.selectors import run_event_page_after, run_visible_to
+from tenancy.access import RECHECK_SECONDS, access_group
 
 LOST_ACCESS = 4403
 """The close code of a stream whose watcher may no longer watch it (left the organisation, lost
@@ -30,8 +30,8 @@ class RunStreamConsumer(AsyncJsonWebsocketConsumer):
     events are sent. A malformed ``after`` is refused (close code 4400).
 
     Access is checked at connect, again whenever the watcher's memberships or account change
-    (``access.changed``, :mod:`agents.access`), and again with the first event sent after
-    :data:`~agents.access.RECHECK_SECONDS`: a watcher who lost access is sent nothing more and
+    (``access.changed``, :mod:`tenancy.access`), and again with the first event sent after
+    :data:`~tenancy.access.RECHECK_SECONDS`: a watcher who lost access is sent nothing more and
     the socket closes with :data:`LOST_ACCESS`."""
 
     async def connect(self) -> None:

@@ -19,9 +19,10 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.dispatch import Signal
 
-from agents.models import Agent, Connector, ConnectorAction, HookDeclaration, Organization, Role
-from agents.roles import membership_set
+from agents.models import Agent, Connector, ConnectorAction, HookDeclaration
 from demo_payments.services import purchase_seed_demo
+from tenancy.models import Organization, Role
+from tenancy.roles import membership_set
 
 DEMO_PASSWORD = "demo-pass-2026"  # noqa: S105 - published demo credentials, README lists them
 DEMO_USERS: list[tuple[str, str | None]] = [
@@ -447,7 +448,7 @@ def demo_setup(*, base_url: str | None = None) -> dict[str, Any]:
         user.is_staff = role is None
         user.save()
         if role is not None:
-            # The role's group and the staff flag come with the membership (agents.roles).
+            # The role's group and the staff flag come with the membership (tenancy.roles).
             membership_set(organization=org, user=user, role=role)
         users.append((username, "superuser" if role is None else str(role.label)))
     for username, manager in DEMO_MANAGERS.items():

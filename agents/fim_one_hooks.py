@@ -11,7 +11,7 @@ FIM One (github.com/fim-ai/fim-one) declares an agent's hooks in its ``model_con
 
 Each name is registered here as an alias (``alias_of``) of the hook of ours that does the same
 thing, with FIM One's defaults, so a ``class_hooks`` list naming them builds and runs.
-:data:`FIM_ONE_HOOKS` is the mapping the importer (:mod:`agents.hook_import`) and the docs use:
+:data:`FIM_ONE_HOOKS` is the mapping the importer (:mod:`console.hook_import`) and the docs use:
 an import writes our canonical names, not these aliases.
 
 Contract: an alias accepts exactly its target's parameters (with FIM One's values as defaults) and

@@ -19,9 +19,11 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from agents.checks import hooks_declaration
-from agents.models import Agent, HookDeclaration, Organization
-from agents.services import ServiceError, check_operator, check_organization_admin
+from agents.models import Agent, HookDeclaration
+from fimone.errors import ServiceError
 from hooks.catalog import CODE_KINDS, KINDS, SECRET_KINDS, HookDeclarationError, parse_declaration
+from tenancy.models import Organization
+from tenancy.permissions import check_operator, check_organization_admin
 
 CODE_PERMISSION = "agents.manage_code_hooks"
 _TUNABLE = ("priority", "timeout", "on_error")
@@ -359,7 +361,7 @@ def hooks_parse(
     *, text: str, filename: str = "<hooks>", agent: Agent, actor: Any = None
 ) -> list[HookDeclaration]:
     """The declarations a hooks file gives ``agent``, checked as an import checks them and not
-    saved (a replay tries them: ``agents.chain_replay``). Raises :class:`HookFileError` listing
+    saved (a replay tries them: ``console.chain_replay``). Raises :class:`HookFileError` listing
     every problem with its line, ``ServiceError`` for code hooks ``actor`` may not write."""
     parsed = _parse(text=text, filename=filename, agent=agent, organization=None)
     check_may_change_kinds(actor=actor, kinds={r.kind for r in parsed.rows})

@@ -36,10 +36,11 @@ from django.utils import timezone
 from agents.hook_declarations import check_may_change_kinds
 from agents.models import Connector, ConnectorAction, mcp_server_claim
 from agents.models.connectors import ACTION_NAME_RE, TOOL_NAME_MAX
-from agents.services import ServiceError, check_operator
 from agents.tools.base import ToolError
 from agents.tools.mcp_tools import McpServer, RemoteTool, list_remote_tools
 from agents.tools.schema import check_parameters_schema
+from fimone.errors import ServiceError
+from tenancy.permissions import check_operator
 
 _UNREADABLE = re.compile(r"[^A-Za-z0-9_-]+")
 

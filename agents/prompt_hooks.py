@@ -57,7 +57,7 @@ from agents.engine.db import db
 from agents.llm.base import LLMConfigError
 from agents.llm.factory import check_credentials, check_model_config, provider_for
 from agents.models import Run
-from hooks.catalog import item_secret, register_kind
+from hooks.catalog import item_secret
 from hooks.contract import HookContext, HookPoint, HookResult
 from hooks.kinds.base import DeclaredHook
 
@@ -260,6 +260,3 @@ def build_prompt_hook(item: Mapping[str, Any], declared: dict[str, Any]) -> Prom
     if not declared.get("point"):
         declared = {**declared, "point": HookPoint.PRE_TOOL_USE}
     return PromptHook(params=params, secret=item_secret(item), **declared)
-
-
-register_kind("prompt", build_prompt_hook)

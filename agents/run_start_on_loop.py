@@ -30,17 +30,11 @@ from psycopg import AsyncConnection, AsyncCursor
 
 from agents.checks import hook_chain_of
 from agents.models import Agent, Connector, ConnectorAction, HookDeclaration, Run
-from agents.services import (
-    agent_lock,
-    agent_to_start,
-    check_run_start,
-    member_roles_query,
-    new_conversation,
-    new_run,
-)
+from agents.services import agent_lock, agent_to_start, check_run_start, new_conversation, new_run
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tool_actions, tools_of_actions
 from fimone import adb, rows
+from tenancy.permissions import member_roles_query
 
 Tools = dict[str, Tool] | ToolboxError
 """The agent's tools, or why they cannot be built (for the drive to report)."""
@@ -152,7 +146,7 @@ async def run_start_async(
     linked: Model | None = None,
 ) -> Started:
     """``agents.services.run_start(..., dispatch=False, claimed_by=claimed_by)`` on the loop,
-    from ``reads`` (:func:`start_reads`), with the same :class:`~agents.services.ServiceError`
+    from ``reads`` (:func:`start_reads`), with the same :class:`~fimone.errors.ServiceError`
     refusals. ``input``: the run's opening text, or a function of the agent's tools (read with
     the run) that makes it. The conversation and the run are written in one statement, with
     ``linked`` (a new row whose ``run`` is this run: the gateway's call record) if given.

@@ -3,7 +3,7 @@ their runs), for the apps above ``agents``.
 
 Each base is one endpoint's plumbing, HackSoft style: the nested ``InputSerializer`` validates,
 the view's ``selector`` reads for the caller (``None`` — another organisation's object, or none —
-answers 404, never 403), one service writes (a :class:`~agents.services.ServiceError` answers by
+answers 404, never 403), one service writes (a :class:`~fimone.errors.ServiceError` answers by
 :func:`~agents.apis.api_error`), the nested ``OutputSerializer`` answers. A subclass nests its
 serializers, names its selector (a ``staticmethod``, called with ``user`` and the URL's ids as
 keyword arguments) and its service call, and names its OpenAPI operations with two class
@@ -27,7 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from agents.apis import ERROR_RESPONSES, _not_found, api_error
-from agents.services import ServiceError
+from fimone.errors import ServiceError
 
 
 class _ScopedApi(APIView, metaclass=ABCMeta):

@@ -9,21 +9,8 @@ from channels.db import database_sync_to_async
 from django.db.models import Count, Model, QuerySet
 
 from agents.history import PROTECTED_SAMPLE
-from agents.models import (
-    Agent,
-    Connector,
-    Conversation,
-    Membership,
-    Organization,
-    Role,
-    Run,
-    RunEvent,
-    ShadowDecision,
-    ToolExecution,
-)
-
-ORG_MANAGER_ROLES = (Role.OPERATOR, Role.ADMIN)
-"""Roles whose staff users manage their organisation's objects in the admin."""
+from agents.models import Agent, Connector, Conversation, Run, RunEvent, ShadowDecision, ToolExecution
+from tenancy.selectors import organization_ids_of
 
 
 @database_sync_to_async
@@ -33,19 +20,6 @@ def run_visible_to(*, run_id: int, user: Any) -> bool:
     return Run.objects.filter(
         pk=run_id, user=user, agent__organization_id__in=organization_ids_of(user=user)
     ).exists()
-
-
-def organization_ids_of(*, user: Any, roles: tuple[str, ...] | None = None) -> QuerySet[Membership]:
-    """A subquery of the ids of the organisations ``user`` belongs to (with one of ``roles``, if given)."""
-    memberships = Membership.objects.filter(user=user)
-    if roles is not None:
-        memberships = memberships.filter(role__in=roles)
-    return memberships.values("organization_id")
-
-
-def organizations_managed_by(*, user: Any) -> QuerySet[Organization]:
-    """The organisations where ``user`` is an operator or an admin."""
-    return Organization.objects.filter(pk__in=organization_ids_of(user=user, roles=ORG_MANAGER_ROLES))
 
 
 def agent_list(*, user: Any, include_archived: bool = False) -> QuerySet[Agent]:

@@ -18,32 +18,14 @@ from agents import executors
 from agents.checks import hook_chain_of
 from agents.consumers import run_group
 from agents.executors import dispatch_execute
-from agents.models import (
-    Agent,
-    Conversation,
-    ExecutionPath,
-    Membership,
-    Role,
-    Run,
-    RunEvent,
-    RunStatus,
-)
+from agents.models import Agent, Conversation, ExecutionPath, Run, RunEvent, RunStatus
 from agents.signals import run_cancel_requested, run_cancelled
+from fimone.errors import ServiceError
 from fimone.throttling import ScopedUserRateThrottle
+from tenancy.models import Membership, Role
+from tenancy.permissions import may_manage_runs_of, member_roles
 
 log = logging.getLogger(__name__)
-
-
-class ServiceError(Exception):
-    """A request the service refuses. ``code`` maps to an HTTP status in the API layer
-    (``throttled``: 429, with ``retry_after`` seconds)."""
-
-    def __init__(
-        self, message: str, *, code: str = "invalid", field: str | None = None, retry_after: int | None = None
-    ) -> None:
-        super().__init__(message)
-        self.message, self.code, self.field = message, code, field
-        self.retry_after = retry_after
 
 
 class RunStartThrottle(ScopedUserRateThrottle):
@@ -75,23 +57,6 @@ def _check_run_starts(refused: Any, count: int) -> None:
             code="throttled",
             retry_after=refused.wait,
         )
-
-
-def check_member(*, user: Any, organization_id: int) -> None:
-    if not Membership.objects.filter(user=user, organization_id=organization_id).exists():
-        raise ServiceError("not found", code="not_found")
-
-
-def member_roles(*, user: Any, organization_id: int) -> set[str]:
-    """``user``'s roles in the organisation; empty for someone who is not a member."""
-    return set(member_roles_query(user_id=user.pk, organization_id=organization_id))
-
-
-def member_roles_query(*, user_id: int, organization_id: int) -> QuerySet[Any]:
-    """The roles :func:`member_roles` reads (also read on the event loop: ``agents.run_start_on_loop``)."""
-    return Membership.objects.filter(user_id=user_id, organization_id=organization_id).values_list(
-        "role", flat=True
-    )
 
 
 CHAT_PATHS = frozenset({ExecutionPath.PORTAL, ExecutionPath.API, ExecutionPath.MCP})
@@ -350,15 +315,6 @@ def _append_event(*, run: Run, type_: str, payload: dict[str, Any]) -> RunEvent:
     return event
 
 
-def may_manage_runs_of(*, user: Any, organization_id: int) -> bool:
-    """Operators and admins of an organisation (and superusers) may cancel its members' runs."""
-    if getattr(user, "is_superuser", False):
-        return True
-    return Membership.objects.filter(
-        user=user, organization_id=organization_id, role__in=[Role.OPERATOR, Role.ADMIN]
-    ).exists()
-
-
 @transaction.atomic
 def run_cancel(*, run: Run, user: Any) -> Run:
     """Cancel a run, as its owner or as an operator of its organisation. A queued or suspended run
@@ -410,20 +366,6 @@ def runs_stop(*, runs: Any, error: str) -> int:
 
 
 # --- who may act on an organisation's agents ----------------------------------------------------
-
-
-def check_operator(*, user: Any, organization_id: int) -> None:
-    """Operators and admins of the organisation, and superusers; others are told ``not_found``."""
-    if not may_manage_runs_of(user=user, organization_id=organization_id):
-        raise ServiceError("not found", code="not_found")
-
-
-def check_organization_admin(*, user: Any, organization_id: int) -> None:
-    """Admins of the organisation, and superusers; others are told ``not_found``."""
-    if getattr(user, "is_superuser", False):
-        return
-    if not Membership.objects.filter(user=user, organization_id=organization_id, role=Role.ADMIN).exists():
-        raise ServiceError("not found", code="not_found")
 
 
 def run_resume_soon(*, run_id: int, reason: str) -> None:

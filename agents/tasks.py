@@ -1,7 +1,7 @@
 """Celery tasks: take ids, call the runner. Enqueued with ``transaction.on_commit``.
 
-Importing this module installs its senders in ``agents.executors`` (``AgentsConfig.ready`` does),
-so code below the runner can hand runs to a worker without importing upwards.
+``AgentsConfig.ready`` installs its senders in ``agents.executors``, so code below the runner can
+hand runs to a worker without importing upwards.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import Any
 from celery import shared_task
 
 from agents import executors
-from agents.chain_replay import chain_replay_execute
 from agents.engine.runner import run_execute, run_resume
 from agents.services import runs_reclaim_expired
 
@@ -39,15 +38,3 @@ def run_resume_task(run_id: int, reason: str) -> str | None:
 def runs_reclaim_expired_task() -> int:
     """Beat: resume runs whose worker stopped heart-beating (its lease expired)."""
     return runs_reclaim_expired()
-
-
-@shared_task(ignore_result=True)
-def chain_replay_task(replay_id: int) -> None:
-    """A queued replay of a proposed hook chain over recorded calls (``agents.chain_replay``)."""
-    chain_replay_execute(replay_id=replay_id)
-
-
-executors.install_queue(
-    execute=lambda run_id: run_execute_task.delay(run_id),
-    resume=lambda run_id, reason: run_resume_task.delay(run_id, reason),
-)

@@ -10,8 +10,8 @@ from typing import Any
 from django.http import HttpRequest
 from django.urls import reverse
 
-from agents.models import Membership, Role
 from approvals.selectors import inbox_for, may_use_inbox, may_view_history
+from tenancy.models import Membership, Role
 
 
 def approval_links(request: HttpRequest) -> dict[str, Any]:

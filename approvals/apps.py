@@ -5,6 +5,21 @@ class ApprovalsConfig(AppConfig):
     name = "approvals"
     verbose_name = "Approvals"
 
+    # What each role may do on this app's models (composed by tenancy.roles).
+    role_permissions = {
+        "auditor": {
+            "approvals.approverpolicy": ("view",),
+            "approvals.confirmationrequest": ("view",),
+            "approvals.confirmationevent": ("view",),
+            "approvals.channelconfig": ("view",),
+        },
+        "operator": {
+            "approvals.approverpolicy": ("view", "add", "change", "delete"),
+            "approvals.channelconfig": ("view", "add", "change", "delete"),
+        },
+        "approver": {"approvals.confirmationrequest": ("view",), "approvals.confirmationevent": ("view",)},
+    }
+
     def ready(self) -> None:
         from agents.demo import demo_seeded
         from agents.engine.pipeline import register_approval_lookup
@@ -26,8 +41,12 @@ class ApprovalsConfig(AppConfig):
 
         register_header_links("approval_links", approval_links)
         register_index_entry("approvals.history", "audit", history_entry)
-        # The gate registers its hooks in the catalog; the Celery tasks install how a verdict's
-        # follow-up reaches a worker (approvals.services.settling), so the services below them
-        # never import them.
-        import approvals.gate
-        import approvals.tasks  # noqa: F401
+        # The gate joins the hook catalog as it is declared (``@register_hook``); how a verdict's
+        # follow-up reaches a worker is installed in the services (approvals.services.settling),
+        # which never import the tasks. ``.delay`` is looked up when a verdict is sent, so a test
+        # that stands in for the broker by replacing it on the task is still the one called.
+        import approvals.gate  # noqa: F401
+        from approvals.services.settling import install_settled_sender
+        from approvals.tasks import confirmation_settled_task
+
+        install_settled_sender(lambda *args: confirmation_settled_task.delay(*args))

@@ -36,7 +36,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from agents.models import Agent, HookDeclaration, Membership
+from agents.models import Agent, HookDeclaration
 from approvals.models import (
     ApproverPolicy,
     ConfirmationApprover,
@@ -50,6 +50,7 @@ from approvals.policy import APPROVER_ROLES
 from approvals.standing import PolicyFlags, Standing
 from fimone import adb, outbox, rows
 from fimone.audit_chain import head_advance_sql
+from tenancy.models import Membership
 
 #: The agent's and the requester's fields a decided card shows; the others stay deferred.
 AGENT_FIELDS = ("id", "name", "owner_id", "organization_id")

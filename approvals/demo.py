@@ -7,8 +7,8 @@ from typing import Any
 
 from django.contrib.auth import get_user_model
 
-from agents.models import Organization
 from approvals.models import ApprovalStage, ApproverPolicy
+from tenancy.models import Organization
 
 DEMO_POLICY: dict[str, Any] = {
     "allow_initiator": False,

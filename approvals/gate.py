@@ -39,6 +39,7 @@ from hooks.contract import (
     PostToolUseHook,
     PreToolUseHook,
     SuspendRun,
+    needs_approval,
 )
 
 APPROVAL_PENDING = ev.APPROVAL_PENDING
@@ -192,16 +193,11 @@ class ConfirmationGateHook(PreToolUseHook):
     timeout = 600.0
 
     def should_trigger(self, ctx: HookContext) -> bool:
-        """The call needs a human when its tool is flagged, the agent confirms everything, or an
-        earlier hook asked (``HookResult(require_confirmation=True)``): the registry folds all
-        three into ``ctx.requires_confirmation``. ``metadata`` is read too for callers that run
-        the gate outside a registry; either can only add the gate, never remove it."""
-        meta = ctx.metadata
-        return bool(
-            ctx.requires_confirmation
-            or meta.get("requires_confirmation")
-            or meta.get("require_confirmation_for_all")
-        )
+        """The call needs a human (:func:`hooks.contract.needs_approval`, the predicate the
+        registry folds too: a flagged tool, an agent that confirms everything, an earlier hook
+        that asked). Read from the context as given, so a caller that runs the gate outside a
+        registry is answered the same; it can only add the gate, never remove it."""
+        return needs_approval(ctx)
 
     async def execute(self, ctx: HookContext) -> HookResult:
         run_id = ctx.metadata["run_id"]

@@ -14,8 +14,8 @@ import uuid
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from agents.models import Membership
 from approvals.models import ConfirmationApprover, ConfirmationRequest
+from tenancy.models import Membership
 
 log = logging.getLogger(__name__)
 

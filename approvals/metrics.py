@@ -35,10 +35,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from agents.models import Organization
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from approvals.selectors.queue_health import DECIDED, pending_by_age, waiting_for_votes
 from approvals.selectors.requests import display_name
+from tenancy.models import Organization
 
 User = get_user_model()
 

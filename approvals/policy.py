@@ -9,9 +9,10 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, Q, QuerySet
 
-from agents.models import Agent, HookDeclaration, Membership, Role
+from agents.models import Agent, HookDeclaration
 from approvals.models import ApprovalStage, ApproverPolicy, EscalationTier
 from hooks.conditions import Condition, conditions_of, judge
+from tenancy.models import Membership, Role
 
 APPROVER_ROLES = (Role.APPROVER, Role.ADMIN)
 """The roles an organisation admin gives to make someone an approver of the organisation: only

@@ -11,9 +11,9 @@ from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
-from agents.models import Membership
 from approvals.models import ApproverPolicy, ConfirmationApprover, EscalationTier
 from approvals.policy import APPROVER_ROLES, ResolvedPolicy, configured_exists, policy_row
+from tenancy.models import Membership
 
 
 @dataclass(frozen=True)

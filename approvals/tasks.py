@@ -12,7 +12,7 @@ from celery import shared_task
 
 from agents import executors
 from approvals.live import SETTLED, inbox_changed
-from approvals.services.settling import SETTLED_TASK, announce_settled, install_settled_sender
+from approvals.services.settling import SETTLED_TASK, announce_settled
 from approvals.sweeper import sweep_once
 from approvals.waking import wake
 
@@ -33,8 +33,3 @@ def confirmation_settled_task(request_id: str, run_id: int, channel: str, status
     executors.dispatch_resume(run_id, reason=f"approval request {status}")
     inbox_changed(request_id=request_id, change=SETTLED)
     announce_settled(request_id=request_id, channel=channel, status=status)
-
-
-# ``.delay`` is looked up when a verdict is sent, not now, so a test that stands in for the
-# broker by replacing it on the task is still the one called.
-install_settled_sender(lambda *args: confirmation_settled_task.delay(*args))

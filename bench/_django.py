@@ -106,8 +106,9 @@ def parked_runs(count: int, *, channel_config: object | None = None) -> tuple[ob
     from django.contrib.auth import get_user_model
     from django.utils import timezone
 
-    from agents.models import Agent, Conversation, Membership, Organization, Role, Run, RunStatus
+    from agents.models import Agent, Conversation, Run, RunStatus
     from approvals.models import ConfirmationRequest
+    from tenancy.models import Membership, Organization, Role
 
     User = get_user_model()
     user, approver = User.objects.create_user("requester"), User.objects.create_user("approver")

@@ -27,11 +27,12 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.db import transaction
 
-        from agents.models import Agent, Membership, Organization, Role, Run, RunStatus, ToolExecution
+        from agents.models import Agent, Run, RunStatus, ToolExecution
         from agents.services import run_start
         from approvals.models import ApproverPolicy, ConfirmationRequest
         from approvals.services import confirmation_decide
         from fimone.celery import app
+        from tenancy.models import Membership, Organization, Role
 
         User = get_user_model()
         user, approver = User.objects.create_user("requester"), User.objects.create_user("approver")

@@ -38,7 +38,7 @@ def main() -> None:
         from django.contrib.auth import get_user_model
         from django.test import Client
 
-        from agents.models import Membership, Role
+        from tenancy.models import Membership, Role
 
         started = time.perf_counter()
         org, _approver, _requests = parked_runs(opts.requests)

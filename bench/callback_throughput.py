@@ -340,9 +340,9 @@ def main() -> None:
     with bench_database(need_redis=True):
         from django.db import connection
 
-        from agents.models import Organization
-        from approvals.models import ConfirmationEvent
-        from channels_im.models import ChannelConfig, ImIdentity
+        from approvals.models import ChannelConfig, ConfirmationEvent
+        from channels_im.models import ImIdentity
+        from tenancy.models import Organization
         from tests.channels_im.feishu_fake import AppKeys, FakeFeishu, click_event, signed_body
 
         org = Organization.objects.create(name="Bench")

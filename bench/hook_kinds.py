@@ -100,7 +100,8 @@ async def measure(registry: HookRegistry, calls: int) -> list[float]:
 def audit_fixture() -> dict[str, Any]:
     from django.contrib.auth import get_user_model
 
-    from agents.models import Agent, Conversation, Organization, Run
+    from agents.models import Agent, Conversation, Run
+    from tenancy.models import Organization
 
     org = Organization.objects.create(name="Bench")
     user = get_user_model().objects.create_user("bench")

@@ -136,10 +136,11 @@ def main() -> None:
         from rest_framework.authtoken.models import Token
 
         from agents.mcp_connectors import connector_tools_refresh
-        from agents.models import Agent, Connector, Membership, Organization, Role
+        from agents.models import Agent, Connector
         from agents.tools.mcp_tools import keep_sessions_on
         from agents.tools.toolbox import action_tool
         from mcp_gateway.models import Gateway
+        from tenancy.models import Membership, Organization, Role
 
         records_port, gateway_port, passthrough_port = free_port(), free_port(), free_port()
         server = start_records(records_port)

@@ -1,4 +1,4 @@
-"""Replaying a proposed hook chain over 10,000 recorded calls (``agents.chain_replay``), end to end.
+"""Replaying a proposed hook chain over 10,000 recorded calls (``console.chain_replay``), end to end.
 
 An agent with the demo's payment tools gets ``--calls`` recorded calls (runs with their
 ``tool.proposed``, ``tool.started`` and ``tool.finished`` events and their executions, written in
@@ -69,8 +69,8 @@ def main() -> None:
     with bench_database(need_postgres=False):
         from django.contrib.auth import get_user_model
 
-        from agents.chain_replay import Window, chain_current, chain_replay_execute, chain_replay_start
-        from agents.models import Membership, Organization, Role
+        from console.chain_replay import Window, chain_current, chain_replay_execute, chain_replay_start
+        from tenancy.models import Membership, Organization, Role
         from tests.agents.run_kit import PAY_SCHEMA
         from tests.personas import make_action, make_agent, make_hook, make_http_connector
 

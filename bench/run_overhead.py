@@ -37,9 +37,10 @@ def main() -> None:
         import agents.engine.runner as runner
         from agents import executors
         from agents.llm.factory import provider_for
-        from agents.models import Agent, Membership, Organization, RunEvent, RunStatus, ToolExecution
+        from agents.models import Agent, RunEvent, RunStatus, ToolExecution
         from agents.services import run_start
         from agents.tools.base import Tool, ToolSpec
+        from tenancy.models import Membership, Organization
 
         timed = {"model": 0.0, "tool": 0.0}
 

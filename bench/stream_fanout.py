@@ -184,8 +184,9 @@ def main() -> None:
         from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, get_user_model
         from rest_framework.authtoken.models import Token
 
-        from agents.models import Agent, Membership, Organization, Role, Run, RunEvent
+        from agents.models import Agent, Run, RunEvent
         from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus
+        from tenancy.models import Membership, Organization, Role
 
         User = get_user_model()
         org = Organization.objects.create(name="Bench")

@@ -21,26 +21,26 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 
-from agents import selectors
 from agents.admin.bound_secrets import SecretsClearedMessageMixin, SecretsEntryFormMixin
 from agents.admin.scoping import ADMIN_VIEWER_ROLES, OrganizationScopedFieldsMixin
-from agents.models import Membership
-from approvals.models import ConfirmationRequest
-from channels_im.base import DeliveryError
-from channels_im.models import ChannelConfig, ImIdentity
-from channels_im.providers import channel_for
+from approvals.channel_contract import DeliveryError
+from approvals.channels import channel_for
+from approvals.models import ChannelConfig, ConfirmationRequest
+from channels_im.models import ImIdentity
 from fimone.forms import WriteOnlySecretsForm, secrets_state
 from fimone.history import ConfigHistoryAdmin
+from tenancy import selectors as tenancy_selectors
+from tenancy.models import Membership
 
 log = logging.getLogger(__name__)
 
 
 def _managed_organization_ids(request: HttpRequest) -> QuerySet[Membership]:
-    return selectors.organization_ids_of(user=request.user, roles=selectors.ORG_MANAGER_ROLES)
+    return tenancy_selectors.organization_ids_of(user=request.user, roles=tenancy_selectors.ORG_MANAGER_ROLES)
 
 
 def _visible_organization_ids(request: HttpRequest) -> QuerySet[Membership]:
-    return selectors.organization_ids_of(user=request.user, roles=ADMIN_VIEWER_ROLES)
+    return tenancy_selectors.organization_ids_of(user=request.user, roles=ADMIN_VIEWER_ROLES)
 
 
 def _manages(request: HttpRequest, obj: ChannelConfig | ImIdentity | None) -> bool:

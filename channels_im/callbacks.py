@@ -16,7 +16,9 @@ from typing import Literal
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 
 from approvals.apis import DecisionThrottle
-from approvals.models import ConfirmationEvent, ConfirmationRequest
+from approvals.channel_contract import CallbackResult, Channel
+from approvals.channels import channel_for
+from approvals.models import ChannelConfig, ConfirmationEvent, ConfirmationRequest
 from approvals.selectors import request_for_decision
 from approvals.services import (
     DecisionOutcome,
@@ -25,10 +27,8 @@ from approvals.services import (
     confirmation_decide_click,
     log_event,
 )
-from channels_im.base import CallbackResult, Channel
 from channels_im.identities import LINK_OFFER_TTL, identity_for_click, link_offer_make
-from channels_im.models import ChannelConfig, ImIdentity
-from channels_im.providers import channel_for
+from channels_im.models import ImIdentity
 from channels_im.selectors import channel_config_for_callback
 from fimone.throttling import Refusal
 

@@ -3,7 +3,7 @@
 The dispatcher of the app: it hands each delivery to the Celery tasks (:mod:`channels_im.tasks`),
 or in embedded mode runs the same attempts (:mod:`channels_im.services`) on a small background
 pool. Which channel class serves a configuration is the providers' registry's to say
-(:func:`channels_im.providers.channel_for`)."""
+(:func:`approvals.channels.channel_for`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections
 
-from channels_im.models import ChannelConfig
+from approvals.models import ChannelConfig
 from channels_im.services import card_deliver_attempt, card_update_attempt
 from channels_im.tasks import MAX_RETRIES, card_deliver, card_update
 

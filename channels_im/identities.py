@@ -23,12 +23,13 @@ from django.urls import reverse
 from django.utils import timezone
 from psycopg import AsyncConnection
 
-from agents.models import Membership
 from approvals import decision_sql
 from approvals.decision_sql import ClickFacts
-from channels_im.models import ChannelConfig, ImIdentity, ImLinkOffer
+from approvals.models import ChannelConfig
+from channels_im.models import ImIdentity, ImLinkOffer
 from fimone import adb, rows
 from fimone.onetime import LinkRefused, new_token, token_digest
+from tenancy.models import Membership
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,9 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from psycopg import AsyncConnection
 
 from approvals.apis import DecisionThrottle
+from approvals.channel_contract import CallbackResult
+from approvals.channels import channel_for
 from approvals.services import confirmation_decide_click_async
-from channels_im.base import CallbackResult
 from channels_im.callbacks import (
     UNCOUNTED,
     answer_for_channel,
@@ -41,7 +42,6 @@ from channels_im.callbacks import (
     unknown_channel,
 )
 from channels_im.identities import clicker_and_facts_async
-from channels_im.providers import channel_for
 from channels_im.selectors import channel_config_for_callback_async
 from fimone import adb
 from fimone.throttling import Refusal

@@ -7,7 +7,7 @@ import functools
 from django.db import DEFAULT_DB_ALIAS, connections
 from psycopg import AsyncConnection
 
-from channels_im.models import ChannelConfig
+from approvals.models import ChannelConfig
 from fimone import adb, rows
 
 

@@ -7,10 +7,10 @@ import random
 
 from django.db import transaction
 
+from approvals.channel_contract import DeliveryError
+from approvals.channels import channel_for
 from approvals.models import ConfirmationEvent, ConfirmationRequest
 from approvals.services import log_event
-from channels_im.base import DeliveryError
-from channels_im.providers import channel_for
 
 log = logging.getLogger(__name__)
 

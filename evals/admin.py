@@ -14,9 +14,9 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from agents.admin.scoping import ORGANIZATION_LOOKUPS, OrganizationScopedAdmin, ReadOnlyAdminMixin
-from agents.services import ServiceError
 from evals import services
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSet
+from fimone.errors import ServiceError
 
 ORGANIZATION_LOOKUPS.update(
     {

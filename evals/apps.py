@@ -5,6 +5,21 @@ class EvalsConfig(AppConfig):
     name = "evals"
     verbose_name = "Evals"
 
+    # What each role may do on this app's models (composed by tenancy.roles).
+    role_permissions = {
+        "auditor": {
+            "evals.evalset": ("view",),
+            "evals.evalcase": ("view",),
+            "evals.evalrun": ("view",),
+            "evals.evalresult": ("view",),
+        },
+        "operator": {
+            "evals.evalset": ("view", "add", "change"),
+            "evals.evalcase": ("view", "add", "change", "delete"),
+            "evals.evalrun": ("view", "add"),  # adding one starts it
+        },
+    }
+
     def ready(self) -> None:
         # Imported here, once the app registry is ready: the receivers load models.
         from agents.signals import run_cancelled, run_settled

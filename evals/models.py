@@ -17,9 +17,10 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
 
-from agents.models import Agent, Organization, Run
+from agents.models import Agent, Run
 from agents.tools.sandbox import SandboxSpecError, sandbox_spec
 from evals.grading import expectation_errors
+from tenancy.models import Organization
 
 
 class EvalSet(models.Model):

@@ -6,9 +6,9 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from agents.models import Role
-from agents.selectors import ORG_MANAGER_ROLES, organization_ids_of
 from evals.models import EvalRun, EvalSet
+from tenancy.models import Role
+from tenancy.selectors import ORG_MANAGER_ROLES, organization_ids_of
 
 EVAL_READER_ROLES = (*ORG_MANAGER_ROLES, Role.AUDITOR)
 

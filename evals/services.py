@@ -11,11 +11,13 @@ from django.utils import timezone
 
 from agents.checks import sandbox_chain_of
 from agents.models import Agent, ExecutionPath, Run, RunStatus
-from agents.services import ServiceError, check_operator, run_start, run_starts_take
+from agents.services import run_start, run_starts_take
 from agents.tools.sandbox import SandboxSpecError, live_tool_problems, sandbox_spec
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from evals.grading import expectation_errors, grade
 from evals.models import EvalCase, EvalResult, EvalRun, EvalSet, EvalStatus, Outcome
+from fimone.errors import ServiceError
+from tenancy.permissions import check_operator
 
 log = logging.getLogger(__name__)
 

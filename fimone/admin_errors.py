@@ -35,7 +35,7 @@ CONSTRAINT_MESSAGES: dict[str, tuple[str, str]] = {
     "approvalstage_quorum_min": ("approvals_required", "Approvals required: at least 1."),
     "approvalstage_timeout_min": ("timeout_seconds", "Timeout: at least 10 seconds, or empty."),
     # agents
-    "agents.Organization.name": ("name", "An organisation with this name already exists."),
+    "tenancy.Organization.name": ("name", "An organisation with this name already exists."),
     "connector_unique_slug": ("slug", "A connector with this slug already exists in this organisation."),
     "action_unique_name": ("name", "An action with this name already exists for this connector."),
     "membership_unique_role": ("role", "This person already has this role in this organisation."),

@@ -27,7 +27,7 @@ INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("agents-hooks", "Agents & hooks", ("agents.agent", "hooks.*", "mcp_gateway.gateway")),
     ("workflows-evals", "Workflows & evals", ("workflows.*", "evals.*")),
     ("approvals", "Approvals", ("approvals.approverpolicy", "approvals.confirmationrequest")),
-    ("channels", "Channels", ("channels_im.channelconfig", "channels_im.imidentity")),
+    ("channels", "Channels", ("approvals.channelconfig", "channels_im.imidentity")),
     ("connectors", "Connectors", ("agents.connector", "agents.connectoraction")),
     (
         "audit",
@@ -45,7 +45,7 @@ INDEX_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     (
         "people",
         "Organisations & people",
-        ("agents.organization", "agents.invitation", "sso.identityprovider", "auth.user", "auth.group"),
+        ("tenancy.organization", "tenancy.invitation", "sso.identityprovider", "auth.user", "auth.group"),
     ),
 )
 """``(slug, title, models)``: each model as ``app_label.model_name``, or ``app_label.*``."""

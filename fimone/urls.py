@@ -3,9 +3,9 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView
 
-from agents.views import InvitationPasswordView, invitation
 from approvals.metrics import metrics
 from fimone.health import healthz, readyz
+from tenancy.views import InvitationPasswordView, invitation
 
 urlpatterns = [
     path("admin/", admin.site.urls),

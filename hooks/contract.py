@@ -97,6 +97,22 @@ class HookContext:
     tool_schema: Mapping[str, Any] | None = None
 
 
+def needs_approval(ctx: HookContext) -> bool:
+    """Whether the call ``ctx`` describes needs a human's approval before it runs: its tool is
+    flagged (``metadata["requires_confirmation"]``, which the engine also sets for a call a person
+    was already asked about), its agent confirms everything (``require_confirmation_for_all``), or
+    an earlier hook asked (``ctx.requires_confirmation``, folded by the registry).
+
+    The one predicate: the registry starts a PreToolUse chain from it and the approval gate
+    triggers on it, so that the two never disagree about a call. It can only add the need."""
+    meta = ctx.metadata
+    return bool(
+        ctx.requires_confirmation
+        or meta.get("requires_confirmation")
+        or meta.get("require_confirmation_for_all")
+    )
+
+
 @dataclass(slots=True, kw_only=True)
 class HookResult:
     """What a hook answers.

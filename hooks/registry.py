@@ -1,5 +1,11 @@
 """The hook registry: runs the hooks of one point in order and fails closed.
 
+Every hook point's chain, and the observers of a blocked call, run through one loop,
+:func:`_chain`, which owns what they share: the clock and the timeouts, ``should_trigger``, a system
+hook's events, failure notes and ``on_error``, the notes hooks return, and telemetry. What differs
+by point (how an answer or a failure changes the outcome, whether the chain stops) is a fold,
+:mod:`hooks.folds`, made per call and holding the call's state.
+
 Every tool call runs two chains, so the per-hook path is kept short: what the registry reads of a
 hook on every call (its timeout, its name, whether it filters with its own ``should_trigger``,
 whether it is a system hook) is read once, when the registry is built, into one tuple per point;
@@ -16,14 +22,14 @@ on time.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import time
 from collections.abc import Iterable
 from typing import Any
 
 from fimone import telemetry
-from hooks.contract import Hook, HookContext, HookPoint, HookResult, RunEvents, SuspendRun
+from hooks.contract import Hook, HookContext, HookPoint, HookResult, RunEvents, SuspendRun, needs_approval
+from hooks.folds import Fold, ObserverFold, PostFold, PreFold, StartFold, evolve
 from hooks.outcomes import (
     BadHookResult,
     HookTimeout,
@@ -92,66 +98,98 @@ def _note(
     )
 
 
-def _shadow_decision(result: HookResult) -> str | None:
-    """What a hook in shadow mode would have done, from its note (``hooks.shadow``), if anything."""
-    for note in result.side_effects:
-        if type(note) is SideEffect and note.shadow is not None:
-            return f"shadow_{note.shadow['decision']}"
-    return None
-
-
-def _pre_decision(result: HookResult) -> str:
-    if result.side_effects and (shadow := _shadow_decision(result)):
-        return shadow
-    if not result.allow:
-        return "block"
-    if result.require_confirmation is True:
-        return "ask"
-    return "rewrite" if result.modified_args is not None else "allow"
-
-
-_KEEP: Any = object()
-
-
-def _evolve(
-    ctx: HookContext,
-    *,
-    tool_args: Any = _KEEP,
-    tool_result: Any = _KEEP,
-    confirm: Any = _KEEP,
-    events: Any = _KEEP,
+async def _chain(
+    slots: tuple[_Slot, ...], ctx: HookContext, fold: Fold, events: RunEvents | None = None
 ) -> HookContext:
-    """A copy of ``ctx`` with new args, result, need for approval or events, several times cheaper
-    than ``dataclasses.replace`` (this runs on every rewrite of every tool call)."""
-    new = object.__new__(HookContext)
-    new.tool_name = ctx.tool_name
-    new.tool_args = ctx.tool_args if tool_args is _KEEP else tool_args
-    new.agent_id = ctx.agent_id
-    new.user_id = ctx.user_id
-    new.metadata = ctx.metadata
-    new.tool_result = ctx.tool_result if tool_result is _KEEP else tool_result
-    new.hook_point = ctx.hook_point
-    new.requires_confirmation = ctx.requires_confirmation if confirm is _KEEP else confirm
-    new.confirmation_request_id = ctx.confirmation_request_id
-    new.events = ctx.events if events is _KEEP else events
-    new.tool_schema = ctx.tool_schema
-    return new
+    """Run the hooks of ``slots`` in order over ``ctx``, folding each one's answer into ``fold``:
+    the one loop of every point, and of the observers of a blocked call.
 
+    Per hook: its ``should_trigger`` (unless it keeps the base class's) and its call are held to
+    its timeout together, from one clock read to the next; an answer that is not a
+    ``HookResult``, or that came after the timeout, is a failure. A failure is noted (attributed
+    to the hook) and lets the chain go on only as :func:`_lets_through` says; otherwise
+    ``fold.failed`` decides. A ``SuspendRun`` stops the chain where ``fold.suspends``, and is a
+    failure anywhere else. A system hook gets ``events`` on its own copy of the context.
 
-# _evolve() must copy every field: fail at import if HookContext grows one it does not know.
-assert tuple(HookContext.__dataclass_fields__) == (
-    "tool_name",
-    "tool_args",
-    "agent_id",
-    "user_id",
-    "metadata",
-    "tool_result",
-    "hook_point",
-    "requires_confirmation",
-    "confirmation_request_id",
-    "events",
-    "tool_schema",
-), "update hooks.registry._evolve for the new HookContext field"
+    Returns the context as the last hook left it or, when the chain stopped early, as it was then
+    (``fold`` holds why). ``CancelledError`` is not caught: cancelling the caller is not a failure.
+    """
+    # What the loop reads of the fold is read where it is used, on the paths that use it (a
+    # failure, a note, telemetry): each attribute read up front would cost every call.
+    call = fold.call
+    floor = fold.needed is not None
+    box: list[Any] | None = None  # where stepped puts hooks' answers, made when one triggers
+    clock = _clock
+    last = clock()  # each hook's end is the next one's start: one clock read per hook
+    tracing = telemetry.ENABLED and fold.traced
+    point = fold.point if tracing else _PRE  # read by telemetry's notes only
+    offset = time.time() - last if tracing else 0.0
+    for hook, filters, timeout, system, name in slots:
+        # The need for approval is the fold's, whatever a hook wrote into its context in place.
+        if floor and ctx.requires_confirmation is not fold.needed:
+            ctx = evolve(ctx, confirm=fold.needed)
+        started = last
+        try:
+            if filters:
+                triggered = hook.should_trigger(ctx)
+                if triggered is False or (
+                    triggered is not True and not await triggers(triggered, started, timeout)
+                ):
+                    last = clock()
+                    if last - started > timeout:
+                        raise overran(timeout, last - started)
+                    if tracing:
+                        _note(name, point, started, last, offset, "skipped", triggered=False)
+                    continue
+            # A system hook gets the run's events on its own copy of the context (docs/design.md §1.10).
+            hook_ctx = evolve(ctx, events=events) if system and events is not None else ctx
+            if box is None:
+                box = [None]
+            steps = stepped(
+                hook.execute(hook_ctx) if call is None else call(hook, hook_ctx, started, timeout), box
+            )
+            for pending in steps:  # it suspended: finish it within what is left of its timeout
+                await finish(steps, pending, timeout - (clock() - started), timeout)
+                break
+            result = box[0]
+            if not isinstance(result, HookResult):
+                raise _not_a_result(result)
+            last = clock()
+            if last - started > timeout:
+                raise overran(timeout, last - started)
+            if tracing:
+                _note(name, point, started, last, offset, fold.decision(result))
+        except Exception as exc:
+            if fold.suspends and isinstance(exc, SuspendRun):  # neither allowed nor blocked: parked
+                if tracing:
+                    _note(name, point, started, clock(), offset, "suspend")
+                fold.suspension = exc
+                return ctx
+            exc, last = timed(timeout, fold.failure(exc, timeout), started)
+            why = _describe(exc)
+            fold.effects.append(SideEffect(name, f"hook {name} {why}", failure=True))
+            lets_through = _lets_through(hook, exc)
+            if tracing:
+                _note(name, point, started, last, offset, "failed_open" if lets_through else "failed")
+            if lets_through:
+                continue
+            after = fold.failed(name, why, ctx)
+            if after is None:
+                return ctx
+            ctx = after
+            continue
+        if result.side_effects:  # cheaper than iterating an empty list
+            if type(hook) is ShadowHook:  # its notes are whole SideEffects (hooks.shadow)
+                fold.effects.extend(result.side_effects)  # type: ignore[arg-type]
+            else:
+                effects = fold.effects
+                for message in result.side_effects:
+                    effects.append(SideEffect(name, str(message)))
+        after = fold.take(result, name, system, ctx)
+        if after is None:
+            return ctx
+        ctx = after
+    return ctx
 
 
 def _slot(hook: Hook) -> _Slot:
@@ -166,7 +204,7 @@ def _slot(hook: Hook) -> _Slot:
 class HookRegistry:
     """An immutable, ordered set of hooks, safe to share between concurrent tool calls.
 
-    The registry keeps no per-call state: every ``run_*`` call works on its own locals, and a
+    The registry keeps no per-call state: every ``run_*`` call works on its own fold, and a
     rewrite of arguments or result goes onto a copy of the context, so two concurrent calls never
     see each other's arguments. The only write to the caller's context is stamping ``hook_point``.
 
@@ -192,7 +230,8 @@ class HookRegistry:
         set_(self, "_pre", tuple(_slot(h) for h in ordered if h.point is _PRE))
         set_(self, "_post", tuple(_slot(h) for h in ordered if h.point is _POST))
         set_(self, "_start", tuple(_slot(h) for h in ordered if h.point is _START))
-        set_(self, "_observers", tuple(h for h in ordered if getattr(h, "observes_blocked_calls", False)))
+        observers = (h for h in ordered if getattr(h, "observes_blocked_calls", False))
+        set_(self, "_observers", tuple(_slot(h) for h in observers))
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("HookRegistry is immutable once built")
@@ -225,146 +264,40 @@ class HookRegistry:
         """
         ctx.hook_point = _PRE
         if ctx.events is not None:
-            ctx = _evolve(ctx, events=None)
-        meta = ctx.metadata
-        needed = bool(
-            ctx.requires_confirmation
-            or meta.get("requires_confirmation")
-            or meta.get("require_confirmation_for_all")
-        )
-        effects: list[SideEffect] = []
-        asked: list[str] = []
-        approved: str | None = None
-        request_id: str | None = None
-        box: list[Any] | None = None  # where stepped puts hooks' answers, made when one triggers
-        clock = _clock
-        last = clock()  # each hook's end is the next one's start: one clock read per hook
-        tracing = telemetry.ENABLED
-        offset = time.time() - last if tracing else 0.0
-        for hook, filters, timeout, system, name in self._pre:
-            if ctx.requires_confirmation is not needed:
-                ctx = _evolve(ctx, confirm=needed)
-            started = last
-            try:
-                if filters:
-                    triggered = hook.should_trigger(ctx)
-                    if triggered is False or (
-                        triggered is not True and not await triggers(triggered, started, timeout)
-                    ):
-                        last = clock()
-                        if last - started > timeout:
-                            raise overran(timeout, last - started)
-                        if tracing:
-                            _note(name, _PRE, started, last, offset, "skipped", triggered=False)
-                        continue
-                # A system hook gets the run's events on its own copy of the context (docs/design.md §1.10).
-                hook_ctx = _evolve(ctx, events=events) if system and events is not None else ctx
-                if box is None:
-                    box = [None]
-                steps = stepped(hook.execute(hook_ctx), box)
-                for pending in steps:  # it suspended: finish it within what is left of its timeout
-                    await finish(steps, pending, timeout - (clock() - started), timeout)
-                    break
-                result = box[0]
-                if not isinstance(result, HookResult):
-                    raise _not_a_result(result)
-                last = clock()
-                if last - started > timeout:
-                    raise overran(timeout, last - started)
-                if tracing:
-                    _note(name, _PRE, started, last, offset, _pre_decision(result))
-            except SuspendRun as suspension:
-                if tracing:
-                    _note(name, _PRE, started, clock(), offset, "suspend")
-                return PreToolUseOutcome(
-                    allow=False, tool_args=ctx.tool_args, suspension=suspension, side_effects=effects
-                )
-            except Exception as exc:
-                exc, last = timed(timeout, exc, started)
-                effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
-                lets_through = _lets_through(hook, exc)
-                if tracing:
-                    _note(name, _PRE, started, last, offset, "failed_open" if lets_through else "failed")
-                if lets_through:
-                    continue
-                error = f"Tool call blocked: the safety check '{name}' could not complete."
-                return await self._blocked(ctx, name, error, effects, needed, asked)
-            if result.side_effects:  # cheaper than iterating an empty list
-                if type(hook) is ShadowHook:  # its notes are whole SideEffects (hooks.shadow)
-                    effects.extend(result.side_effects)  # type: ignore[arg-type]
-                else:
-                    for message in result.side_effects:
-                        effects.append(SideEffect(name, str(message)))
-            if not result.allow:
-                error = result.error or f"Tool call blocked by '{name}'."
-                return await self._blocked(ctx, name, error, effects, needed, asked)
-            if result.require_confirmation is True:
-                needed = True
-                asked.append(name)
-                reason = result.confirmation_reason or "the call meets its conditions"
-                effects.append(SideEffect(name, f"asked for human approval: {reason}"))
-            if system:  # what the gate tells the engine counts from system hooks only
-                if result.approved_args_sha256 is not None:
-                    approved = str(result.approved_args_sha256)
-                if result.confirmation_request_id is not None:
-                    request_id = str(result.confirmation_request_id)
-            if result.modified_args is not None:
-                ctx = _evolve(ctx, tool_args=result.modified_args)
+            ctx = evolve(ctx, events=None)
+        fold = PreFold(needs_approval(ctx))
+        ctx = await _chain(self._pre, ctx, fold, events)
+        if fold.suspension is not None:
+            return PreToolUseOutcome(
+                allow=False, tool_args=ctx.tool_args, suspension=fold.suspension, side_effects=fold.effects
+            )
+        if fold.blocked_by is not None:
+            return await self._blocked(ctx, fold, fold.blocked_by)
         out = _new(PreToolUseOutcome)  # every field, without the dataclass __init__
         out.allow = True
         out.tool_args = ctx.tool_args
         out.error = out.blocked_by = out.suspension = None
-        out.side_effects = effects
-        out.approved_args_sha256 = approved
-        out.requires_confirmation = needed
-        out.confirmation_requested_by = asked
-        out.confirmation_request_id = request_id
+        out.side_effects = fold.effects
+        out.approved_args_sha256 = fold.approved
+        out.requires_confirmation = fold.needed
+        out.confirmation_requested_by = fold.asked
+        out.confirmation_request_id = fold.request_id
         return out
 
-    async def _blocked(
-        self,
-        ctx: HookContext,
-        blocked_by: str,
-        error: str,
-        effects: list[SideEffect],
-        needed: bool,
-        asked: list[str],
-    ) -> PreToolUseOutcome:
-        """The outcome of a call ``blocked_by`` a hook, once the observers of blocked calls (an
-        audit log) were told. Each observer runs under its own timeout, ``should_trigger``
-        included, and one that answers after it timed out all the same; a failure is reported in
-        the trace and changes nothing: the call stays blocked."""
-        for hook in self._observers:
-            timeout = hook.timeout
-            started = _clock()
-            try:
-                triggered = hook.should_trigger(ctx)
-                if triggered is True or (
-                    triggered is not False and await triggers(triggered, started, timeout)
-                ):
-                    budget = timeout - (_clock() - started)
-                    if budget <= 0:
-                        raise HookTimeout(f"timed out after {timeout:g} s")
-                    async with asyncio.timeout(budget):
-                        await hook.on_blocked(ctx, blocked_by=blocked_by, error=error)
-                elapsed = _clock() - started
-                if elapsed > timeout:
-                    raise overran(timeout, elapsed)
-            except TimeoutError:
-                name = hook.hook_name
-                effects.append(SideEffect(name, f"hook {name} timed out after {timeout:g} s", failure=True))
-            except Exception as exc:
-                exc, _ = timed(timeout, exc, started)
-                name = hook.hook_name
-                effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
+    async def _blocked(self, ctx: HookContext, fold: PreFold, blocked_by: str) -> PreToolUseOutcome:
+        """The outcome of a call ``blocked_by`` a hook (``fold`` as the chain stopped), once the
+        observers of blocked calls (an audit log) were told: each is held to its timeout like any
+        hook (``should_trigger`` included, an answer after it a timeout all the same); a failure is
+        noted in the trace and changes nothing: the call stays blocked."""
+        await _chain(self._observers, ctx, ObserverFold(fold.effects, blocked_by, fold.error))
         return PreToolUseOutcome(
             allow=False,
             tool_args=ctx.tool_args,
-            error=error,
+            error=fold.error,
             blocked_by=blocked_by,
-            side_effects=effects,
-            requires_confirmation=needed,
-            confirmation_requested_by=asked,
+            side_effects=fold.effects,
+            requires_confirmation=fold.needed,
+            confirmation_requested_by=fold.asked,
         )
 
     async def run_post_tool_use(self, ctx: HookContext) -> PostToolUseOutcome:
@@ -375,142 +308,28 @@ class HookRegistry:
         """
         ctx.hook_point = _POST
         if ctx.events is not None:  # given to system PreToolUse hooks only
-            ctx = _evolve(ctx, events=None)
-        effects: list[SideEffect] = []
-        failed: list[str] = []
-        box: list[Any] | None = None  # where stepped puts hooks' answers, made when one triggers
-        clock = _clock
-        last = clock()  # each hook's end is the next one's start: one clock read per hook
-        tracing = telemetry.ENABLED
-        offset = time.time() - last if tracing else 0.0
-        for hook, filters, timeout, _system, name in self._post:
-            started = last
-            try:
-                if filters:
-                    triggered = hook.should_trigger(ctx)
-                    if triggered is False or (
-                        triggered is not True and not await triggers(triggered, started, timeout)
-                    ):
-                        last = clock()
-                        if last - started > timeout:
-                            raise overran(timeout, last - started)
-                        if tracing:
-                            _note(name, _POST, started, last, offset, "skipped", triggered=False)
-                        continue
-                if box is None:
-                    box = [None]
-                steps = stepped(hook.execute(ctx), box)
-                for pending in steps:  # it suspended: finish it within what is left of its timeout
-                    await finish(steps, pending, timeout - (clock() - started), timeout)
-                    break
-                result = box[0]
-                if not isinstance(result, HookResult):
-                    raise _not_a_result(result)
-                last = clock()
-                if last - started > timeout:
-                    raise overran(timeout, last - started)
-                if tracing:
-                    _note(
-                        name,
-                        _POST,
-                        started,
-                        last,
-                        offset,
-                        "rewrite"
-                        if result.modified_result is not None
-                        else (result.side_effects and _shadow_decision(result)) or "allow",
-                    )
-            except Exception as exc:  # SuspendRun included: it has no meaning here
-                exc, last = timed(timeout, exc, started)
-                effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
-                lets_through = _lets_through(hook, exc)
-                if tracing:
-                    _note(name, _POST, started, last, offset, "failed_open" if lets_through else "failed")
-                if lets_through:
-                    continue
-                failed.append(name)
-                notice = (
-                    f"[The tool's result was withheld: the post-processing check '{name}' "
-                    "could not complete.]"
-                )
-                ctx = _evolve(ctx, tool_result=notice)
-                continue
-            if result.side_effects:  # cheaper than iterating an empty list
-                if type(hook) is ShadowHook:  # its notes are whole SideEffects (hooks.shadow)
-                    effects.extend(result.side_effects)  # type: ignore[arg-type]
-                else:
-                    for message in result.side_effects:
-                        effects.append(SideEffect(name, str(message)))
-            if result.modified_result is not None:
-                ctx = _evolve(ctx, tool_result=result.modified_result)
+            ctx = evolve(ctx, events=None)
+        fold = PostFold()
+        ctx = await _chain(self._post, ctx, fold)
         out = _new(PostToolUseOutcome)  # every field, without the dataclass __init__
         out.result = ctx.tool_result
-        out.side_effects = effects
-        out.failed_hooks = failed
+        out.side_effects = fold.effects
+        out.failed_hooks = fold.failed_hooks
         return out
 
     async def run_session_start(self, ctx: HookContext) -> SessionStartOutcome:
         """Run SessionStart hooks; collect ``additional_context`` in order; a failure stops the run."""
         ctx.hook_point = _START
         if ctx.events is not None:  # given to system PreToolUse hooks only
-            ctx = _evolve(ctx, events=None)
-        effects: list[SideEffect] = []
-        pieces: list[str] = []
-        box: list[Any] | None = None  # where stepped puts hooks' answers, made when one triggers
-        clock = _clock
-        last = clock()  # each hook's end is the next one's start: one clock read per hook
-        tracing = telemetry.ENABLED
-        offset = time.time() - last if tracing else 0.0
-        for hook, filters, timeout, _system, name in self._start:
-            started = last
-            try:
-                if filters:
-                    triggered = hook.should_trigger(ctx)
-                    if triggered is False or (
-                        triggered is not True and not await triggers(triggered, started, timeout)
-                    ):
-                        last = clock()
-                        if last - started > timeout:
-                            raise overran(timeout, last - started)
-                        if tracing:
-                            _note(name, _START, started, last, offset, "skipped", triggered=False)
-                        continue
-                if box is None:
-                    box = [None]
-                steps = stepped(hook.execute(ctx), box)
-                for pending in steps:  # it suspended: finish it within what is left of its timeout
-                    await finish(steps, pending, timeout - (clock() - started), timeout)
-                    break
-                result = box[0]
-                if not isinstance(result, HookResult):
-                    raise _not_a_result(result)
-                last = clock()
-                if last - started > timeout:
-                    raise overran(timeout, last - started)
-                if tracing:
-                    decision = (result.side_effects and _shadow_decision(result)) or "allow"
-                    _note(name, _START, started, last, offset, decision)
-            except Exception as exc:
-                exc, last = timed(timeout, exc, started)
-                effects.append(SideEffect(name, f"hook {name} {_describe(exc)}", failure=True))
-                lets_through = _lets_through(hook, exc)
-                if tracing:
-                    _note(name, _START, started, last, offset, "failed_open" if lets_through else "failed")
-                if lets_through:
-                    continue
-                return SessionStartOutcome(
-                    ok=False,
-                    additional_context=pieces,
-                    error=f"The run could not start: the session hook '{name}' {_describe(exc)}.",
-                    failed_by=name,
-                    side_effects=effects,
-                )
-            if result.side_effects:  # cheaper than iterating an empty list
-                if type(hook) is ShadowHook:  # its notes are whole SideEffects (hooks.shadow)
-                    effects.extend(result.side_effects)  # type: ignore[arg-type]
-                else:
-                    for message in result.side_effects:
-                        effects.append(SideEffect(name, str(message)))
-            if result.additional_context:
-                pieces.append(result.additional_context)
-        return SessionStartOutcome(ok=True, additional_context=pieces, side_effects=effects)
+            ctx = evolve(ctx, events=None)
+        fold = StartFold()
+        await _chain(self._start, ctx, fold)
+        if fold.failed_by is not None:
+            return SessionStartOutcome(
+                ok=False,
+                additional_context=fold.pieces,
+                error=fold.error,
+                failed_by=fold.failed_by,
+                side_effects=fold.effects,
+            )
+        return SessionStartOutcome(ok=True, additional_context=fold.pieces, side_effects=fold.effects)

@@ -5,6 +5,12 @@ class McpGatewayConfig(AppConfig):
     name = "mcp_gateway"
     verbose_name = "MCP gateway"
 
+    # What each role may do on this app's models (composed by tenancy.roles).
+    role_permissions = {
+        "auditor": {"mcp_gateway.gateway": ("view",), "mcp_gateway.gatewaycall": ("view",)},
+        "operator": {"mcp_gateway.gateway": ("view", "add", "change")},  # never deleted: switched off
+    }
+
     def ready(self) -> None:
         # Imported here, once the app registry is ready: these modules load models.
         from agents.demo import demo_seeded

@@ -8,8 +8,9 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from rest_framework.authtoken.models import Token
 
-from agents.models import Agent, Organization
+from agents.models import Agent
 from mcp_gateway.models import Gateway
+from tenancy.models import Organization
 
 DEMO_GATEWAY_NAME = "Procurement desk"
 DEMO_CALLER = "alice"

@@ -13,7 +13,8 @@ import secrets
 from django.conf import settings
 from django.db import models
 
-from agents.models import Agent, Organization, Run
+from agents.models import Agent, Run
+from tenancy.models import Organization
 
 
 def new_gateway_key() -> str:

@@ -12,10 +12,11 @@ from django.db.models import QuerySet
 from psycopg import AsyncConnection
 from rest_framework.authtoken.models import Token
 
-from agents.models import Agent, Membership, Organization
+from agents.models import Agent
 from agents.services import chat_refusal
 from fimone import adb, rows
 from mcp_gateway.models import Gateway
+from tenancy.models import Membership, Organization
 
 
 def gateways_for(*, user: Any) -> QuerySet[Gateway]:

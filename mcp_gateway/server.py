@@ -47,10 +47,10 @@ from rest_framework.authtoken.models import Token
 from agents.engine.db import db
 from agents.engine.runner import new_owner, run_drive_claimed
 from agents.engine.store import opening_of_new_run
-from agents.services import ServiceError
 from agents.tools.base import Tool
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from fimone import adb
+from fimone.errors import ServiceError
 from mcp_gateway import selectors, services
 from mcp_gateway.engine import GatewayCallEngine, tools_or_error
 from mcp_gateway.models import GatewayCall
@@ -419,7 +419,7 @@ class GatewayApp:
 
 def _base_url_of(scope: dict[str, Any]) -> str:
     """``SITE_URL``, or, in development without one, the address the request came in on (as
-    ``agents.invitations.public_base_url``: a link works on whatever host and port the server
+    ``tenancy.invitations.public_base_url``: a link works on whatever host and port the server
     runs). The link goes back only to the client that sent the ``Host``."""
     if not settings.SITE_URL_FROM_REQUEST:
         return settings.SITE_URL

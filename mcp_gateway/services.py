@@ -45,20 +45,15 @@ from agents import run_start_on_loop
 from agents.engine.db import db as engine_db
 from agents.engine.store import args_sha256
 from agents.models import ExecutionPath, Run, RunEvent, RunStatus
-from agents.services import (
-    ServiceError,
-    chat_refusal_of,
-    member_roles,
-    run_start,
-    run_starts_take,
-    run_starts_take_async,
-)
+from agents.services import chat_refusal_of, run_start, run_starts_take, run_starts_take_async
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from fimone import adb, rows
+from fimone.errors import ServiceError
 from fimone.storable import unstorable
 from mcp_gateway.engine import tools_or_error
 from mcp_gateway.models import Gateway, GatewayCall
+from tenancy.permissions import member_roles
 
 RETRY_WINDOW = dt.timedelta(hours=1)
 """How long an undelivered answer waits for its client to call again."""

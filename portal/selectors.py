@@ -13,11 +13,13 @@ from django.db.models import Exists, Max, OuterRef, Q, QuerySet
 from django.db.models.functions import Coalesce
 
 from agents import selectors as agent_selectors
-from agents.models import TERMINAL_RUN_STATUSES, Agent, Conversation, Membership, Role, Run
+from agents.models import TERMINAL_RUN_STATUSES, Agent, Conversation, Run
 from agents.services import chat_refusal
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from approvals import selectors as approval_selectors
 from approvals.models import ApproverPolicy, ConfirmationApprover, ConfirmationRequest, EscalationTier
+from tenancy import selectors as tenancy_selectors
+from tenancy.models import Membership, Role
 
 RECENT_CONVERSATIONS = 20
 SEARCH_RESULTS = 50
@@ -151,7 +153,7 @@ def archived_conversations(*, user: Any, limit: int = SEARCH_RESULTS) -> list[An
     return list(
         Conversation.objects.filter(
             user=user,
-            organization_id__in=agent_selectors.organization_ids_of(user=user),
+            organization_id__in=tenancy_selectors.organization_ids_of(user=user),
             archived_at__isnull=False,
         )
         .select_related("agent")
@@ -164,7 +166,7 @@ def _listed(*, user: Any, agent: Agent | None = None, archived: bool = False) ->
     """``user``'s conversations that are not archived (with ``archived``, those too), most
     recently active first."""
     conversations = Conversation.objects.filter(
-        user=user, organization_id__in=agent_selectors.organization_ids_of(user=user)
+        user=user, organization_id__in=tenancy_selectors.organization_ids_of(user=user)
     ).select_related("agent")
     if not archived:
         conversations = conversations.filter(archived_at__isnull=True)

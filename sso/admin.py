@@ -13,23 +13,23 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agents import selectors as agent_selectors
 from agents.admin.scoping import ADMIN_VIEWER_ROLES
-from agents.models import Organization, Role
 from fimone.admin_errors import PlainErrorsAdminMixin
 from fimone.history import ConfigHistoryAdmin
 from sso.discovery import ProviderUnavailable, metadata_of
 from sso.models import IdentityProvider, SignInRecord
+from tenancy import selectors as tenancy_selectors
+from tenancy.models import Organization, Role
 
 ADMIN_ROLES = (Role.ADMIN,)
 
 
 def _administered(request: HttpRequest) -> QuerySet[Any]:
-    return agent_selectors.organization_ids_of(user=request.user, roles=ADMIN_ROLES)
+    return tenancy_selectors.organization_ids_of(user=request.user, roles=ADMIN_ROLES)
 
 
 def _visible(request: HttpRequest) -> QuerySet[Any]:
-    return agent_selectors.organization_ids_of(user=request.user, roles=ADMIN_VIEWER_ROLES)
+    return tenancy_selectors.organization_ids_of(user=request.user, roles=ADMIN_VIEWER_ROLES)
 
 
 class IdentityProviderForm(forms.ModelForm):

@@ -6,6 +6,12 @@ class SsoConfig(AppConfig):
     verbose_name = "Single sign-on"
     default_auto_field = "django.db.models.BigAutoField"
 
+    # What each role may do on this app's models (composed by tenancy.roles).
+    role_permissions = {
+        "auditor": {"sso.identityprovider": ("view",), "sso.signinrecord": ("view",)},
+        "admin": {"sso.identityprovider": ("view", "add", "change", "delete")},
+    }
+
     def ready(self) -> None:
         # The admin site sits below this app: it signs out through the view registered here, which
         # also offers the identity provider's sign-out (docs/design.md §2: import down, signal up).

@@ -24,13 +24,13 @@ from django.http import HttpRequest
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 
-from agents.models import Membership, Role
 from fimone.sign_in import REFUSAL
 from fimone.throttling import client_ip
 from sso import selectors, services
 from sso.discovery import Metadata, metadata_of, signing_key
 from sso.models import IdentityProvider, SignInRecord
 from sso.services import SignInRefused
+from tenancy.models import Membership, Role
 
 PROVIDER = "sso_provider"
 """The request attribute the callback view sets to the provider of the sign-in it completes."""

@@ -20,10 +20,10 @@ from django.db import models
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
-from agents.models import Organization, Role
 from fimone.audit_chain import ChainLink, canonical_time, chain_append
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
+from tenancy.models import Organization, Role
 
 ROLE_LINE = re.compile(r"^\s*(?P<group>[^=#]+?)\s*=\s*(?P<role>[a-z]+)\s*$")
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 
-from agents.models import Membership
 from sso.models import IdentityProvider
+from tenancy.models import Membership
 
 
 def providers_for_sign_in() -> QuerySet[IdentityProvider]:

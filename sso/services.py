@@ -11,11 +11,11 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from agents.models import Membership, Role
-from agents.roles import membership_remove, membership_set
-from agents.services import ServiceError
 from fimone.audit_chain import chain_append
+from fimone.errors import ServiceError
 from sso.models import ExternalIdentity, IdentityProvider, SignInRecord
+from tenancy.models import Membership, Role
+from tenancy.roles import membership_remove, membership_set
 
 User = get_user_model()
 

@@ -30,9 +30,12 @@ def url(model: type, view: str, *args: Any) -> str:
     return reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_{view}", args=args)
 
 
-def grant(user: Any, *codenames: str, app_label: str) -> None:
+def grant(user: Any, *codenames: str, app_label: str | tuple[str, ...]) -> None:
+    """Give ``user`` the permissions ``codenames`` on the models of ``app_label`` (or of any of
+    several apps: an admin page may show models of two)."""
+    labels = (app_label,) if isinstance(app_label, str) else app_label
     user.user_permissions.add(
-        *Permission.objects.filter(content_type__app_label=app_label, codename__in=codenames)
+        *Permission.objects.filter(content_type__app_label__in=labels, codename__in=codenames)
     )
 
 

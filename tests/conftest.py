@@ -7,7 +7,13 @@ import os
 import pytest
 from django.conf import settings
 
-pytest_plugins = ["tests.personas", "tests.telemetry_kit", "tests.sso.fixtures", "tests.fast_flush"]
+pytest_plugins = [
+    "tests.personas",
+    "tests.world",
+    "tests.telemetry_kit",
+    "tests.sso.fixtures",
+    "tests.fast_flush",
+]
 
 UNDER_CI = os.environ.get("CI", "").lower() in {"1", "true", "yes"}
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 
-from agents.models import Agent, Connector, ConnectorAction, HookDeclaration, Membership, Organization, Role
+from agents.models import Agent, Connector, ConnectorAction, HookDeclaration
+from tenancy.models import Membership, Organization, Role
 
 User = get_user_model()
 PASSWORD = "persona-pass-123"
@@ -123,8 +124,8 @@ def superuser(db: None) -> Any:
 
 def with_roles(*users: Any) -> None:
     """Give ``users`` the groups and staff flag of their memberships, as the product does
-    (``agents.roles``): what an operator, auditor or admin really gets in the admin."""
-    from agents.roles import user_roles_sync
+    (``tenancy.roles``): what an operator, auditor or admin really gets in the admin."""
+    from tenancy.roles import user_roles_sync
 
     for user in users:
         user_roles_sync(user=user)

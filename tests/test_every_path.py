@@ -30,10 +30,9 @@ from django.utils import timezone
 
 from agents import events as ev
 from agents.models import Agent, ConnectorCallLog, ExecutionPath, Run, RunStatus, ShadowDecision
-from approvals.models import ApprovalStage, ConfirmationRequest, StandingGrant
+from approvals.models import ApprovalStage, ChannelConfig, ConfirmationRequest, StandingGrant
 from approvals.services import BatchItem, confirmation_decide, confirmation_decide_batch
 from approvals.services.absences import absence_set
-from channels_im.models import ChannelConfig
 from fimone import budgets
 from hooks import HookContext
 from hooks.catalog import build_hooks

@@ -26,8 +26,8 @@ from approvals.models import ConfirmationEvent, ConfirmationRequest, Confirmatio
 from fimone.storable import unstorable
 from tests.admin_kit import logged_in, page_text
 from tests.agents.engine_kit import Harness
-from tests.agents.hook_editor_kit import payments as payments
 from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
+from tests.console.hook_editor_kit import payments as payments
 from tests.personas import make_agent
 
 
@@ -295,7 +295,7 @@ def test_the_try_panel_says_the_engine_refuses_arguments_a_database_cannot_store
     assert f"the engine refuses these arguments before any hook: {sentence}" in page_text(response)
 
 
-CLAUDE_PROJECT = Path(__file__).resolve().parent / "agents" / "claude_hooks"
+CLAUDE_PROJECT = Path(__file__).resolve().parent / "claude_hooks"
 CLAUDE_SETTINGS_WITH_A_NUL = json.dumps(
     {
         "hooks": {
@@ -375,7 +375,7 @@ def test_the_agent_admin_refuses_json_a_database_cannot_store_as_a_field_error(
 ) -> None:
     from agents.models import Agent as AgentModel
     from tests.admin_kit import url
-    from tests.agents.admin_forms import agent_form
+    from tests.console.admin_forms import agent_form
     from tests.personas import scripted
 
     data = agent_form(personas, scripted({"content": "x"}), **{field: text})

@@ -17,7 +17,7 @@ from django.urls import path, reverse
 from django.utils.html import format_html
 
 from agents.admin.scoping import ORGANIZATION_LOOKUPS, OrganizationScopedAdmin, ReadOnlyAdminMixin
-from agents.services import ServiceError
+from fimone.errors import ServiceError
 from workflows import checks, services
 from workflows.models import Workflow, WorkflowNodeRun, WorkflowRun
 

@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 
 from agents.apis import ERROR_RESPONSES, MAX_ID, MAX_INPUT_LENGTH, _not_found, api_error
 from agents.scoped_apis import ScopedDetailApi, ScopedListApi, ScopedRunStartApi
-from agents.services import ServiceError
+from fimone.errors import ServiceError
 from workflows import selectors, services
 from workflows.models import NodeStatus, Workflow, WorkflowRun, WorkflowStatus
 

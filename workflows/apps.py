@@ -5,6 +5,19 @@ class WorkflowsConfig(AppConfig):
     name = "workflows"
     verbose_name = "Workflows"
 
+    # What each role may do on this app's models (composed by tenancy.roles).
+    role_permissions = {
+        "auditor": {
+            "workflows.workflow": ("view",),
+            "workflows.workflowrun": ("view",),
+            "workflows.workflownoderun": ("view",),
+        },
+        "operator": {
+            "workflows.workflow": ("view", "add", "change"),
+            "workflows.workflowrun": ("view", "change"),  # "change" is the Cancel action
+        },
+    }
+
     def ready(self) -> None:
         # Imported here, once the app registry is ready: these modules load models. The tasks
         # module registers the Celery task the services enqueue by name (services.ADVANCE_TASK).

@@ -11,7 +11,8 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from agents.models import Agent, Organization, Run
+from agents.models import Agent, Run
+from tenancy.models import Organization
 from workflows.checks import workflow_check
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from agents.models import Role
-from agents.selectors import ORG_MANAGER_ROLES, organization_ids_of
+from tenancy.models import Role
+from tenancy.selectors import ORG_MANAGER_ROLES, organization_ids_of
 from workflows.models import Workflow, WorkflowRun
 
 RUN_READER_ROLES = (*ORG_MANAGER_ROLES, Role.AUDITOR)

@@ -21,24 +21,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from agents import executors
-from agents.models import (
-    Agent,
-    ConnectorAction,
-    Conversation,
-    ExecutionPath,
-    Membership,
-    Run,
-    RunStatus,
-)
-from agents.services import (
-    ServiceError,
-    check_member,
-    check_operator,
-    may_manage_runs_of,
-    run_cancel,
-    run_start,
-    run_starts_take,
-)
+from agents.models import Agent, ConnectorAction, Conversation, ExecutionPath, Run, RunStatus
+from agents.services import run_cancel, run_start, run_starts_take
+from fimone.errors import ServiceError
+from tenancy.models import Membership
+from tenancy.permissions import check_member, check_operator, may_manage_runs_of
 from workflows import graph as g
 from workflows.checks import workflow_chain, workflow_check
 from workflows.models import NodeStatus, Workflow, WorkflowNodeRun, WorkflowRun, WorkflowStatus

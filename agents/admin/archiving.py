@@ -15,7 +15,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from agents import archiving
-from agents.services import ServiceError
+from fimone.errors import ServiceError
 
 
 class ArchivableAdminMixin:

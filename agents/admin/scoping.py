@@ -21,22 +21,20 @@ from django.db.models import Field, ForeignKey, JSONField, ManyToManyField, Mode
 from django.forms import ModelChoiceField, ModelMultipleChoiceField
 from django.http import HttpRequest
 
-from agents import selectors
 from agents.models import (
     Agent,
     Connector,
     ConnectorAction,
     ConnectorCallLog,
     Conversation,
-    Membership,
-    Organization,
-    Role,
     Run,
     RunEvent,
     ToolExecution,
 )
 from fimone.admin_errors import PlainErrorsAdminMixin
 from fimone.forms import JSONFormField
+from tenancy import selectors as tenancy_selectors
+from tenancy.models import Membership, Organization, Role
 
 User = get_user_model()
 
@@ -55,12 +53,15 @@ ORGANIZATION_LOOKUPS: dict[type[Model], str] = {
 """For each organisation-owned model, the lookup from it to its organisation's id (single-valued)."""
 
 
-ADMIN_VIEWER_ROLES: tuple[str, ...] = (*selectors.ORG_MANAGER_ROLES, Role.AUDITOR)
+ADMIN_VIEWER_ROLES: tuple[str, ...] = (*tenancy_selectors.ORG_MANAGER_ROLES, Role.AUDITOR)
 """Roles whose staff users see their organisation's objects in the admin (auditors read only)."""
 
 
 def scope_to_managed_organizations(
-    queryset: QuerySet[Any], request: HttpRequest, *, roles: tuple[str, ...] = selectors.ORG_MANAGER_ROLES
+    queryset: QuerySet[Any],
+    request: HttpRequest,
+    *,
+    roles: tuple[str, ...] = tenancy_selectors.ORG_MANAGER_ROLES,
 ) -> QuerySet[Any]:
     """``queryset`` as a non-superuser staff user may see it: only objects of the organisations
     where they hold one of ``roles`` (by default: operator or admin; for users: the members of
@@ -68,7 +69,7 @@ def scope_to_managed_organizations(
     user = request.user
     if user.is_superuser:
         return queryset
-    managed = selectors.organization_ids_of(user=user, roles=roles)
+    managed = tenancy_selectors.organization_ids_of(user=user, roles=roles)
     if queryset.model is User:
         members = Membership.objects.filter(organization_id__in=managed).values("user_id")
         return queryset.filter(pk__in=members)

@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import IntegrityError
@@ -101,6 +101,17 @@ class Suspended:
 
 
 StepOutcome = Observation | Blocked | Suspended
+
+
+class Ran(NamedTuple):
+    """What a tool's run left to record: its result (or its error in words), status, duration in
+    milliseconds, and the journal's ``seq`` when it returned (events after it belong to the
+    attempt to record this outcome)."""
+
+    result: Any
+    status: str
+    duration_ms: float
+    returned_at: int
 
 
 def approval_mismatch(approved: str | None, digest: str) -> str | None:
@@ -207,6 +218,19 @@ class ToolPipeline:
             return outcome
 
     async def _run(self, call: dict[str, Any], *, fresh: bool) -> StepOutcome:
+        """One tool call, its stages in the order they run (docs/design.md §4):
+
+        0. a call proposed before a crash or a suspension whose execution is recorded: replayed
+           (``_replay``), never run again; a re-entrant tool's started call is continued;
+        1. validated: a known tool, arguments its schema and the database accept;
+        2. the PreToolUse chain, the approval gate last (``HookRegistry.run_pre_tool_use``; whether
+           the call needs a person is :func:`hooks.contract.needs_approval`): blocked, suspended
+           until a verdict, or let through;
+        3. bound to what was approved: the arguments that run hash to the approved ones, and a call
+           that needed a person runs only with the gate's approval;
+        4. carried out (``_carry_out``): its start recorded under the run's lease, the tool run, its
+           PostToolUse chain, and its outcome recorded.
+        """
         journal = self.journal
         call_id, name = call["id"], call["name"]
         tool = self.tools.get(name)
@@ -219,7 +243,7 @@ class ToolPipeline:
                     ctx = self.context(
                         tool_name=name, tool_args=previous.args, metadata={"tool_call_id": call_id}
                     )
-                    return await self._execute(call, tool, ctx, previous.args, None)
+                    return await self._carry_out(call, tool, ctx, previous.args, None, begin=False)
                 return await self._replay(call, previous)
 
         if tool is None:
@@ -241,7 +265,7 @@ class ToolPipeline:
             # An eval's stand-in: it reaches nothing, so no hook runs for it (a command or http
             # hook would itself reach outside); its call is recorded like any other.
             ctx = self.context(tool_name=name, tool_args=args, metadata={"tool_call_id": call_id})
-            return await self._start(call, tool, ctx, args, None)
+            return await self._carry_out(call, tool, ctx, args, None)
 
         needs_approval = bool(tool.spec.requires_confirmation)
         if not fresh and not needs_approval:
@@ -290,9 +314,9 @@ class ToolPipeline:
             # A fact for the hooks that follow (JSON, stated by the engine); the audit hook reads
             # the trusted copy on its context, never this one.
             ctx.metadata["confirmation_request_id"] = pre.confirmation_request_id
-        return await self._start(call, tool, ctx, final_args, pre.confirmation_request_id, digest=digest)
+        return await self._carry_out(call, tool, ctx, final_args, pre.confirmation_request_id, digest=digest)
 
-    async def _start(
+    async def _carry_out(
         self,
         call: dict[str, Any],
         tool: Tool,
@@ -301,20 +325,32 @@ class ToolPipeline:
         confirmation_request_id: str | None,
         *,
         digest: str | None = None,
+        begin: bool = True,
     ) -> StepOutcome:
-        """Record the call's start (lease-guarded: never on a run cancelled or taken over), then
-        run it. A call another process started already is reported "outcome unknown"."""
+        """A call let through, from its recorded start to its recorded outcome: the start written
+        under the run's lease (not for a re-entrant call already started: ``begin=False``), the
+        tool run, then its PostToolUse chain and outcome in one write."""
+        if begin:
+            if digest is None:
+                final_args = copy.deepcopy(final_args)
+                digest = store.args_sha256(final_args)
+            if not await self._begin(call, tool, final_args, digest):
+                return await self._unknown(call)
+        ran = await self._execute(call, tool, final_args)
+        if isinstance(ran, Suspended):
+            return ran
+        return await self._finish(call, tool, ctx, ran, confirmation_request_id)
+
+    async def _begin(self, call: dict[str, Any], tool: Tool, final_args: dict[str, Any], digest: str) -> bool:
+        """Record the call's start (lease-guarded: never on a run cancelled or taken over).
+        ``False`` when another process started this very call already: it is never run twice."""
         journal = self.journal
         call_id, name = call["id"], call["name"]
-        if digest is None:
-            final_args = copy.deepcopy(final_args)
-            digest = store.args_sha256(final_args)
         started = {"tool_call_id": call_id, "tool": name, "arguments": final_args, "args_sha256": digest}
         if isinstance(tool, DryRunTool):
             started["dry_run"] = True
         journal.emit(ev.TOOL_STARTED, started)
         try:
-            # Never start a tool on a run that was cancelled or taken over meanwhile.
             await journal.commit(
                 writes=(
                     store.execution_begin(
@@ -327,20 +363,13 @@ class ToolPipeline:
                 ),
                 check_lease=True,
             )
-        except IntegrityError:  # another process started this very call: never run it twice
-            return await self._unknown(call)
+        except IntegrityError:
+            return False
+        return True
 
-        return await self._execute(call, tool, ctx, final_args, confirmation_request_id)
-
-    async def _execute(
-        self,
-        call: dict[str, Any],
-        tool: Tool,
-        ctx: HookContext,
-        final_args: dict[str, Any],
-        confirmation_request_id: str | None,
-    ) -> StepOutcome:
-        """Run the tool whose execution is recorded as started, then its PostToolUse chain."""
+    async def _execute(self, call: dict[str, Any], tool: Tool, final_args: dict[str, Any]) -> Ran | Suspended:
+        """Run the tool whose execution is recorded as started: what it returned (or the error it
+        raised, in words), or its suspension (a re-entrant tool still at work)."""
         journal = self.journal
         call_id, name = call["id"], call["name"]
         started = time.perf_counter()
@@ -367,8 +396,21 @@ class ToolPipeline:
         except Exception as exc:  # a tool bug must not crash the run; the LLM hears it plainly
             log.exception("tool %s crashed in run %s", name, journal.run_id)
             result, status = f"Tool error: {name} failed unexpectedly ({type(exc).__name__}).", "failed"
-        duration = (time.perf_counter() - started) * 1000
-        returned_at = journal.seq
+        return Ran(result, status, (time.perf_counter() - started) * 1000, journal.seq)
+
+    async def _finish(
+        self,
+        call: dict[str, Any],
+        tool: Tool,
+        ctx: HookContext,
+        ran: Ran,
+        confirmation_request_id: str | None,
+    ) -> Observation:
+        """The PostToolUse chain over what the tool returned, and the outcome recorded; an outcome
+        that cannot be processed or stored still ends the execution (``_unrecorded``)."""
+        journal = self.journal
+        call_id, name = call["id"], call["name"]
+        result, status, duration, returned_at = ran
         try:
             # Whatever the tool returned, its outcome can be stored (and read back): unstorable
             # parts (huge integers, NaN, NUL, lone surrogates, too deep nesting) become

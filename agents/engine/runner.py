@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from agents import executors
-from agents.engine import child_driver, child_runs, store
+from agents.engine import child_runs, store
 from agents.engine.dag import DagEngine
 from agents.engine.db import db
 from agents.engine.react import ReactEngine
@@ -137,9 +137,3 @@ async def child_drive(run_id: int, **engine_options: Any) -> str | None:
     kind, opening = claimed
     engine = _engine(run_id, owner, engine_options, kind)
     return await engine.execute(resumed_reason="lease expired", opening=opening)
-
-
-# This module is where runs are driven: dispatching (``agents.executors``) and engines' children
-# (``agents.engine.child_driver``) reach it through what it installs here, not by importing it.
-executors.install_driver(execute=run_execute, resume=run_resume)
-child_driver.install_child_driver(child_drive)

@@ -9,7 +9,7 @@ from django.db import migrations, models
 
 def sync_role_groups(apps, schema_editor):
     # Idempotent: a later migration that grants new permissions calls it again.
-    from agents.roles import role_groups_sync
+    from tenancy.roles import role_groups_sync
 
     role_groups_sync(apps=apps)
 

@@ -8,7 +8,7 @@ from django.db import migrations, models
 
 def sync_role_groups(apps, schema_editor):
     """Operators manage (class) hook declarations; operators and auditors read the call log."""
-    from agents.roles import role_groups_sync
+    from tenancy.roles import role_groups_sync
 
     role_groups_sync(apps=apps)
 

@@ -22,7 +22,7 @@ TRIGGER = (
 
 def sync_role_groups(apps, schema_editor):
     """Operators, admins and auditors read the shadow decisions."""
-    from agents.roles import role_groups_sync
+    from tenancy.roles import role_groups_sync
 
     role_groups_sync(apps=apps)
 

@@ -5,7 +5,6 @@ them, and the migrations name ``agents.models.validate_tool_slug`` and ``validat
 Each module imports only modules listed before it, never this package:
 
 - ``bound_secrets``: the mixin and queryset that bind stored secrets to their address;
-- ``organisations``: organisations, roles, memberships and invitations;
 - ``connectors``: connectors and their actions (tools);
 - ``agents``: agents;
 - ``runs``: conversations, runs and their trace;
@@ -19,7 +18,6 @@ Each module imports only modules listed before it, never this package:
 # Imported in the order above, which is the order the models are registered in (content types and
 # permissions are created in that order).
 from agents.models.bound_secrets import SECRETS_CLEARED, SecretsBoundQuerySet, SecretsBoundToAddress
-from agents.models.organisations import Invitation, Membership, Organization, Role
 from agents.models.connectors import (
     SLUG_RE,
     WRITE_METHODS,
@@ -48,16 +46,15 @@ from agents.models.shadow_decisions import ShadowDecision
 from agents.models.replays import ChainReplay
 # isort: on
 
-# django-simple-history creates each historical model (``Organization.history.model``) as its model
+# django-simple-history creates each historical model (``Agent.history.model``) as its model
 # is declared; for a model declared in a submodule it names the app package ("agents") as the
 # historical model's module, which does not hold it. They belong to this package, as when the
 # models were one module: exported here and named after it, so that a pickled class or queryset of
 # one, which refers to its class by module and name, loads again.
-HistoricalOrganization = Organization.history.model
 HistoricalConnector = Connector.history.model
 HistoricalAgent = Agent.history.model
 HistoricalHookDeclaration = HookDeclaration.history.model
-for _historical in (HistoricalOrganization, HistoricalConnector, HistoricalAgent, HistoricalHookDeclaration):
+for _historical in (HistoricalConnector, HistoricalAgent, HistoricalHookDeclaration):
     _historical.__module__ = __name__
 del _historical
 
@@ -77,12 +74,7 @@ __all__ = [
     "HistoricalAgent",
     "HistoricalConnector",
     "HistoricalHookDeclaration",
-    "HistoricalOrganization",
     "HookDeclaration",
-    "Invitation",
-    "Membership",
-    "Organization",
-    "Role",
     "Run",
     "RunEvent",
     "RunMessage",

@@ -18,10 +18,10 @@ from simple_history.models import HistoricalRecords
 from agents.checks import check_agent_config
 from agents.models.bound_secrets import SecretsBoundQuerySet, SecretsBoundToAddress
 from agents.models.connectors import ConnectorAction
-from agents.models.organisations import Organization
 from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
+from tenancy.models import Organization
 
 
 class Agent(SecretsBoundToAddress, models.Model):

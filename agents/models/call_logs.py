@@ -13,9 +13,9 @@ from django.db import models
 from django.utils import timezone
 
 from agents.models.agents import Agent
-from agents.models.organisations import Organization
 from agents.models.runs import Run
 from fimone.audit_chain import ChainLink, canonical_time
+from tenancy.models import Organization
 
 
 class ConnectorCallLog(ChainLink):

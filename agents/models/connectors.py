@@ -19,12 +19,12 @@ from simple_history.models import HistoricalRecords
 
 from agents.history import check_connector_deletable
 from agents.models.bound_secrets import SecretsBoundQuerySet, SecretsBoundToAddress
-from agents.models.organisations import Organization
 from agents.tools.schema import check_parameters_schema
 from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
 from hooks.kinds.command import check_argv
+from tenancy.models import Organization
 
 SLUG_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 ACTION_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")

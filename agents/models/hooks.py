@@ -14,10 +14,10 @@ from simple_history.models import HistoricalRecords
 
 from agents.models.agents import Agent
 from agents.models.bound_secrets import SecretsBoundQuerySet, SecretsBoundToAddress
-from agents.models.organisations import Organization
 from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from hooks.catalog import CODE_KINDS, SECRET_KINDS, HookDeclarationError, build_item
+from tenancy.models import Organization
 
 
 class HookDeclaration(SecretsBoundToAddress, models.Model):

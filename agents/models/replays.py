@@ -1,4 +1,4 @@
-"""Replays: a proposed hook chain run over an agent's recorded calls, dry (``agents.chain_replay``)."""
+"""Replays: a proposed hook chain run over an agent's recorded calls, dry (``console.chain_replay``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 
 from agents.models.agents import Agent
-from agents.models.organisations import Organization
+from tenancy.models import Organization
 
 
 class ChainReplay(models.Model):

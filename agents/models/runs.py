@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import models
 
 from agents.models.agents import Agent
-from agents.models.organisations import Organization
+from tenancy.models import Organization
 
 
 class Conversation(models.Model):

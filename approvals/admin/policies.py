@@ -20,9 +20,7 @@ from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from agents import selectors as agent_selectors
 from agents.admin.scoping import OrganizationScopedFieldsMixin
-from agents.models import Membership, Role
 from approvals.admin.scoping import managed_only, manages, visible
 from approvals.models import ApprovalStage, ApproverPolicy, EscalationTier
 from approvals.policy import APPROVER_ROLES, is_organisation_admin, non_approvers
@@ -30,6 +28,8 @@ from approvals.selectors import display_name
 from fimone.history import ConfigHistoryAdmin
 from fimone.humanize import duration_text
 from hooks.conditions import CONFIRM_OPS, conditions_of
+from tenancy import selectors as tenancy_selectors
+from tenancy.models import Membership, Role
 
 ADMIN_SETTINGS = (
     "allow_self_approval",
@@ -72,8 +72,8 @@ def _named_users_field(field: Any, request: HttpRequest, verbose_name: str) -> A
     (any organisation for a superuser), and list only their approvers and admins."""
     members = Membership.objects.all()
     if not request.user.is_superuser:
-        managed = agent_selectors.organization_ids_of(
-            user=request.user, roles=agent_selectors.ORG_MANAGER_ROLES
+        managed = tenancy_selectors.organization_ids_of(
+            user=request.user, roles=tenancy_selectors.ORG_MANAGER_ROLES
         )
         members = members.filter(organization_id__in=managed)
     field.queryset = field.queryset.filter(pk__in=members.values("user_id")).order_by("username")

@@ -9,8 +9,8 @@ from typing import Any
 from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
-from agents import selectors as agent_selectors
 from agents.admin.scoping import ADMIN_VIEWER_ROLES
+from tenancy import selectors as tenancy_selectors
 
 
 def visible(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
@@ -19,7 +19,7 @@ def visible(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
     if request.user.is_superuser:
         return queryset
     return queryset.filter(
-        organization_id__in=agent_selectors.organization_ids_of(user=request.user, roles=ADMIN_VIEWER_ROLES)
+        organization_id__in=tenancy_selectors.organization_ids_of(user=request.user, roles=ADMIN_VIEWER_ROLES)
     )
 
 
@@ -28,12 +28,16 @@ def manages(request: HttpRequest, obj: Model | None) -> bool:
     offers only the organisations they manage)."""
     if obj is None or request.user.is_superuser:
         return True
-    managed = agent_selectors.organization_ids_of(user=request.user, roles=agent_selectors.ORG_MANAGER_ROLES)
+    managed = tenancy_selectors.organization_ids_of(
+        user=request.user, roles=tenancy_selectors.ORG_MANAGER_ROLES
+    )
     return managed.filter(organization_id=obj.organization_id).exists()  # type: ignore[attr-defined]
 
 
 def managed_only(request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
     """``queryset`` narrowed to the organisations the staff user manages (the choices a policy's
     form offers, e.g. its channel configurations)."""
-    managed = agent_selectors.organization_ids_of(user=request.user, roles=agent_selectors.ORG_MANAGER_ROLES)
+    managed = tenancy_selectors.organization_ids_of(
+        user=request.user, roles=tenancy_selectors.ORG_MANAGER_ROLES
+    )
     return queryset.filter(organization_id__in=managed)

@@ -1,9 +1,11 @@
 """Confirmation requests, their append-only event log, and approver policies (docs/design.md §5).
 
-One module per concern: ``policies`` (policies, stages, escalation tiers), ``delegation``
-(absences and standing approvals), ``requests`` (requests, the people asked, votes, events).
+One module per concern: ``channel_configs`` (where cards go), ``policies`` (policies, stages,
+escalation tiers), ``delegation`` (absences and standing approvals), ``requests`` (requests, the
+people asked, votes, events).
 """
 
+from approvals.models.channel_configs import ChannelConfig, ChannelKind, new_callback_key
 from approvals.models.delegation import Absence, StandingGrant
 from approvals.models.policies import ApprovalStage, ApproverPolicy, EscalationTier
 from approvals.models.requests import (
@@ -20,6 +22,8 @@ __all__ = [
     "Absence",
     "ApprovalStage",
     "ApproverPolicy",
+    "ChannelConfig",
+    "ChannelKind",
     "ConfirmationApprover",
     "ConfirmationEvent",
     "ConfirmationRequest",
@@ -27,4 +31,5 @@ __all__ = [
     "ConfirmationVote",
     "EscalationTier",
     "StandingGrant",
+    "new_callback_key",
 ]

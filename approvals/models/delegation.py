@@ -8,7 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from agents.models import Agent, Organization
+from agents.models import Agent
+from tenancy.models import Organization
 
 
 class Absence(models.Model):

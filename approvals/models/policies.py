@@ -6,7 +6,9 @@ from django.conf import settings
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from agents.models import Agent, Organization
+from agents.models import Agent
+from approvals.models.channel_configs import ChannelConfig
+from tenancy.models import Organization
 
 
 class ApproverPolicy(models.Model):
@@ -48,7 +50,7 @@ class ApproverPolicy(models.Model):
         "run resumes once someone decides.",
     )
     channel_config = models.ForeignKey(
-        "channels_im.ChannelConfig",
+        ChannelConfig,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
@@ -203,7 +205,7 @@ class EscalationTier(models.Model):
         help_text="Who is asked at this tier (they must be active members of the organisation).",
     )
     channel_config = models.ForeignKey(
-        "channels_im.ChannelConfig",
+        ChannelConfig,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,

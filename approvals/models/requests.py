@@ -9,10 +9,12 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from agents.models import Agent, Organization, Run
+from agents.models import Agent, Run
+from approvals.models.channel_configs import ChannelConfig
 from approvals.models.delegation import StandingGrant
 from fimone.audit_chain import ChainLink, canonical_digest, canonical_time
 from fimone.models import AppendOnlyQuerySet, refuse_change
+from tenancy.models import Organization
 
 
 class ConfirmationStatus(models.TextChoices):
@@ -73,7 +75,7 @@ class ConfirmationRequest(models.Model):
     mode = models.CharField(max_length=8, choices=Mode.choices, default=Mode.CHANNEL)
     channel = models.CharField(max_length=20, default="web", help_text="Provider kind the card went to.")
     channel_config = models.ForeignKey(
-        "channels_im.ChannelConfig", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+        ChannelConfig, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
     external_message_id = models.CharField(max_length=200, blank=True)
     approvers = models.ManyToManyField(

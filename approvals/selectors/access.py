@@ -10,16 +10,17 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from agents.models import Membership, Organization, Role, Run
+from agents.models import Run
 from approvals.models import ConfirmationApprover, ConfirmationRequest
 from approvals.policy import APPROVER_ROLES
 from approvals.selectors.requests import inbox_for
 from approvals.selectors.votes import has_voted
 from approvals.standing import describe_refusal
+from tenancy.models import Membership, Organization, Role
 
 AUDIT_ROLES = (Role.AUDITOR, Role.OPERATOR, Role.ADMIN)
 """Roles that may read every confirmation request of their organisation (operators read the
-approval record as they read runs in the admin: ``agents.roles``; they still decide nothing)."""
+approval record as they read runs in the admin: ``tenancy.roles``; they still decide nothing)."""
 
 
 def _audited_organization_ids(*, user: Any) -> QuerySet[Membership]:
@@ -101,7 +102,7 @@ def runs_visible_to(*, user: Any) -> QuerySet[Run]:
     of its organisation) — for anyone but a superuser, only while they still belong to that
     organisation: someone who left keeps no window on the agent's work, their own runs included.
     The one rule for the transcript page and the run stream alike (a stream checks it again when
-    its watcher's memberships change, :mod:`agents.access`)."""
+    its watcher's memberships change, :mod:`tenancy.access`)."""
     if not getattr(user, "is_authenticated", False):
         return Run.objects.none()
     if user.is_superuser:

@@ -17,9 +17,10 @@ from django.db.models.functions import Cast, Concat
 from django.utils import timezone
 
 from agents.events import TOOL_BLOCKED
-from agents.models import Membership, RunEvent, ToolExecution
+from agents.models import RunEvent, ToolExecution
 from approvals.models import ConfirmationApprover, ConfirmationRequest, ConfirmationVote
 from approvals.selectors.access import audited_organization_ids, may_view_history, with_relations
+from tenancy.models import Membership
 
 
 @dataclass(frozen=True)

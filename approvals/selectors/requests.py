@@ -10,7 +10,6 @@ from typing import Any
 from django.db.models import Exists, OuterRef, QuerySet
 from django.utils import timezone
 
-from agents.models import Membership
 from approvals.models import (
     ConfirmationApprover,
     ConfirmationEvent,
@@ -18,6 +17,7 @@ from approvals.models import (
     ConfirmationStatus,
     ConfirmationVote,
 )
+from tenancy.models import Membership
 
 
 def display_name(user: Any) -> str:

@@ -16,12 +16,12 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agents.models import Membership
 from approvals.live import OPENED, inbox_changed
 from approvals.models import Absence, ConfirmationApprover, ConfirmationRequest, ConfirmationStatus
 from approvals.policy import APPROVER_ROLES, eligible_ids
 from approvals.selectors import display_name
 from approvals.services.event_log import Kind, log_event
+from tenancy.models import Membership
 
 MAX_ABSENCE_DAYS = 366
 """The longest absence one sets at once."""

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from agents.models import Membership, Run
+from agents.models import Run
 from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus, StandingGrant
 from approvals.policy import APPROVER_ROLES, ResolvedPolicy, eligible_ids, policy_for, stages_for_call
 from approvals.presentation import call_facts, title_of
@@ -26,6 +26,7 @@ from approvals.selectors import display_name, request_for_decision
 from approvals.services.deciding import DecisionOutcome, confirmation_decide
 from approvals.services.event_log import Kind, log_event
 from hooks.conditions import conditions_of, judge
+from tenancy.models import Membership
 
 Scope = StandingGrant.Scope
 

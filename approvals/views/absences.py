@@ -15,12 +15,12 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
-from agents.models import Membership, Organization, Role
 from approvals.models import Absence
 from approvals.policy import APPROVER_ROLES
 from approvals.selectors import display_name
 from approvals.services.absences import AbsenceRefused, absence_end, absence_set, confirmation_reassign
 from approvals.views.layout import forbidden, render_page, signed_in
+from tenancy.models import Membership, Organization, Role
 
 User = get_user_model()
 

@@ -9,12 +9,12 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_http_methods
 
-from agents.models import Membership, Role
 from approvals.models import StandingGrant
 from approvals.policy import APPROVER_ROLES
 from approvals.selectors import audited_organization_ids, grants_in_force
 from approvals.services.grants import grant_revoke, grant_text, may_revoke
 from approvals.views.layout import forbidden, render_page, signed_in
+from tenancy.models import Membership, Role
 
 READERS = (*APPROVER_ROLES, Role.AUDITOR, Role.OPERATOR)
 

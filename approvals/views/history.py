@@ -14,13 +14,14 @@ from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
-from agents.models import Agent, Membership, Organization, Role
+from agents.models import Agent
 from approvals import selectors
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
 from approvals.views.cards import RequestCard
 from approvals.views.layout import bad_request, forbidden, render_page, signed_in
 from fimone.humanize import duration_text
+from tenancy.models import Membership, Organization, Role
 
 User = get_user_model()
 HISTORY_PAGE_SIZE = 25

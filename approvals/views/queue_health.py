@@ -14,13 +14,13 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from agents.models import Organization
 from approvals import selectors
 from approvals.exports import safe_cell
 from approvals.selectors.queue_health import QueueHealth, Timing, default_period, queue_health
 from approvals.views.history import ISO_DATE, record_scope
 from approvals.views.layout import bad_request, forbidden, render_page, signed_in
 from fimone.humanize import duration_text
+from tenancy.models import Organization
 
 MAX_DAYS = 366
 """The longest period one page reads."""

@@ -22,11 +22,11 @@ from django.core.validators import validate_email
 from django.template.loader import render_to_string
 from django.urls import reverse
 
+from approvals.channel_contract import Channel, DeliveryError
+from approvals.channels import register_provider
 from approvals.models import ConfirmationApprover, ConfirmationEvent
-from channels_im.base import Channel, DeliveryError
 from channels_im.cards import card_facts
 from channels_im.email.links import Link, link_token
-from channels_im.providers import register_provider
 
 log = logging.getLogger(__name__)
 

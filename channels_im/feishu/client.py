@@ -1,5 +1,5 @@
 """The Feishu Open API through the official ``lark-oapi`` SDK: one client per app per process,
-and every way a call can fail turned into a :class:`~channels_im.base.DeliveryError`.
+and every way a call can fail turned into a :class:`~approvals.channel_contract.DeliveryError`.
 
 The SDK is imported lazily: importing it takes seconds, and a callback must be answered within
 three (the callback path needs nothing from it).
@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, TypeVar
 
-from channels_im.base import DeliveryError
+from approvals.channel_contract import DeliveryError
 from channels_im.feishu.config import FeishuSettings
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from channels_im.base import CallbackResult
+from approvals.channel_contract import CallbackResult
 from channels_im.feishu import crypto
 from channels_im.verification import (
     dig,

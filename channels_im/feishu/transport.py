@@ -3,7 +3,7 @@
 The provider is split by concern: :mod:`~channels_im.feishu.config` validates the configuration,
 :mod:`~channels_im.feishu.client` talks to the Open API, :mod:`~channels_im.feishu.inbound` (with
 :mod:`~channels_im.feishu.crypto`) verifies and parses callbacks, :mod:`~channels_im.feishu.cards`
-builds the cards. This module ties them into the :class:`~channels_im.base.Channel` contract.
+builds the cards. This module ties them into the :class:`~approvals.channel_contract.Channel` contract.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from channels_im.base import CallbackResult, Channel, DeliveryError
+from approvals.channel_contract import CallbackResult, Channel, DeliveryError
+from approvals.channels import register_provider
 from channels_im.cards import card_facts
 from channels_im.feishu import inbound
 from channels_im.feishu.cards import card_json, connection_check_card, request_card
 from channels_im.feishu.client import call, sdk_client
 from channels_im.feishu.config import DEFAULT_DOMAIN, FeishuConfigError, FeishuSettings, feishu_settings
-from channels_im.providers import register_provider
 
 if TYPE_CHECKING:
     from approvals.services import DecisionOutcome

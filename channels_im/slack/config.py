@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from channels_im.base import DeliveryError
+from approvals.channel_contract import DeliveryError
 from channels_im.verification import secure_origin
 
 DEFAULT_API_URL = "https://slack.com/api/"

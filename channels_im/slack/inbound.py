@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 from django.http import HttpRequest
 
-from channels_im.base import CallbackResult
+from approvals.channel_contract import CallbackResult
 from channels_im.slack.blocks import APPROVE, REJECT
 from channels_im.slack.config import signing_secret
 from channels_im.verification import (

@@ -4,7 +4,7 @@ Outbound calls go through the official ``slack_sdk.WebClient`` (``chat.postMessa
 ``chat.update``); the message reference is ``"<channel id>:<ts>"``. The provider is split by
 concern: :mod:`~channels_im.slack.config` validates the configuration, :mod:`~channels_im.slack.inbound`
 verifies and parses clicks, :mod:`~channels_im.slack.blocks` builds the cards; this module talks
-to the Web API and ties them into the :class:`~channels_im.base.Channel` contract.
+to the Web API and ties them into the :class:`~approvals.channel_contract.Channel` contract.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web import SlackResponse
 
-from channels_im.base import CallbackResult, Channel, DeliveryError
+from approvals.channel_contract import CallbackResult, Channel, DeliveryError
+from approvals.channels import register_provider
 from channels_im.cards import card_facts
-from channels_im.providers import register_provider
 from channels_im.slack import inbound
 from channels_im.slack.blocks import approval_blocks, decided_blocks, escape, fallback_text
 from channels_im.slack.config import DEFAULT_API_URL, parse_message_ref, signing_secret, slack_settings

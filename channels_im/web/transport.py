@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from channels_im.base import Channel
-from channels_im.providers import register_provider
+from approvals.channel_contract import Channel
+from approvals.channels import register_provider
 
 
 @register_provider

@@ -1,5 +1,5 @@
 """The WeCom server API (``qyapi.weixin.qq.com``): the access token, and calls that turn every way
-they can fail into a :class:`~channels_im.base.DeliveryError`.
+they can fail into a :class:`~approvals.channel_contract.DeliveryError`.
 
 ``GET /cgi-bin/gettoken?corpid=…&corpsecret=…`` answers ``{"errcode": 0, "access_token": …,
 "expires_in": 7200}``; it is cached per process per app until five minutes before it expires, and
@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from channels_im.base import DeliveryError
+from approvals.channel_contract import DeliveryError
 from channels_im.wecom.config import WecomSettings
 from fimone.parsers import loads as json_loads
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from channels_im.base import CallbackResult
+from approvals.channel_contract import CallbackResult
 from channels_im.verification import first_delivery, read_body, replay_key, window_problem
 from channels_im.wecom import crypto
 from channels_im.wecom.cards import BUTTON_KEY, task_id

@@ -4,7 +4,7 @@ Split by concern like the other providers: :mod:`~channels_im.wecom.config` vali
 configuration, :mod:`~channels_im.wecom.client` talks to the server API (access token, calls),
 :mod:`~channels_im.wecom.inbound` (with :mod:`~channels_im.wecom.crypto`) verifies and parses
 callbacks, :mod:`~channels_im.wecom.cards` builds the cards. This module ties them into the
-:class:`~channels_im.base.Channel` contract.
+:class:`~approvals.channel_contract.Channel` contract.
 
 The card is sent with ``message/send`` (``msgtype: template_card``, ``button_interaction``) and
 WeCom's duplicate check, so a retry after a lost answer does not post a second card. Its answer
@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from channels_im.base import CallbackResult, Channel, DeliveryError
+from approvals.channel_contract import CallbackResult, Channel, DeliveryError
+from approvals.channels import register_provider
 from channels_im.cards import card_facts
-from channels_im.providers import register_provider
 from channels_im.wecom import client, inbound
 from channels_im.wecom.cards import connection_check_card, request_card, settled_card
 from channels_im.wecom.config import DEFAULT_API_BASE, WecomConfigError, WecomSettings, wecom_settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from hooks.contract import Hook, HookContext, HookPoint, OnError
 
@@ -70,6 +70,18 @@ def parse_point(value: Any) -> HookPoint:
     except ValueError:
         known = ", ".join(p.value for p in HookPoint)
         raise ValueError(f"point must be one of {known}, not {value!r}") from None
+
+
+class Declared(TypedDict):
+    """What every declared hook (command, http, python) takes from its declaration besides what
+    its kind needs: the keyword arguments of :class:`DeclaredHook`."""
+
+    name: str
+    point: str | HookPoint
+    matcher: NotRequired[str | None]
+    priority: NotRequired[int | None]
+    timeout: NotRequired[float | None]
+    on_error: NotRequired[OnError | None]
 
 
 class DeclaredHook(Hook):

@@ -20,12 +20,12 @@ import asyncio
 import contextlib
 import os
 import signal
-from typing import Any
+from typing import Any, Unpack
 
 from django.conf import settings
 
-from hooks.contract import HookContext, HookPoint, HookResult, OnError
-from hooks.kinds.base import DeclaredHook
+from hooks.contract import HookContext, HookPoint, HookResult
+from hooks.kinds.base import Declared, DeclaredHook
 from hooks.kinds.protocol import MAX_REASON, ProtocolError, event_payload, parse_reply, result_from_reply
 
 BLOCK_EXIT_CODE = 2
@@ -87,16 +87,9 @@ class CommandHook(DeclaredHook):
         *,
         argv: list[str],
         env: dict[str, str] | None = None,
-        name: str,
-        point: str | HookPoint,
-        matcher: str | None = None,
-        priority: int | None = None,
-        timeout: float | None = None,
-        on_error: OnError | None = None,
+        **declared: Unpack[Declared],
     ) -> None:
-        super().__init__(
-            name=name, point=point, matcher=matcher, priority=priority, timeout=timeout, on_error=on_error
-        )
+        super().__init__(**declared)
         self.argv = check_argv(argv)
         self.env = check_env(env)
 

@@ -19,15 +19,15 @@ import hmac
 import json
 import ssl
 import time
-from typing import Any
+from typing import Any, Unpack
 from urllib.parse import urlsplit
 
 import httpx
 from django.conf import settings
 
 from fimone import egress
-from hooks.contract import HookContext, HookPoint, HookResult, OnError
-from hooks.kinds.base import DeclaredHook
+from hooks.contract import HookContext, HookResult
+from hooks.kinds.base import Declared, DeclaredHook
 from hooks.kinds.protocol import ProtocolError, event_payload, parse_reply, result_from_reply
 
 SIGNATURE_HEADER = "X-Fimone-Signature"
@@ -73,16 +73,9 @@ class HttpHook(DeclaredHook):
         *,
         url: str,
         secret: str,
-        name: str,
-        point: str | HookPoint,
-        matcher: str | None = None,
-        priority: int | None = None,
-        timeout: float | None = None,
-        on_error: OnError | None = None,
+        **declared: Unpack[Declared],
     ) -> None:
-        super().__init__(
-            name=name, point=point, matcher=matcher, priority=priority, timeout=timeout, on_error=on_error
-        )
+        super().__init__(**declared)
         self.url = check_url(url)
         self._secret = check_secret(secret)
 

@@ -19,12 +19,12 @@ import functools
 import importlib
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 from django.conf import settings
 
-from hooks.contract import Hook, HookContext, HookPoint, HookResult, OnError
-from hooks.kinds.base import DeclaredHook, MatchedHook, Matcher, parse_point
+from hooks.contract import Hook, HookContext, HookPoint, HookResult
+from hooks.kinds.base import Declared, DeclaredHook, MatchedHook, Matcher, parse_point
 from hooks.kinds.offloop import hook_threads
 from hooks.params import hook_params_errors
 
@@ -103,18 +103,13 @@ def load_python_hook(
     *,
     path: str,
     params: dict[str, Any],
-    name: str,
-    point: str | HookPoint,
-    matcher: str | None = None,
-    priority: int | None = None,
-    timeout: float | None = None,
-    on_error: OnError | None = None,
+    **declared: Unpack[Declared],
 ) -> Hook:
     """The hook a python declaration describes, its matcher applied, run in hook threads; or
     ``ValueError``/``TypeError`` saying why not."""
     target = resolve_path(path)
-    point = parse_point(point)
-    tunables = {"priority": priority, "timeout": timeout, "on_error": on_error}
+    name, point, matcher = declared["name"], parse_point(declared["point"]), declared.get("matcher")
+    tunables = {key: declared.get(key) for key in ("priority", "timeout", "on_error")}
     if inspect.isclass(target):
         if not issubclass(target, Hook) or inspect.isabstract(target):
             raise ValueError(f"{path!r} is not a concrete hook class")

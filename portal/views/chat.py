@@ -15,7 +15,8 @@ from django.views.decorators.http import require_http_methods
 
 from agents.apis import RunStartThrottle
 from agents.models import ExecutionPath
-from agents.services import ServiceError, run_start
+from agents.services import run_start
+from fimone.errors import ServiceError
 from portal import selectors
 from portal.transcript import run_transcript
 from portal.views.chat_forms import MAX_MESSAGE_LENGTH, MessageForm, RenameForm, form_problem

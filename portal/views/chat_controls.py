@@ -14,13 +14,13 @@ from django.views.decorators.http import require_POST
 from agents.apis import RunStartThrottle
 from agents.models import Conversation
 from agents.services import (
-    ServiceError,
     conversation_archive,
     conversation_rename,
     conversation_unarchive,
     run_cancel,
     run_retry,
 )
+from fimone.errors import ServiceError
 from portal import selectors
 from portal.views.chat_forms import RenameForm, form_problem
 from portal.views.errors import error_page

@@ -31,7 +31,7 @@ def uninstall(apps, schema_editor):
 def sync_role_groups(apps, schema_editor):
     """Organisation admins configure identity providers; operators, admins and auditors read the
     providers and the sign-in record."""
-    from agents.roles import role_groups_sync
+    from tenancy.roles import role_groups_sync
 
     role_groups_sync(apps=apps)
 

@@ -12,8 +12,8 @@ from typing import Any
 from django.db import connection, transaction
 
 from agents.archiving import organization_archive
-from agents.models import Organization
-from agents.services import ServiceError
+from fimone.errors import ServiceError
+from tenancy.models import Organization
 
 
 def start_while_an_archiving_commits(

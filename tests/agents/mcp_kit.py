@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from agents.mcp_connectors import connector_tools_refresh
-from agents.models import Connector, ConnectorAction, Organization
+from agents.models import Connector, ConnectorAction
 from agents.models.connectors import mcp_server_claim
+from tenancy.models import Organization
 from tests.agents.engine_kit import Harness
 
 RECORDS_SERVER = str(Path(__file__).resolve().parent.parent / "mcp_servers" / "records.py")

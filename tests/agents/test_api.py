@@ -16,7 +16,8 @@ from rest_framework.views import exception_handler
 from agents import events as ev
 from agents.apis import RunStartThrottle, api_error
 from agents.models import Conversation, ExecutionPath, Run, RunEvent, RunStatus
-from agents.services import ServiceError, run_start
+from agents.services import run_start
+from fimone.errors import ServiceError
 from tests.personas import make_agent
 
 

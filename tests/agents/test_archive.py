@@ -24,15 +24,16 @@ from agents.models import (
     Connector,
     ConnectorAction,
     Conversation,
-    Organization,
     Run,
     RunEvent,
     RunMessage,
     RunStatus,
     ToolExecution,
 )
-from agents.services import ServiceError, run_start
+from agents.services import run_start
 from agents.tools.toolbox import tools_for_agent
+from fimone.errors import ServiceError
+from tenancy.models import Organization
 from tests.admin_kit import grant, logged_in, page_text, url
 from tests.agents.archiving_race import a_start_waits_on_a_lock, start_while_an_archiving_commits
 from tests.agents.engine_kit import Harness, RecordingTool
@@ -425,7 +426,7 @@ def test_the_archive_action_needs_the_change_permission(personas, world) -> None
 
 
 def test_the_organisation_archive_action_reports_an_operators_refusal(personas) -> None:
-    grant(personas.operator, "view_organization", "change_organization", app_label="agents")
+    grant(personas.operator, "view_organization", "change_organization", app_label="tenancy")
 
     response = logged_in(personas.operator).post(
         url(Organization, "changelist"),

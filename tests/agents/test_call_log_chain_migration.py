@@ -12,7 +12,10 @@ from django.core.management import call_command
 from tests.migration_kit import migrate, migrate_to_the_latest
 from tests.migration_kit import schema_back_to_the_latest as schema_back_to_the_latest
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# A data migration's logic is the same on either database; it runs where deployments upgrade
+# (PostgreSQL), once, rather than again on the embedded default, where each of these tests costs
+# seconds of migrating the whole graph back and forth.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 BEFORE = [("agents", "0014_run_children_and_delegates")]
 AFTER = [("agents", "0015_connector_call_log_chain")]

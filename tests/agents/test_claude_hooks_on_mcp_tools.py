@@ -26,7 +26,7 @@ from tests.personas import make_agent, scripted
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PROJECT = Path(__file__).resolve().parent / "claude_hooks"
+PROJECT = Path(__file__).resolve().parent.parent / "claude_hooks"
 WORKSPACE = Path(__file__).resolve().parent.parent / "mcp_servers" / "workspace.py"
 
 

@@ -3,7 +3,7 @@ run on an agent whose tools are named like Claude Code's (``shell__Bash``, ``fil
 ``files__Read``): block, allow and ask behave as Claude Code documents them — and a script that
 crashes or times out blocks the call here, where Claude Code would let it run.
 
-The scripts (tests/agents/claude_hooks/) were written for these tests: a Bash command validator
+The scripts (tests/claude_hooks/) were written for these tests: a Bash command validator
 (exit 2, the reason on stderr), a file guard (``permissionDecision: deny``) and an auto-approver
 (``allow`` for reads of documentation, ``ask`` for the rest).
 """
@@ -31,7 +31,7 @@ from tests.personas import make_agent, scripted
 # driven here, never dispatched to a background executor (``resumes``).
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("resumes")]
 
-PROJECT = Path(__file__).resolve().parent / "claude_hooks"
+PROJECT = Path(__file__).resolve().parent.parent / "claude_hooks"
 SETTINGS = PROJECT / "settings.json"
 SECRETS = PROJECT / "secrets"
 

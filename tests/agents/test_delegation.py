@@ -268,7 +268,7 @@ def test_cancelling_a_waiting_delegate_wakes_its_caller_which_hears_it(personas,
 
 def test_an_operator_declares_in_admin_which_agents_an_agent_may_call(superuser, personas) -> None:
     from tests.admin_kit import logged_in, url
-    from tests.agents.admin_forms import agent_form
+    from tests.console.admin_forms import agent_form
 
     delegate = clerk(personas)
     data = agent_form(personas, scripted({"content": "x"}), delegates=[delegate.pk])
@@ -281,7 +281,7 @@ def test_an_operator_declares_in_admin_which_agents_an_agent_may_call(superuser,
 
 def test_the_admin_refuses_a_delegate_of_another_organisation(superuser, personas) -> None:
     from tests.admin_kit import logged_in, page_text, url
-    from tests.agents.admin_forms import agent_form
+    from tests.console.admin_forms import agent_form
 
     outsider = make_agent(personas.other_org, personas.stranger, name="Globex clerk")
     data = agent_form(personas, scripted({"content": "x"}), delegates=[outsider.pk])

@@ -14,11 +14,11 @@ from django.core.management import CommandError, call_command
 from agents import events as ev
 from agents.checks import hook_chain_of
 from agents.fim_one_hooks import FIM_ONE_HOOKS
-from agents.hook_import import HookImportError, fim_one_config_plan, hook_import_save
 from agents.models import ConnectorCallLog, HookDeclaration, RunStatus
 from agents.services import run_start
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
+from console.hook_import import HookImportError, fim_one_config_plan, hook_import_save
 from hooks.catalog import build_hooks
 from tests.agents.engine_kit import Harness, RecordingTool, events_of
 from tests.approvals.kit import set_policy

@@ -17,8 +17,9 @@ from agents.hook_declarations import (
     hook_declarations_adopt_config,
 )
 from agents.models import HookDeclaration, RunStatus
-from agents.services import ServiceError, run_start
+from agents.services import run_start
 from approvals.models import ConfirmationRequest, ConfirmationStatus
+from fimone.errors import ServiceError
 from hooks import HookContext, HookResult, PreToolUseHook
 from hooks.catalog import register_hook, registry_from_chain
 from tests.admin_kit import grant

@@ -9,6 +9,11 @@ from django.db.migrations.executor import MigrationExecutor
 BEFORE = [("agents", "0010_hook_declarations")]
 AFTER = [("agents", "0011_hook_declarations_from_config")]
 
+# A data migration's logic is the same on either database; it runs where deployments upgrade
+# (PostgreSQL), once, rather than again on the embedded default, where each of these tests costs
+# seconds of migrating the whole graph back and forth.
+pytestmark = pytest.mark.postgres
+
 
 @pytest.fixture
 def migrator(transactional_db):

@@ -8,7 +8,10 @@ import pytest
 from tests.migration_kit import migrate
 from tests.migration_kit import schema_back_to_the_latest as schema_back_to_the_latest
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# A data migration's logic is the same on either database; it runs where deployments upgrade
+# (PostgreSQL), once, rather than again on the embedded default, where each of these tests costs
+# seconds of migrating the whole graph back and forth.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 BEFORE = [("agents", "0022_membership_manager")]
 AFTER = [("agents", "0023_hook_declaration_mode")]

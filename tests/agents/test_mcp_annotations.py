@@ -17,14 +17,15 @@ from agents.mcp_connectors import (
     listing_fingerprint,
 )
 from agents.models import Connector, ConnectorAction, Run, RunStatus
-from agents.services import ServiceError, run_start
+from agents.services import run_start
 from agents.tools.mcp_tools import RemoteTool
 from agents.tools.toolbox import tools_for_agent
+from fimone.errors import ServiceError
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import events_of
 from tests.agents.mcp_kit import ToolboxHarness, calls_of, http_connector, listed, stdio_connector
-from tests.agents.test_admin_errors import form_data
 from tests.approvals.kit import set_policy
+from tests.console.test_admin_errors import form_data
 from tests.personas import make_agent, scripted
 
 pytestmark = pytest.mark.django_db(transaction=True)

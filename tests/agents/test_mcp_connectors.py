@@ -16,10 +16,11 @@ import pytest
 from agents import events as ev
 from agents.mcp_connectors import ToolsDiff, connector_tools_refresh
 from agents.models import Connector, ConnectorAction, Run, RunStatus, ToolExecution
-from agents.services import ServiceError, run_start
+from agents.services import run_start
 from agents.tools.toolbox import tools_for_agent
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_decide
+from fimone.errors import ServiceError
 from tests.agents.engine_kit import events_of
 from tests.agents.mcp_kit import (
     ToolboxHarness,
@@ -453,7 +454,7 @@ def test_a_server_at_a_private_address_is_refused_before_anything_is_sent(person
 
 def test_only_a_code_hooks_holder_may_set_a_stdio_servers_command(governed, log) -> None:
     from agents.mcp_connectors import mcp_connector_save
-    from tests.agents.admin_forms import grant
+    from tests.console.admin_forms import grant
 
     connector = Connector(
         organization=governed.org,

@@ -15,8 +15,9 @@ from agents import prompt_hooks
 from agents.hook_declarations import hook_declaration_save
 from agents.models import HookDeclaration, RunStatus
 from agents.prompt_hooks import PromptHookError, parse_decision
-from agents.services import ServiceError, run_start
-from approvals.models import ConfirmationRequest
+from agents.services import run_start
+from approvals.models import ApproverPolicy, ConfirmationRequest
+from fimone.errors import ServiceError
 from hooks import HookContext, HookPoint
 from hooks.catalog import build_item
 from tests.agents.engine_kit import Harness, events_of
@@ -75,6 +76,8 @@ def test_a_deny_blocks_the_call_with_the_models_reason_and_the_trace_says_how_lo
 
 
 def test_an_allow_lets_the_call_run_and_ask_sends_it_to_the_approval_gate(personas) -> None:
+    # The request parks the run at once rather than holding it for the policy's inline wait.
+    ApproverPolicy.objects.create(organization=personas.org, inline_wait_seconds=0)
     allowing = paying_agent(personas, None)
     prompt_hook(allowing, judging(ALLOW))
     asking = paying_agent(personas, None, name="Asking")

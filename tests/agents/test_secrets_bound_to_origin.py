@@ -22,9 +22,9 @@ from agents.llm.base import LLMConfigError
 from agents.llm.factory import provider_for
 from agents.models import SECRETS_CLEARED, Agent, Connector, HookDeclaration
 from agents.tools.http import HttpActionTool
-from channels_im.models import ChannelConfig
+from approvals.models import ChannelConfig
 from tests.admin_kit import logged_in, page_text, url
-from tests.agents.admin_forms import agent_form, connector_form
+from tests.console.admin_forms import agent_form, connector_form
 from tests.fimone.test_egress import Service
 from tests.personas import Personas, make_action, make_agent, make_hook, make_http_connector, with_roles
 
@@ -330,7 +330,7 @@ def test_a_hooks_file_moving_an_http_hooks_url_must_give_its_secret_again(person
 
 
 def test_the_hook_editor_says_a_moved_url_needs_the_secret_again(superuser, personas: Personas) -> None:
-    from tests.agents.admin_forms import hook_rows
+    from tests.console.admin_forms import hook_rows
 
     hook = http_hook(personas)
     agent = hook.agent

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from agents.models import RunStatus
-from agents.services import ServiceError, run_cancel, run_start
+from agents.services import run_cancel, run_start
+from fimone.errors import ServiceError
 from tests.personas import make_agent
 
 

@@ -12,14 +12,15 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from agents import events as ev
-from agents.models import Agent, HookDeclaration, Membership, Organization, Run, RunStatus, ShadowDecision
+from agents.models import Agent, HookDeclaration, Run, RunStatus, ShadowDecision
 from agents.services import run_start
 from fimone.models import AppendOnlyError
+from tenancy.models import Membership, Organization
 from tests.admin_kit import logged_in, page_text, url
-from tests.agents.admin_forms import hook_rows, organization_form
 from tests.agents.engine_kit import Harness, events_of
-from tests.agents.hook_editor_kit import payments as payments
-from tests.agents.test_hook_admin import row
+from tests.console.admin_forms import hook_rows, organization_form
+from tests.console.hook_editor_kit import payments as payments
+from tests.console.test_hook_admin import row
 from tests.every_path_kit import PAY_ARGS, pay_tool, paying_agent
 from tests.personas import make_hook
 

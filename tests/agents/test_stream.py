@@ -231,7 +231,7 @@ def test_a_deactivated_watcher_is_sent_nothing_more(personas, monkeypatch) -> No
 def test_a_lost_role_is_noticed_without_any_push_within_the_recheck_period(personas, monkeypatch) -> None:
     """An auditor watches a run behind a request; their role is taken by a bulk update, which
     tells nobody. The stream checks again with its next event once its check is old enough."""
-    from agents.models import Membership, Role
+    from tenancy.models import Membership, Role
     from tests.approvals.kit import recorded_request
 
     run = recorded_request(personas).run

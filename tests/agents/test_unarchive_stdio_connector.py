@@ -9,10 +9,10 @@ import pytest
 
 from agents.archiving import connector_archive, connector_unarchive
 from agents.models import Connector
-from agents.services import ServiceError
+from fimone.errors import ServiceError
 from tests.admin_kit import logged_in, page_text, url
-from tests.agents.admin_forms import grant
 from tests.agents.mcp_kit import http_connector, stdio_connector
+from tests.console.admin_forms import grant
 
 pytestmark = pytest.mark.django_db
 

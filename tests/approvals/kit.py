@@ -9,9 +9,10 @@ from typing import Any
 from django.utils import timezone
 
 from agents.engine.store import args_sha256
-from agents.models import Agent, Conversation, Membership, Role, Run
+from agents.models import Agent, Conversation, Run
 from agents.services import run_start
 from approvals.models import ApproverPolicy, ConfirmationRequest
+from tenancy.models import Membership, Role
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.personas import make_agent, scripted
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from agents.models import Agent, Membership, Role, Run
+from agents.models import Agent, Run
 from agents.services import run_start
 from approvals.models import ApprovalStage, ApproverPolicy, ConfirmationRequest
+from tenancy.models import Membership, Role
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import pay_tool, set_policy
 from tests.personas import make_agent, make_user, scripted

@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents.models import Membership, Role, RunStatus
+from agents.models import RunStatus
 from approvals.models import ConfirmationEvent, ConfirmationStatus
 from approvals.selectors import inbox_for
 from approvals.services import confirmation_decide
 from approvals.services.absences import AbsenceRefused, absence_end, absence_set, confirmation_reassign
+from tenancy.models import Membership, Role
 from tests.admin_kit import logged_in
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import set_policy

@@ -18,10 +18,18 @@ from fimone.models import ChainHead
 from tests.approvals.audit_kit import rewrite_events, verify
 from tests.approvals.kit import recorded_request
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# A data migration's logic is the same on either database; it runs where deployments upgrade
+# (PostgreSQL), once, rather than again on the embedded default, where each of these tests costs
+# seconds of migrating the whole graph back and forth.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
-# Before chains were keyed; sign-in records joined the (keyed) chain later, so they stay before it.
-BEFORE = [("fimone", "0002_outbox"), ("sso", "0002_record_append_only_and_roles")]
+# Before chains were keyed; sign-in records joined the (keyed) chain later, so they stay before it,
+# and so does the agents app's hand-over of the organisation models (it follows sso's).
+BEFORE = [
+    ("fimone", "0002_outbox"),
+    ("sso", "0002_record_append_only_and_roles"),
+    ("agents", "0027_mcp_listing_to_review"),
+]
 EVENTS = "approvals.confirmationevent"
 
 

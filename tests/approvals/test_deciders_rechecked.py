@@ -15,9 +15,9 @@ from django.test import Client
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from agents.models import Membership
 from approvals.models import ApproverPolicy, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.services import confirmation_decide
+from tenancy.models import Membership
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import make_approver, pay_tool, set_policy, suspended_run
 

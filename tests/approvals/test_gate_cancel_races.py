@@ -157,7 +157,8 @@ def test_cancels_racing_approved_resumes_leave_each_run_one_consistent_ending(pe
 
     from django.db import connections
 
-    from agents.services import ServiceError, run_cancel
+    from agents.services import run_cancel
+    from fimone.errors import ServiceError
 
     set_policy(personas)
     tool = pay_tool()

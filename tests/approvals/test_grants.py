@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from agents.models import Conversation, Membership, Role, RunStatus
+from agents.models import Conversation, RunStatus
 from agents.services import run_start
 from approvals.models import (
     ApproverPolicy,
@@ -32,6 +32,7 @@ from approvals.services.grants import (
     grant_for_call,
     grant_revoke,
 )
+from tenancy.models import Membership, Role
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.approvals.kit import policy_form, set_policy
@@ -416,9 +417,9 @@ def test_an_operator_saving_the_policy_keeps_the_hours_the_admin_set(governed) -
 
 def test_an_admin_sets_the_hours_and_a_grant_is_held_to_them(governed, resumes) -> None:
     policy = ApproverPolicy.objects.create(
-        organization=governed.org, standing_grants=ApproverPolicy.Grants.AGENT
+        organization=governed.org, standing_grants=ApproverPolicy.Grants.AGENT, inline_wait_seconds=0
     )
-    data = policy_form(policy, standing_grants="agent", grant_max_hours="24")
+    data = policy_form(policy, standing_grants="agent", grant_max_hours="24", inline_wait_seconds="0")
     assert logged_in(governed.admin).post(url(ApproverPolicy, "change", policy.pk), data).status_code == 302
     harness = Harness(pay_tool())
     run = pay_in(governed, harness, paying(governed, 1_000))

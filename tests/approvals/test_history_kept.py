@@ -10,20 +10,10 @@ from django.contrib.auth import get_user_model
 from django.db.models import ProtectedError
 
 from agents.archiving import agent_archive, connector_archive
-from agents.models import (
-    Agent,
-    Connector,
-    Conversation,
-    Organization,
-    Role,
-    Run,
-    RunEvent,
-    RunMessage,
-    RunStatus,
-    ToolExecution,
-)
+from agents.models import Agent, Connector, Conversation, Run, RunEvent, RunMessage, RunStatus, ToolExecution
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.services import confirmation_decide
+from tenancy.models import Organization, Role
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import pay_tool, paying_agent, set_policy, suspended_run

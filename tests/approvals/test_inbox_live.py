@@ -14,11 +14,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from agents.engine.store import args_sha256
-from agents.models import Membership
 from agents.services import run_start
 from approvals.models import ConfirmationRequest
 from approvals.services import confirmation_cancel, confirmation_decide, confirmation_request_open
 from fimone.asgi import application
+from tenancy.models import Membership
 from tests.agents.test_stream import session_cookie
 from tests.approvals.kit import PAY_ARGS, paying_agent, set_policy
 from tests.personas import make_user

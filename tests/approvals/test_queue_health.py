@@ -14,9 +14,9 @@ from django.test import Client, override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from agents.models import Membership
 from approvals.models import ConfirmationVote
 from approvals.selectors.queue_health import percentile, queue_health
+from tenancy.models import Membership
 from tests.admin_kit import logged_in
 from tests.approvals.kit import recorded_request
 from tests.personas import make_agent, make_user

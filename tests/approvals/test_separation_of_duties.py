@@ -21,10 +21,11 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from agents.demo import demo_setup
-from agents.models import Agent, Conversation, Membership, Role, Run
+from agents.models import Agent, Conversation, Run
 from agents.services import run_start
 from approvals.models import (
     ApproverPolicy,
+    ChannelConfig,
     ConfirmationEvent,
     ConfirmationRequest,
     ConfirmationStatus,
@@ -32,7 +33,8 @@ from approvals.models import (
 )
 from approvals.policy import approver_ids, policy_for
 from approvals.services import confirmation_decide, confirmation_escalate_due, confirmation_request_open
-from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.models import ImIdentity
+from tenancy.models import Membership, Role
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import (

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from agents.models import Membership, Organization
 from approvals.models import ApprovalStage, ApproverPolicy
+from tenancy.models import Membership, Organization
 from tests.admin_kit import logged_in, page_text, url
-from tests.agents.admin_forms import organization_form
 from tests.approvals.kit import policy_form
+from tests.console.admin_forms import organization_form
 
 pytestmark = pytest.mark.django_db
 

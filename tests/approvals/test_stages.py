@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agents.models import Membership, Role, RunStatus
+from agents.models import RunStatus
 from agents.services import run_start
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, EscalationTier
 from approvals.policy import ResolvedStage
@@ -21,6 +21,7 @@ from approvals.selectors import inbox_for
 from approvals.selectors.queue_health import queue_health
 from approvals.services import confirmation_decide, confirmation_escalate_due, confirmation_expire_due
 from hooks.conditions import conditions_of
+from tenancy.models import Membership, Role
 from tests.admin_kit import api_logged_in, logged_in, page_text, url
 from tests.agents.engine_kit import Harness, event_types
 from tests.approvals.kit import set_policy

@@ -12,8 +12,9 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from agents.demo import demo_setup
-from agents.models import Agent, Organization
+from agents.models import Agent
 from approvals.models import ApproverPolicy
+from tenancy.models import Organization
 from tests.browser.test_chat_in_a_browser import DESKTOP, PHONE
 
 WIDTHS = [pytest.param(DESKTOP, id="1280"), pytest.param(PHONE, id="390")]

@@ -15,8 +15,9 @@ import pytest
 from playwright.sync_api import expect
 
 from agents.demo import DEMO_AGENT_NAME, demo_setup
-from agents.models import Agent, Connector, HookDeclaration, Membership, Organization
+from agents.models import Agent, Connector, HookDeclaration
 from approvals.models import ApproverPolicy
+from tenancy.models import Membership, Organization
 from tests.browser.admin_pages import WIDTHS, broken_words, lines_of, open_page, overflows, sign_in_to_admin
 from tests.browser.shots import screens_folder, shoot
 

@@ -16,7 +16,7 @@ from django.core import mail
 from playwright.sync_api import expect
 
 from agents.demo import DEMO_PASSWORD, demo_setup
-from agents.models import Membership, Organization, Role
+from tenancy.models import Membership, Organization, Role
 from tests.browser.admin_pages import WIDTHS, broken_words, lines_of, open_page, sign_in_to_admin
 from tests.browser.shots import shoot
 
@@ -35,7 +35,7 @@ def test_the_only_admin_cannot_demote_himself_and_the_page_says_why(
 ) -> None:
     page = open_page(browser, width)
     sign_in_to_admin(page, live_server.url, "adam")
-    page.goto(f"{live_server.url}/admin/agents/organization/{demo_org.pk}/change/")
+    page.goto(f"{live_server.url}/admin/tenancy/organization/{demo_org.pk}/change/")
     # The product's spelling, and the index's group (not the Python app) in the breadcrumbs.
     expect(page.locator("h1")).to_have_text("Change organisation")
     expect(page.locator(".breadcrumbs")).to_contain_text(
@@ -68,7 +68,7 @@ def test_an_invitee_with_no_account_sets_a_password_and_is_signed_in_to_the_inbo
 ) -> None:
     admin_page = open_page(browser, width)
     sign_in_to_admin(admin_page, live_server.url, "adam")
-    admin_page.goto(f"{live_server.url}/admin/agents/invitation/add/")
+    admin_page.goto(f"{live_server.url}/admin/tenancy/invitation/add/")
     admin_page.get_by_label("Organisation").select_option(str(demo_org.pk))
     admin_page.get_by_label("Email").fill("nina.ortiz@example.test")
     admin_page.get_by_label("Role").select_option(Role.APPROVER)
@@ -115,7 +115,7 @@ def test_someone_signed_in_opening_another_persons_invitation_is_told_whose_it_i
 ) -> None:
     from django.contrib.auth import get_user_model
 
-    from agents.invitations import invitation_create
+    from tenancy.invitations import invitation_create
 
     adam = get_user_model().objects.get(username="adam")
     made = invitation_create(

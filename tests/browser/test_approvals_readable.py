@@ -15,9 +15,10 @@ from django.contrib.auth import get_user_model
 from playwright.sync_api import Browser, Page, expect
 
 from agents.demo import DEMO_AGENT_NAME, DEMO_PASSWORD, demo_setup
-from agents.models import Agent, ConnectorAction, Organization
+from agents.models import Agent, ConnectorAction
 from agents.services import run_start
 from approvals.models import ApproverPolicy, ConfirmationRequest
+from tenancy.models import Organization
 from tests.browser.shots import shoot
 
 pytestmark = [pytest.mark.browser]

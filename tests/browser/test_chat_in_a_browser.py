@@ -12,8 +12,9 @@ from playwright.sync_api import Browser, Page, expect
 
 from agents import events as ev
 from agents.demo import DEMO_PASSWORD, demo_setup
-from agents.models import Agent, Conversation, Organization, Role, Run, RunEvent, RunStatus
+from agents.models import Agent, Conversation, Run, RunEvent, RunStatus
 from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus
+from tenancy.models import Organization, Role
 from tests.browser.shots import shoot
 from tests.personas import PASSWORD, make_agent, make_user, scripted
 

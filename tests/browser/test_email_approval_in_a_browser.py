@@ -12,8 +12,8 @@ from django.core import mail
 from playwright.sync_api import Browser, expect
 
 from agents.demo import DEMO_ORGANIZATION
-from agents.models import Organization
-from channels_im.models import ChannelConfig
+from approvals.models import ChannelConfig
+from tenancy.models import Organization
 from tests.browser.shots import shoot
 from tests.browser.test_chat_in_a_browser import sign_in
 from tests.browser.test_demo_in_a_browser import PAID, WIDTHS, demo, fits, new_page, send  # noqa: F401 - the fixture

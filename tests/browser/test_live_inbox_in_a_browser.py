@@ -85,7 +85,7 @@ def test_a_request_appears_in_an_open_inbox_and_leaves_when_decided_elsewhere(
 def test_another_organisations_member_gets_a_404_page_for_a_run(
     asgi_server, demo: dict[str, Any], browser: Browser
 ) -> None:
-    from agents.models import Organization, Role
+    from tenancy.models import Organization, Role
     from tests.personas import PASSWORD, make_user
 
     base = asgi_server.url
@@ -107,8 +107,8 @@ def test_another_organisations_member_gets_a_404_page_for_a_run(
 def test_a_vote_towards_a_quorum_updates_the_tally_of_a_card_already_shown(
     asgi_server, demo: dict[str, Any], browser: Browser
 ) -> None:
-    from agents.models import Organization
     from approvals.models import ApproverPolicy
+    from tenancy.models import Organization
 
     org = Organization.objects.get(name=demo["organization"])
     ApproverPolicy.objects.filter(organization=org, agent=None).update(approvals_required=2)

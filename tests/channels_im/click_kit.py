@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
-from channels_im.models import ChannelConfig
+from approvals.models import (
+    ChannelConfig,
+    ConfirmationEvent,
+    ConfirmationRequest,
+    ConfirmationStatus,
+    ConfirmationVote,
+)
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import set_policy, suspended_run
 from tests.channels_im.feishu_fake import click_event, keys_of, signed_body

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from approvals.models import ConfirmationRequest
+from approvals.models import ChannelConfig, ConfirmationRequest
 from channels_im import quick, replay
-from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.models import ImIdentity
 from fimone import adb, rates
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import Resumes, pay_tool

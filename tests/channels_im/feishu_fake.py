@@ -405,7 +405,7 @@ def configure_channel(
     """A Feishu ``ChannelConfig`` of ``organization`` for this app, posting to ``fake`` (if given).
     Tests of a hanging Feishu pass ``timeout=0.5`` so each hang costs little; others keep the
     default, so a busy test machine cannot turn a slow answer into a failed delivery."""
-    from channels_im.models import ChannelConfig
+    from approvals.models import ChannelConfig
 
     keys = keys or (fake.keys if fake is not None else AppKeys.generate())
     options = {"chat_id": "oc_approvals", **settings}

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, quote, urlencode
 
 from slack_sdk.signature import SignatureVerifier
 
-from channels_im.models import ChannelConfig
+from approvals.models import ChannelConfig
 
 BOT_TOKEN = "xoxb-fake-bot-token"
 SIGNING_SECRET = "fake-signing-secret-8f2b"

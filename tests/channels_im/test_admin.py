@@ -14,8 +14,8 @@ from django.test import Client
 from django.utils import timezone
 
 from agents.services import run_start
-from approvals.models import ConfirmationRequest
-from channels_im.models import ChannelConfig, ImIdentity
+from approvals.models import ChannelConfig, ConfirmationRequest
+from channels_im.models import ImIdentity
 from tests import admin_kit
 from tests.admin_kit import logged_in, page_text, url
 from tests.channels_im.slack_fake import BOT_TOKEN, CHANNEL, SIGNING_SECRET, FakeSlack
@@ -46,7 +46,7 @@ def configs(personas, slack: FakeSlack) -> dict[str, ChannelConfig]:
 
 
 def grant(user: Any, *codenames: str) -> None:
-    admin_kit.grant(user, *codenames, app_label="channels_im")
+    admin_kit.grant(user, *codenames, app_label=("channels_im", "approvals"))
 
 
 def config_form(config: ChannelConfig, secrets: str, **changes: Any) -> dict[str, Any]:

@@ -16,8 +16,7 @@ import pytest
 from django.test import Client
 from rest_framework.test import APIClient
 
-from approvals.models import ConfirmationRequest, ConfirmationStatus
-from channels_im.models import ChannelConfig
+from approvals.models import ChannelConfig, ConfirmationRequest, ConfirmationStatus
 from tests.admin_kit import page_text
 from tests.agents.engine_kit import Harness
 from tests.approvals.test_edit_on_approve import editable_request, inbox_post

@@ -9,10 +9,9 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
-from agents.models import Membership, Role
 from agents.services import run_start
-from approvals.models import ConfirmationRequest, ConfirmationStatus
-from channels_im.models import ChannelConfig
+from approvals.models import ChannelConfig, ConfirmationRequest, ConfirmationStatus
+from tenancy.models import Membership, Role
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import Resumes, paying_agent, set_policy
 from tests.channels_im.click_kit import Kind, nothing_written, park, post_click, written

@@ -17,12 +17,11 @@ from django.conf import settings
 from django.test import AsyncClient
 
 from approvals.decision_sql import click_facts
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.models import ChannelConfig, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.services import clicks_on_the_loop
 from approvals.tasks import confirmation_settled_task
 from channels_im import replay
 from channels_im.identities import clicker_and_facts_async, identity_for_click
-from channels_im.models import ChannelConfig
 from fimone import adb
 from fimone.audit_chain import chain_verify
 from tests.approvals.kit import Resumes

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from django.test import AsyncClient
 
-from agents.models import Membership, Role
-from approvals.models import ConfirmationRequest, ConfirmationStatus, ConfirmationVote
+from approvals.models import ChannelConfig, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
 from approvals.tasks import confirmation_settled_task
-from channels_im.models import ChannelConfig
+from tenancy.models import Membership, Role
 from tests.approvals.kit import Resumes
 from tests.channels_im.click_kit import Kind, post_click, written
 from tests.channels_im.feishu_fake import click_event, keys_of, signed_body

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from agents.models import Membership, Role, RunStatus
-from approvals.models import ConfirmationEvent, ConfirmationStatus
+from agents.models import RunStatus
+from approvals.models import ChannelConfig, ConfirmationEvent, ConfirmationStatus
 from approvals.services import confirmation_decide, confirmation_expire_due
 from channels_im.email import links
-from channels_im.models import ChannelConfig
+from tenancy.models import Membership, Role
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import pay_tool, set_policy, suspended_run

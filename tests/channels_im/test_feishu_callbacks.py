@@ -26,8 +26,8 @@ from lark_oapi.event.callback.model.p2_card_action_trigger import (
     P2CardActionTriggerResponse,
 )
 
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from channels_im.models import ChannelConfig, ImIdentity
+from approvals.models import ChannelConfig, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from channels_im.models import ImIdentity
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import Resumes, pay_tool, set_policy, suspended_run
 from tests.channels_im.feishu_fake import AppKeys, click_event, configure_channel, signed_body, url_check

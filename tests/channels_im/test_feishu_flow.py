@@ -15,10 +15,10 @@ from django.test import Client
 from django.urls import reverse
 
 from agents.models import Run, RunStatus
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.models import ChannelConfig, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
 from approvals.services import confirmation_decide, confirmation_expire_due
-from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.models import ImIdentity
 from tests.agents.engine_kit import Harness, events_of
 from tests.approvals.kit import PAY_ARGS, Resumes, set_policy, suspended_run
 from tests.channels_im.feishu_fake import (

@@ -20,13 +20,12 @@ from lark_oapi.api.im.v1 import (
     PatchMessageRequestBody,
 )
 
-from approvals.models import ConfirmationRequest
+from approvals.channel_contract import DeliveryError
+from approvals.models import ChannelConfig, ConfirmationRequest
 from approvals.services import confirmation_decide, confirmation_expire_due
-from channels_im.base import DeliveryError
 from channels_im.cards import ARGS_CARD_LIMIT, CardFacts, card_facts
 from channels_im.feishu.cards import CARD_MAX_BYTES, card_size, request_card
 from channels_im.feishu.transport import FeishuChannel, feishu_settings, sdk_client
-from channels_im.models import ChannelConfig
 from channels_im.services import card_deliver_attempt, card_update_attempt
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import PAY_ARGS, Resumes, pay_tool, set_policy, suspended_run

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from approvals.models import ChannelConfig
 from channels_im.identities import LinkRefused, identity_for_click, im_identity_link, link_offer_make
-from channels_im.models import ChannelConfig, ImIdentity, ImLinkOffer
+from channels_im.models import ImIdentity, ImLinkOffer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

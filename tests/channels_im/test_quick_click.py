@@ -15,13 +15,13 @@ from django.test.utils import CaptureQueriesContext
 
 from agents.models import RunStatus
 from approvals.models import (
+    ChannelConfig,
     ConfirmationEvent,
     ConfirmationRequest,
     ConfirmationStatus,
     ConfirmationVote,
 )
 from approvals.services import confirmation_decide, confirmation_decide_click
-from channels_im.models import ChannelConfig
 from fimone.audit_chain import ChainHeadMissing, chain_verify
 from fimone.models import ChainHead
 from tests.agents.engine_kit import Harness

@@ -18,10 +18,10 @@ from django.http import HttpResponse
 from django.test import Client
 
 from agents.models import Run, RunStatus
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from approvals.models import ChannelConfig, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
 from approvals.services import confirmation_decide, confirmation_expire_due
-from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.models import ImIdentity
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run
 from tests.channels_im.slack_fake import (

@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from slack_sdk.signature import Clock, SignatureVerifier
 
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from channels_im.models import ChannelConfig, ImIdentity
+from approvals.models import ChannelConfig, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from channels_im.models import ImIdentity
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import pay_tool, set_policy, suspended_run
 from tests.channels_im.slack_fake import (

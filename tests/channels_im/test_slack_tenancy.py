@@ -19,9 +19,9 @@ from django.http import HttpResponse
 from django.test import Client
 from django.utils import timezone
 
-from agents.models import Membership, Role
 from approvals.models import ConfirmationEvent, ConfirmationStatus
 from channels_im.models import ImIdentity, ImLinkOffer
+from tenancy.models import Membership, Role
 from tests.approvals.kit import set_policy
 from tests.channels_im.slack_fake import FakeSlack, click_body, signed_headers
 from tests.channels_im.test_slack_flow import APRIL, Flow, ephemeral_text, park

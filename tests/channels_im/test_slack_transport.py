@@ -16,11 +16,10 @@ import pytest
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 
-from approvals.models import ConfirmationRequest
+from approvals.channel_contract import DeliveryError
+from approvals.channels import channel_for
+from approvals.models import ChannelConfig, ConfirmationRequest
 from approvals.services import confirmation_decide
-from channels_im.base import DeliveryError
-from channels_im.models import ChannelConfig
-from channels_im.providers import channel_for
 from channels_im.slack.blocks import SECTION_TEXT_LIMIT
 from channels_im.slack.transport import SlackChannel, parse_message_ref
 from tests.agents.engine_kit import Harness

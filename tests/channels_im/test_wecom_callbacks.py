@@ -13,8 +13,8 @@ from django.http import HttpResponse
 from django.test import Client
 from wechatpy.enterprise.crypto import WeChatCrypto
 
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from channels_im.models import ChannelConfig, ImIdentity, ImLinkOffer
+from approvals.models import ChannelConfig, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from channels_im.models import ImIdentity, ImLinkOffer
 from channels_im.wecom.config import WecomConfigError, wecom_settings
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import pay_tool, set_policy, suspended_run

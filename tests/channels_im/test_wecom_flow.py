@@ -14,8 +14,8 @@ from django.http import HttpResponse
 from django.test import Client
 
 from agents.models import Run, RunStatus
-from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
-from channels_im.models import ChannelConfig, ImIdentity
+from approvals.models import ChannelConfig, ConfirmationEvent, ConfirmationRequest, ConfirmationStatus
+from channels_im.models import ImIdentity
 from channels_im.wecom.transport import parse_message_ref
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.approvals.kit import PAY_ARGS, pay_tool, set_policy, suspended_run

@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urlencode
 import xmltodict
 from wechatpy.enterprise.crypto import WeChatCrypto
 
-from channels_im.models import ChannelConfig
+from approvals.models import ChannelConfig
 from channels_im.wecom import client as wecom_client
 
 CORP_ID = "ww0fimone0test0corp"

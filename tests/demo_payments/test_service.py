@@ -14,12 +14,13 @@ from django.test import Client
 
 from agents.demo import demo_setup
 from agents.llm.factory import check_model_config
-from agents.models import Agent, Connector, ConnectorAction, Membership, Organization
+from agents.models import Agent, Connector, ConnectorAction
 from agents.tools.base import ToolError
 from agents.tools.schema import check_parameters_schema
 from agents.tools.toolbox import tools_for_agent
 from demo_payments.models import Purchase
 from demo_payments.services import purchase_seed_demo
+from tenancy.models import Membership, Organization
 
 API = "/demo/api/purchases"
 

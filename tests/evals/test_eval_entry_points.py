@@ -55,7 +55,7 @@ def test_the_command_refuses_a_user_who_does_not_operate_the_organisation(person
 
 
 def test_adding_an_eval_run_in_the_admin_starts_it(personas, superuser, executed_at_once) -> None:
-    from agents.models import Membership, Role
+    from tenancy.models import Membership, Role
 
     Membership.objects.create(organization=personas.org, user=superuser, role=Role.OPERATOR)
     agent = make_agent(personas.org, personas.operator, model_config_json=scripted({"content": "Hello."}))
@@ -149,7 +149,7 @@ def test_each_case_of_an_eval_counts_as_a_run_started_and_a_refused_eval_counts_
 
 
 def test_the_admin_and_the_command_start_evals_under_the_same_rate(personas, settings, monkeypatch) -> None:
-    from agents.models import Membership, Role
+    from tenancy.models import Membership, Role
     from tests.personas import with_roles
 
     monkeypatch.setattr("agents.services.dispatch_execute", lambda run_id: None)

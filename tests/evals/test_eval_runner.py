@@ -169,7 +169,7 @@ def test_a_case_whose_run_fails_is_graded_as_an_error(personas, dispatched) -> N
 
 
 def test_only_operators_of_the_organisation_start_an_eval(personas, dispatched) -> None:
-    from agents.services import ServiceError
+    from fimone.errors import ServiceError
 
     eval_set = one_case_set(personas, expected="Hello")
     agent = make_agent(personas.org, personas.operator)
@@ -183,7 +183,7 @@ def test_only_operators_of_the_organisation_start_an_eval(personas, dispatched) 
 
 
 def test_a_bad_expectation_is_refused_with_the_case_named(personas) -> None:
-    from agents.services import ServiceError
+    from fimone.errors import ServiceError
 
     cases = [
         {"input": "a", "expectation": "contains", "expected": "x"},

@@ -14,10 +14,10 @@ from asgiref.sync import async_to_sync
 from agents import events as ev
 from agents.engine.runner import run_execute
 from agents.models import Agent, ConnectorCallLog, ExecutionPath, Run, RunStatus, ToolExecution
-from agents.services import ServiceError
 from approvals.models import ConfirmationRequest
 from evals.models import EvalRun, EvalSet, EvalStatus, Outcome
 from evals.services import eval_run_start, eval_set_create
+from fimone.errors import ServiceError
 from tests.agents.engine_kit import events_of
 from tests.agents.test_end_to_end import PAY_SCHEMA, Service, service
 from tests.personas import make_action, make_agent, make_hook, make_http_connector, scripted

@@ -9,11 +9,12 @@ import pytest
 from django.db import connection
 from django.forms.models import model_to_dict
 
-from agents.models import Membership, Organization, Role
+from approvals.models import ChannelConfig
 from channels_im.identities import identity_for_click
-from channels_im.models import ChannelConfig, ImIdentity
+from channels_im.models import ImIdentity
 from channels_im.selectors import channel_config_for_callback
 from fimone import rows
+from tenancy.models import Membership, Organization, Role
 
 pytestmark = pytest.mark.django_db
 

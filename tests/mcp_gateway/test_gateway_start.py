@@ -14,12 +14,13 @@ from django.db import connection
 from django.utils import timezone
 
 from agents.checks import hook_chain_of
-from agents.models import ConnectorAction, Conversation, ExecutionPath, Membership, Role, Run, RunStatus
-from agents.services import ServiceError
+from agents.models import ConnectorAction, Conversation, ExecutionPath, Run, RunStatus
 from agents.tools.toolbox import tools_for_agent
 from fimone import adb, rates
+from fimone.errors import ServiceError
 from mcp_gateway import services
 from mcp_gateway.models import GatewayCall
+from tenancy.models import Membership, Role
 from tests.agents.archiving_race import a_start_waits_on_a_lock, start_while_an_archiving_commits
 from tests.mcp_gateway.kit import HOLD_SECONDS, HeldAfterLookup, make_gateway
 from tests.personas import make_action, make_agent, make_hook, make_http_connector

@@ -14,9 +14,10 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agents import events as ev
-from agents.models import Conversation, Membership, Role, Run, RunEvent, RunStatus
+from agents.models import Conversation, Run, RunEvent, RunStatus
 from agents.services import run_start
 from approvals.models import ApproverPolicy, ConfirmationStatus, ConfirmationVote
+from tenancy.models import Membership, Role
 from tests.agents.engine_kit import Harness
 from tests.approvals.kit import pay_tool, set_policy, suspended_run
 from tests.personas import make_agent

@@ -13,10 +13,11 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from agents.models import Membership, Run
+from agents.models import Run
 from agents.services import run_start
 from approvals.models import ConfirmationRequest
 from fimone.asgi import application
+from tenancy.models import Membership
 from tests.agents.engine_kit import Harness
 from tests.agents.test_stream import session_cookie
 from tests.approvals.kit import pay_tool, set_policy, suspended_run

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from agents.models import Membership, Role
 from sso.backends import OidcBackend
 from sso.models import ExternalIdentity, SignInRecord
+from tenancy.models import Membership, Role
 from tests.oidc_provider.kit import Provider, generate_key, key_id
 from tests.sso.kit import (
     CLIENT_ID,

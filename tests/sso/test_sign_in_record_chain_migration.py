@@ -13,7 +13,10 @@ from tests.approvals.audit_kit import verify
 from tests.migration_kit import migrate, migrate_to_the_latest
 from tests.migration_kit import schema_back_to_the_latest as schema_back_to_the_latest
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# A data migration's logic is the same on either database; it runs where deployments upgrade
+# (PostgreSQL), once, rather than again on the embedded default, where each of these tests costs
+# seconds of migrating the whole graph back and forth.
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 
 BEFORE = [("sso", "0002_record_append_only_and_roles")]
 AFTER = [("sso", "0003_sign_in_record_chain")]

@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from rest_framework.test import APIClient
 
 from agents.models import Run
-from agents.services import ServiceError
+from fimone.errors import ServiceError
 from tests.agents.engine_kit import Harness, RecordingTool
 from tests.agents.test_end_to_end import service
 from tests.approvals.kit import PAY_SCHEMA
@@ -313,7 +313,7 @@ def test_a_workflow_is_started_in_the_admin_and_its_node_states_shown(
 ) -> None:
     from django.test import Client
 
-    from agents.models import Membership, Role
+    from tenancy.models import Membership, Role
 
     Membership.objects.create(organization=personas.org, user=superuser, role=Role.OPERATOR)
     workflow = one_step_workflow(personas, CONNECTOR)
@@ -335,7 +335,7 @@ def test_the_admins_start_counts_with_the_starters_runs_started(
 ) -> None:
     from django.test import Client
 
-    from agents.models import Membership, Role
+    from tenancy.models import Membership, Role
 
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {"run_start": "2/min"}}
     Membership.objects.create(organization=personas.org, user=superuser, role=Role.OPERATOR)

@@ -3,7 +3,7 @@ from django.db import migrations
 
 def sync_role_groups(apps, schema_editor):
     """Operators define and start workflows and evals; auditors read them."""
-    from agents.roles import role_groups_sync
+    from tenancy.roles import role_groups_sync
 
     role_groups_sync(apps=apps)
 

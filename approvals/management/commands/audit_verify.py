@@ -11,11 +11,11 @@ from typing import Any
 from django.apps import apps
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.models import Organization
 from approvals.audit import organisations_owing_a_chain, verdict_findings
 from approvals.models import ConfirmationEvent
 from fimone.audit_chain import ChainLink, Verification, anchor_unsigned, chain_verify, link_at
 from fimone.models import ChainHead
+from tenancy.models import Organization
 
 
 def chained_models() -> list[type[ChainLink]]:

@@ -10,9 +10,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agents.models import Agent
-from agents.services import ServiceError
 from evals.models import EvalRun, EvalSet, EvalStatus
 from evals.services import eval_run_start
+from fimone.errors import ServiceError
 
 
 class Command(BaseCommand):

@@ -10,8 +10,8 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from agents.models import Organization
 from sso.models import IdentityProvider
+from tenancy.models import Organization
 
 
 class Command(BaseCommand):
