@@ -9,7 +9,7 @@ from django.db import models
 
 from approvals.models import ChannelConfig, ChannelKind
 from approvals.models import new_callback_key as new_callback_key  # named by its migrations
-from tenancy.models import Membership, Organization
+from tenancy.models import Membership, organisation_key
 
 
 class ImIdentity(models.Model):
@@ -18,9 +18,7 @@ class ImIdentity(models.Model):
     came through (docs/design.md §1.11). Only the person themselves (the link flow, :class:`ImLinkOffer`)
     or a superuser links an identity; organisation staff may only view and unlink."""
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="im_identities", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="im_identities")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="im_identities")
     provider = models.CharField(max_length=12, choices=ChannelKind.choices)
     external_id = models.CharField(max_length=200)
@@ -67,9 +65,7 @@ class ImLinkOffer(models.Model):
     per clicker and channel exists (a new click replaces it)."""
 
     token_sha256 = models.CharField(max_length=64, unique=True)
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="+")
     channel_config = models.ForeignKey(ChannelConfig, on_delete=models.CASCADE, related_name="link_offers")
     provider = models.CharField(max_length=12, choices=ChannelKind.choices)
     external_id = models.CharField(max_length=200)

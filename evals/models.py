@@ -20,13 +20,11 @@ from django.db import models
 from agents.models import Agent, Run
 from agents.tools.sandbox import SandboxSpecError, sandbox_spec
 from evals.grading import expectation_errors
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class EvalSet(models.Model):
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="eval_sets", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="eval_sets")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     live_tools = models.JSONField(
@@ -98,9 +96,7 @@ class EvalStatus(models.TextChoices):
 class EvalRun(models.Model):
     """One agent on one eval set. Its cases run concurrently; it completes when every case has."""
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="+")
     eval_set = models.ForeignKey(EvalSet, on_delete=models.PROTECT, related_name="runs")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="eval_runs")
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")

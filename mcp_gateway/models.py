@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import models
 
 from agents.models import Agent, Run
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 def new_gateway_key() -> str:
@@ -23,9 +23,7 @@ def new_gateway_key() -> str:
 
 
 class Gateway(models.Model):
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="mcp_gateways", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="mcp_gateways")
     agent = models.ForeignKey(
         Agent,
         on_delete=models.PROTECT,

@@ -23,7 +23,7 @@ from simple_history.models import HistoricalRecords
 from fimone.audit_chain import ChainLink, canonical_time, chain_append
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
-from tenancy.models import Organization, Role
+from tenancy.models import Role, organisation_key
 
 ROLE_LINE = re.compile(r"^\s*(?P<group>[^=#]+?)\s*=\s*(?P<role>[a-z]+)\s*$")
 
@@ -55,9 +55,7 @@ class IdentityProvider(models.Model):
     With ``passwords_allowed`` off, the organisation's people sign in only through the provider;
     its admins keep their password as a break-glass way in (recorded as such)."""
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="identity_providers", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="identity_providers")
     name = models.CharField(
         max_length=100, help_text="Shown on the sign-in pages: “Sign in with” and this name."
     )
@@ -183,9 +181,7 @@ class SignInRecord(ChainLink):
         PASSWORD_REFUSED = "password_refused", "password sign-in refused"
         SIGNED_OUT = "signed_out", "signed out"
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="+")
     # PROTECT: a record is never rewritten, so what it names is switched off, not deleted
     # (docs/design.md §1.9).
     provider = models.ForeignKey(

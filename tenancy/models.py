@@ -9,6 +9,8 @@ A user belongs to an organisation through one :class:`Membership` per :class:`Ro
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
@@ -43,6 +45,15 @@ class Organization(models.Model):
         return self.archived_at is not None
 
 
+def organisation_key(*, on_delete: Any, related_name: str) -> models.ForeignKey[Any, Any]:
+    """The foreign key every organisation-owned model holds to its organisation (the product's
+    spelling in forms and the admin: "organisation"). ``PROTECT`` for records, which outlive
+    nothing they name; ``CASCADE`` for configuration, which goes with its organisation."""
+    return models.ForeignKey(
+        Organization, on_delete=on_delete, related_name=related_name, verbose_name="organisation"
+    )
+
+
 class Role(models.TextChoices):
     MEMBER = "member", "Member"
     OPERATOR = "operator", "Operator"
@@ -52,9 +63,7 @@ class Role(models.TextChoices):
 
 
 class Membership(models.Model):
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="memberships", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="memberships")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
     manager = models.ForeignKey(
@@ -83,9 +92,7 @@ class Invitation(models.Model):
     :class:`Membership` created: nobody is added to an organisation without their consent.
     Only a SHA-256 of the invitation's token is stored; the link is shown once, to the inviter."""
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="invitations", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="invitations")
     invited_user = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         on_delete=models.CASCADE,

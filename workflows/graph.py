@@ -267,23 +267,23 @@ def _topological(nodes: Mapping[str, Any], edges: list[dict[str, Any]]) -> list[
     return order if len(order) == len(nodes) else None
 
 
-def _reachable(start: str, edges: list[dict[str, Any]]) -> set[str]:
-    seen, todo = {start}, [start]
+def _walk(start: str, edges: list[dict[str, Any]], *, along: str, to: str) -> set[str]:
+    """The nodes reached from ``start`` following edges from their ``along`` end to their ``to``
+    end (``start`` itself not included unless a cycle leads back to it)."""
+    seen: set[str] = set()
+    todo = [start]
     while todo:
         current = todo.pop()
         for edge in edges:
-            if edge["from"] == current and edge["to"] not in seen:
-                seen.add(edge["to"])
-                todo.append(edge["to"])
+            if edge[along] == current and edge[to] not in seen:
+                seen.add(edge[to])
+                todo.append(edge[to])
     return seen
+
+
+def _reachable(start: str, edges: list[dict[str, Any]]) -> set[str]:
+    return {start} | _walk(start, edges, along="from", to="to")
 
 
 def _ancestors(node_id: str, edges: list[dict[str, Any]]) -> set[str]:
-    seen, todo = set(), [node_id]
-    while todo:
-        current = todo.pop()
-        for edge in edges:
-            if edge["to"] == current and edge["from"] not in seen:
-                seen.add(edge["from"])
-                todo.append(edge["from"])
-    return seen
+    return _walk(node_id, edges, along="to", to="from")

@@ -12,14 +12,12 @@ from django.conf import settings
 from django.db import models
 
 from agents.models import Agent, Run
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 from workflows.checks import workflow_check
 
 
 class Workflow(models.Model):
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="workflows", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="workflows")
     name = models.CharField(max_length=200)
     description = models.TextField(blank=True)
     graph = models.JSONField(
@@ -79,9 +77,7 @@ class WorkflowRun(models.Model):
     the workflow never changes a run in flight (docs/design.md §1.10)."""
 
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="+")
     started_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     input = models.TextField(blank=True)
     status = models.CharField(

@@ -89,25 +89,38 @@ async def _wake_parent(engine: Any, status: str | None) -> None:
 
 async def run_execute(run_id: int, **engine_options: Any) -> str | None:
     """Drive a queued run (or one whose worker died). ``None`` if another caller has it."""
+    return await _claim_and_drive(run_id, RunStatus.QUEUED, "lease expired", engine_options)
+
+
+async def _claim_and_drive(
+    run_id: int, from_status: str, reason: str, engine_options: dict[str, Any]
+) -> str | None:
+    """Claim the run's lease from ``from_status`` and drive it to its end or its next pause,
+    waking its parent if it ended; ``None`` if another caller has it."""
     owner = new_owner()
-    claimed = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.QUEUED,))
+    claimed = await db(_claim, run_id=run_id, owner=owner, from_statuses=(from_status,))
     if claimed is None:
         return None
     kind, opening = claimed
-    engine = _engine(run_id, owner, engine_options, kind)
-    status = await engine.execute(resumed_reason="lease expired", opening=opening)
-    await _wake_parent(engine, status)
-    return status
+    return await run_drive_claimed(
+        run_id, owner=owner, kind=kind, opening=opening, resumed_reason=reason, **engine_options
+    )
 
 
 async def run_drive_claimed(
-    run_id: int, *, owner: str, kind: EngineKind, opening: store.Opening | None = None, **engine_options: Any
+    run_id: int,
+    *,
+    owner: str,
+    kind: EngineKind,
+    opening: store.Opening | None = None,
+    resumed_reason: str = "lease expired",
+    **engine_options: Any,
 ) -> str:
     """Drive a run whose lease ``owner`` took when it created it (``run_start(claimed_by=…)``):
     no claim, and with ``kind`` (what :func:`_engine_kind` would say) and ``opening`` nothing is
     read again before the engine starts."""
     engine = _engine(run_id, owner, engine_options, kind)
-    status = await engine.execute(resumed_reason="lease expired", opening=opening)
+    status = await engine.execute(resumed_reason=resumed_reason, opening=opening)
     await _wake_parent(engine, status)
     return status
 
@@ -115,15 +128,7 @@ async def run_drive_claimed(
 async def run_resume(run_id: int, *, reason: str, **engine_options: Any) -> str | None:
     """Continue a suspended run (or one whose worker died). ``None`` if another caller has it or
     there is nothing to resume."""
-    owner = new_owner()
-    claimed = await db(_claim, run_id=run_id, owner=owner, from_statuses=(RunStatus.AWAITING_APPROVAL,))
-    if claimed is None:
-        return None
-    kind, opening = claimed
-    engine = _engine(run_id, owner, engine_options, kind)
-    status = await engine.execute(resumed_reason=reason, opening=opening)
-    await _wake_parent(engine, status)
-    return status
+    return await _claim_and_drive(run_id, RunStatus.AWAITING_APPROVAL, reason, engine_options)
 
 
 async def child_drive(run_id: int, **engine_options: Any) -> str | None:

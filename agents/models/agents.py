@@ -21,7 +21,7 @@ from agents.models.connectors import ConnectorAction
 from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class Agent(SecretsBoundToAddress, models.Model):
@@ -33,9 +33,7 @@ class Agent(SecretsBoundToAddress, models.Model):
         REACT = "react", "ReAct"
         DAG = "dag", "DAG"
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="agents", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="agents")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="owned_agents")
     name = models.CharField(max_length=200)
     instructions = models.TextField(blank=True)

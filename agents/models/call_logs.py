@@ -15,7 +15,7 @@ from django.utils import timezone
 from agents.models.agents import Agent
 from agents.models.runs import Run
 from fimone.audit_chain import ChainLink, canonical_time
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class ConnectorCallLog(ChainLink):
@@ -35,9 +35,7 @@ class ConnectorCallLog(ChainLink):
         FAILED = "failed"
         BLOCKED = "blocked"
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+", null=True, blank=True)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", null=True, blank=True

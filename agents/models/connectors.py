@@ -24,7 +24,7 @@ from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
 from hooks.kinds.command import check_argv
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 SLUG_RE = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
 ACTION_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,63}$")
@@ -77,9 +77,7 @@ class Connector(SecretsBoundToAddress, models.Model):
         HTTP = "http", "Streamable HTTP"
         STDIO = "stdio", "stdio (a command run here)"
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="connectors", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="connectors")
     slug = models.CharField(max_length=40, validators=[validate_tool_slug], help_text="Tool name prefix.")
     name = models.CharField(max_length=200)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.HTTP)

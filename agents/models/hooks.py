@@ -17,7 +17,7 @@ from agents.models.bound_secrets import SecretsBoundQuerySet, SecretsBoundToAddr
 from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from hooks.catalog import CODE_KINDS, SECRET_KINDS, HookDeclarationError, build_item
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class HookDeclaration(SecretsBoundToAddress, models.Model):
@@ -67,9 +67,7 @@ class HookDeclaration(SecretsBoundToAddress, models.Model):
         SHADOW = "shadow", "Shadow (record what it would do)"
         OFF = "off", "Off"
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="hook_declarations", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="hook_declarations")
     agent = models.ForeignKey(
         Agent,
         on_delete=models.CASCADE,

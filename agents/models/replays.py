@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db import models
 
 from agents.models.agents import Agent
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class ChainReplay(models.Model):
@@ -25,9 +25,7 @@ class ChainReplay(models.Model):
         DONE = "done", "Done"
         FAILED = "failed", "Failed"
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="chain_replays")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"

@@ -13,15 +13,13 @@ from django.conf import settings
 from django.db import models
 
 from agents.models.agents import Agent
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class Conversation(models.Model):
     # History (docs/design.md §1.9): every relation is PROTECT, so deleting an organisation, an agent or a
     # user that has conversations is refused; archive the agent or deactivate the user instead.
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="conversations", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="conversations")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="conversations")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="conversations")
     title = models.CharField(max_length=200, blank=True)

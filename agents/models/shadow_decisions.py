@@ -15,7 +15,7 @@ from django.utils import timezone
 from agents.models.agents import Agent
 from agents.models.runs import Run
 from fimone.audit_chain import ChainLink, canonical_time
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class ShadowDecision(ChainLink):
@@ -35,9 +35,7 @@ class ShadowDecision(ChainLink):
         FAIL_CLOSED = "fail_closed", "would have failed closed"
         FAIL_OPEN = "fail_open", "would have failed open"
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="+", null=True, blank=True)
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="+", null=True, blank=True)
     declaration_pk = models.BigIntegerField(null=True, blank=True, verbose_name="declaration")

@@ -122,35 +122,8 @@ class ConfirmationRequestAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
             },
         ),
     )
-    readonly_fields = (
-        "tool_name",
-        "status",
-        "organization",
-        "agent_link",
-        "run_link",
-        "tool_call_id",
-        "arguments",
-        "proposed_arguments",
-        "args_sha256",
-        "edited",
-        "requester",
-        "approver_names",
-        "allow_self_approval",
-        "approvals_required",
-        "any_rejection_rejects",
-        "escalation_level",
-        "decider",
-        "responded_by_external_id",
-        "responded_at",
-        "time_to_decision",
-        "reason",
-        "mode",
-        "channel",
-        "channel_config",
-        "external_message_id",
-        "created_at",
-        "expires_at",
-    )
+    # A record: every field it shows is read-only.
+    readonly_fields = tuple(field for _, options in fieldsets for field in options["fields"])
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ConfirmationRequest]:
         return visible(request, super().get_queryset(request))

@@ -21,7 +21,7 @@ from approvals.channels import channel_for, provider_class
 from fimone.egress import url_origin
 from fimone.fields import EncryptedJSONField
 from fimone.history import SecretsFingerprint
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 def new_callback_key() -> str:
@@ -42,9 +42,7 @@ class ChannelConfig(SecretsBoundToAddress, models.Model):
     entered for (Feishu ``domain``, Slack ``api_url``, WeCom ``api_base``; their scheme, host and
     port): changing it clears them unless they are entered again (``SecretsBoundToAddress``)."""
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="channel_configs", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="channel_configs")
     kind = models.CharField(max_length=12, choices=ChannelKind.choices)
     name = models.CharField(max_length=200)
     active = models.BooleanField(default=True)

@@ -9,7 +9,7 @@ from django.db import models
 from django.utils import timezone
 
 from agents.models import Agent
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class Absence(models.Model):
@@ -19,9 +19,7 @@ class Absence(models.Model):
     away is a delegate: delegation never chains or loops. Ended early by the person coming back
     (``ended_at``). Kept as history: never deleted."""
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="+")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="absences")
     delegate = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="stand_ins")
     starts_at = models.DateTimeField(default=timezone.now)
@@ -56,9 +54,7 @@ class StandingGrant(models.Model):
         CONVERSATION = "conversation", "this conversation"
         AGENT = "agent", "this agent"
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="standing_grants")
     conversation = models.ForeignKey(
         "agents.Conversation", null=True, blank=True, on_delete=models.PROTECT, related_name="+"

@@ -8,7 +8,7 @@ from simple_history.models import HistoricalRecords
 
 from agents.models import Agent
 from approvals.models.channel_configs import ChannelConfig
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class ApproverPolicy(models.Model):
@@ -22,9 +22,7 @@ class ApproverPolicy(models.Model):
         DEFAULT = "", "Organisation default (else the web inbox)"
         WEB = "web", "Web inbox"
 
-    organization = models.ForeignKey(
-        Organization, on_delete=models.CASCADE, related_name="approver_policies", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.CASCADE, related_name="approver_policies")
     agent = models.OneToOneField(
         Agent, null=True, blank=True, on_delete=models.CASCADE, related_name="approver_policy"
     )

@@ -14,7 +14,7 @@ from approvals.models.channel_configs import ChannelConfig
 from approvals.models.delegation import StandingGrant
 from fimone.audit_chain import ChainLink, canonical_digest, canonical_time
 from fimone.models import AppendOnlyQuerySet, refuse_change
-from tenancy.models import Organization
+from tenancy.models import organisation_key
 
 
 class ConfirmationStatus(models.TextChoices):
@@ -50,9 +50,7 @@ class ConfirmationRequest(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     # History (docs/design.md §1.9): every relation is PROTECT, so no deletion of an organisation, agent,
     # run, user or channel removes a request by cascade.
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="+")
     agent = models.ForeignKey(Agent, on_delete=models.PROTECT, related_name="confirmation_requests")
     requested_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
     run = models.ForeignKey(Run, on_delete=models.PROTECT, related_name="confirmation_requests")
@@ -269,9 +267,7 @@ class ConfirmationEvent(ChainLink):
         EXECUTED = "executed"
 
     # The request's organisation, copied: the chain is per organisation and so is its lock.
-    organization = models.ForeignKey(
-        Organization, on_delete=models.PROTECT, related_name="+", verbose_name="organisation"
-    )
+    organization = organisation_key(on_delete=models.PROTECT, related_name="+")
     request = models.ForeignKey(ConfirmationRequest, on_delete=models.PROTECT, related_name="events")
     kind = models.CharField(max_length=20, choices=Kind.choices)
     actor = models.ForeignKey(

@@ -4,39 +4,42 @@
 
 from __future__ import annotations
 
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.utils import timezone
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from approvals import selectors
 from approvals.exports import history_csv_lines, tool_calls_csv_lines
 from approvals.views.history import history_form, tool_call_form
-from approvals.views.layout import signed_in
+from approvals.views.layout import csv_download, signed_in
+
+
+def _csv_export(
+    request: HttpRequest,
+    form_of: Callable[[HttpRequest], Any],
+    rows_of: Callable[..., Any],
+    lines_of: Callable[[Any], Iterable[str]],
+    name: str,
+) -> HttpResponse:
+    """The rows a page's filters select, as the CSV ``lines_of`` writes; or that page's refusal
+    (403, 400) when its form says so."""
+    form = form_of(request)
+    if isinstance(form, HttpResponse):
+        return form
+    return csv_download(lines_of(rows_of(user=request.user, filters=form.filters())), name)
 
 
 @signed_in
 @require_GET
 def history_export(request: HttpRequest) -> HttpResponse:
     """The filtered history as CSV, streamed (see ``approvals.exports``)."""
-    form = history_form(request)
-    if isinstance(form, HttpResponse):
-        return form
-    requests = selectors.history_for(user=request.user, filters=form.filters())
-    response = StreamingHttpResponse(history_csv_lines(requests), content_type="text/csv; charset=utf-8")
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response["Content-Disposition"] = f'attachment; filename="approvals-{stamp}.csv"'
-    return response
+    return _csv_export(request, history_form, selectors.history_for, history_csv_lines, "approvals")
 
 
 @signed_in
 @require_GET
 def tool_calls_export(request: HttpRequest) -> HttpResponse:
     """The filtered tool calls as CSV, streamed."""
-    form = tool_call_form(request)
-    if isinstance(form, HttpResponse):
-        return form
-    rows = selectors.tool_calls_for(user=request.user, filters=form.filters())
-    response = StreamingHttpResponse(tool_calls_csv_lines(rows), content_type="text/csv; charset=utf-8")
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response["Content-Disposition"] = f'attachment; filename="tool-calls-{stamp}.csv"'
-    return response
+    return _csv_export(request, tool_call_form, selectors.tool_calls_for, tool_calls_csv_lines, "tool-calls")

@@ -4,10 +4,11 @@ server's clock, and the shared answers to a bad request and a forbidden record.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
@@ -48,3 +49,11 @@ def forbidden(request: HttpRequest) -> HttpResponse:
     else:
         back = ("Back to your agents", reverse("portal:home"))
     return render_page(request, "approvals/forbidden.html", {"back": back}, status=403)
+
+
+def csv_download(lines: Iterable[str], name: str) -> StreamingHttpResponse:
+    """``lines`` streamed as a CSV attachment named ``<name>-<UTC timestamp>.csv``."""
+    response = StreamingHttpResponse(lines, content_type="text/csv; charset=utf-8")
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}.csv"'
+    return response

@@ -10,15 +10,14 @@ from collections.abc import Iterator
 from typing import Any
 
 from django import forms
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.utils import timezone
+from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from approvals import selectors
 from approvals.exports import safe_cell
 from approvals.selectors.queue_health import QueueHealth, Timing, default_period, queue_health
 from approvals.views.history import ISO_DATE, record_scope
-from approvals.views.layout import bad_request, forbidden, render_page, signed_in
+from approvals.views.layout import bad_request, csv_download, forbidden, render_page, signed_in
 from fimone.humanize import duration_text
 from tenancy.models import Organization
 
@@ -248,7 +247,4 @@ def queue_health_export(request: HttpRequest) -> HttpResponse:
     if isinstance(read, HttpResponse):
         return read
     _form_read, health = read
-    response = StreamingHttpResponse(health_csv_lines(health), content_type="text/csv; charset=utf-8")
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response["Content-Disposition"] = f'attachment; filename="approval-queue-{stamp}.csv"'
-    return response
+    return csv_download(health_csv_lines(health), "approval-queue")

@@ -14,7 +14,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils.html import format_html
 
-from agents import selectors
+from agents import hook_declarations, selectors
 from agents.admin.bound_secrets import SecretsEntryFormMixin
 from agents.hook_declarations import check_may_change_kinds
 from agents.models import HookDeclaration, ShadowDecision
@@ -49,19 +49,9 @@ class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
 
     class Meta:
         model = HookDeclaration
-        fields = (
-            "hook",
-            "name",
-            "kind",
-            "point",
-            "matcher",
-            "priority",
-            "timeout",
-            "on_error",
-            "mode",
-            "params",
-            "secret",
-        )
+        # A hooks file's fields (``enabled`` is the older files' spelling of ``mode``), after the
+        # catalog pick that fills them.
+        fields = ("hook", *(field for field in hook_declarations.FIELDS if field != "enabled"))
         widgets = {"kind": forms.HiddenInput}
         labels = {"name": "Label", "point": "Event"}
         help_texts = {
