@@ -107,6 +107,13 @@ def _secret_text(secrets: dict[str, Any], key: str) -> str:
 class _DatabaseTool(Tool, abc.ABC):
     suffix: str
     work: Work
+    # What the tool's spec says: its title's verb ("Read", "Change"), how its description starts,
+    # what one call does (``{placeholder}`` filled in), and whether it writes (then a person
+    # confirms each call).
+    verb: str
+    lead: str
+    what: str
+    writes: bool
 
     def __init__(self, *, connector: Connector) -> None:
         secrets = connector.secrets if isinstance(connector.secrets, dict) else {}
@@ -120,7 +127,15 @@ class _DatabaseTool(Tool, abc.ABC):
         self.engine = _engine_of(self._dsn)
         self.connector_name = connector.name
         placeholder = "%s" if self.engine == "postgresql" else "?"
-        self.spec = self._spec(f"{connector.slug}__{self.suffix}", connector, placeholder)
+        self.spec = ToolSpec(
+            name=f"{connector.slug}__{self.suffix}",
+            description=f"{self.lead} the {connector.name} database ({self.engine or 'SQL'}): "
+            + self.what.format(placeholder=placeholder),
+            parameters=_parameters_schema(placeholder),
+            requires_confirmation=self.writes,
+            is_write=self.writes,
+            title=f"{self.verb} the {connector.name} database",
+        )
 
     def __repr__(self) -> str:
         # The DSN may carry a password: never in a repr.
@@ -129,9 +144,6 @@ class _DatabaseTool(Tool, abc.ABC):
     @staticmethod
     def _dsn_of(secrets: dict[str, Any]) -> str:
         return _secret_text(secrets, "dsn")
-
-    @abc.abstractmethod
-    def _spec(self, name: str, connector: Connector, placeholder: str) -> ToolSpec: ...
 
     @abc.abstractmethod
     def _check(self, sql: str, dialect: Dialect) -> None:
@@ -165,25 +177,16 @@ class _DatabaseTool(Tool, abc.ABC):
 class SqlQueryTool(_DatabaseTool):
     suffix = "sql_query"
     work: Work = "query"
+    verb, lead, writes = "Read", "Read from", False
+    what = (
+        "one SELECT (WITH, UNION … allowed) statement, run read-only; returns at most "
+        f"{MAX_ROWS} rows as objects. Use {{placeholder}} placeholders with params for values."
+    )
     reads_only = True  # one read statement, in a read-only transaction
 
     @staticmethod
     def _dsn_of(secrets: dict[str, Any]) -> str:
         return _secret_text(secrets, "read_dsn") or _secret_text(secrets, "dsn")
-
-    def _spec(self, name: str, connector: Connector, placeholder: str) -> ToolSpec:
-        return ToolSpec(
-            name=name,
-            description=(
-                f"Read from the {connector.name} database ({self.engine or 'SQL'}): one SELECT "
-                f"(WITH, UNION … allowed) statement, run read-only; returns at most {MAX_ROWS} rows "
-                f"as objects. Use {placeholder} placeholders with params for values."
-            ),
-            parameters=_parameters_schema(placeholder),
-            requires_confirmation=False,
-            is_write=False,
-            title=f"Read the {connector.name} database",
-        )
 
     def _check(self, sql: str, dialect: Dialect) -> None:
         verdict = classify_sql(sql, dialect=dialect)
@@ -207,20 +210,11 @@ class SqlQueryTool(_DatabaseTool):
 class SqlExecuteTool(_DatabaseTool):
     suffix = "sql_execute"
     work: Work = "execute"
-
-    def _spec(self, name: str, connector: Connector, placeholder: str) -> ToolSpec:
-        return ToolSpec(
-            name=name,
-            description=(
-                f"Change the {connector.name} database ({self.engine or 'SQL'}): one INSERT, UPDATE, "
-                f"DELETE or DDL statement, committed once a person confirms it; returns the row count. "
-                f"Use {placeholder} placeholders with params for values."
-            ),
-            parameters=_parameters_schema(placeholder),
-            requires_confirmation=True,
-            is_write=True,
-            title=f"Change the {connector.name} database",
-        )
+    verb, lead, writes = "Change", "Change", True
+    what = (
+        "one INSERT, UPDATE, DELETE or DDL statement, committed once a person confirms it; returns "
+        "the row count. Use {placeholder} placeholders with params for values."
+    )
 
     def _check(self, sql: str, dialect: Dialect) -> None:
         # Text the parser cannot read may still be one statement of the database's dialect: it is

@@ -108,3 +108,17 @@ class ChannelConfig(SecretsBoundToAddress, models.Model):
             channel_for(self).check_config()
         except ValueError as exc:
             raise ValidationError(str(exc)) from None
+
+
+def channel_choice(*, help_text: str) -> models.ForeignKey[Any, Any]:
+    """The optional channel a policy (or one of its escalation tiers) picks for its cards: empty
+    falls back (the help text says to what); a configuration deleted leaves it empty."""
+    return models.ForeignKey(
+        ChannelConfig,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        verbose_name="channel",
+        help_text=help_text,
+    )

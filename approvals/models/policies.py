@@ -7,7 +7,7 @@ from django.db import models
 from simple_history.models import HistoricalRecords
 
 from agents.models import Agent
-from approvals.models.channel_configs import ChannelConfig
+from approvals.models.channel_configs import channel_choice
 from tenancy.models import organisation_key
 
 
@@ -47,14 +47,8 @@ class ApproverPolicy(models.Model):
         help_text="How long a run waits for a decision in memory before it is suspended; a suspended "
         "run resumes once someone decides.",
     )
-    channel_config = models.ForeignKey(
-        ChannelConfig,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        verbose_name="channel",
-        help_text="Where cards are sent. Empty: the organisation default, else the web inbox.",
+    channel_config = channel_choice(
+        help_text="Where cards are sent. Empty: the organisation default, else the web inbox."
     )
     approvals_required = models.PositiveSmallIntegerField(
         default=1,
@@ -202,14 +196,8 @@ class EscalationTier(models.Model):
         related_name="+",
         help_text="Who is asked at this tier (they must be active members of the organisation).",
     )
-    channel_config = models.ForeignKey(
-        ChannelConfig,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-        verbose_name="channel",
-        help_text="Where this tier's card goes. Empty: the channel the request was sent on.",
+    channel_config = channel_choice(
+        help_text="Where this tier's card goes. Empty: the channel the request was sent on."
     )
     stage = models.ForeignKey(
         ApprovalStage,
