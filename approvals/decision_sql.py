@@ -5,19 +5,21 @@ rejects, not escalated and not edited, on the channel its card went to, is what 
 platform does most. Through the ORM it cost eleven statements, each compiled in Python, and the
 organisation's audit chain stayed locked across several round trips. Here it is:
 
-1. :func:`click_facts`: one ``SELECT`` of the request (with the agent and requester fields its
+1. :func:`facts_sql`: one ``SELECT`` of the request (with the agent and requester fields its
    answer card shows) and of everything :func:`approvals.standing.describe_refusal` needs to know
    about the clicker (their :class:`~approvals.standing.Standing`);
-2. :func:`verdict_write`: one statement, its own transaction, that moves the request out of
+2. :func:`verdict_write_async`: one statement, its own transaction, that moves the request out of
    ``pending`` by the same conditional ``UPDATE … WHERE status = 'pending'`` as every other
    decision (docs/design.md §1.4), and only if that update happened records the vote and appends the
    ``decided`` event to the organisation's audit chain, hashed by the database from the
    canonical text Python prepared (:func:`fimone.audit_chain.head_advance_sql`). The chain's head
    row is locked only while PostgreSQL runs that one statement.
 
-The rules stay in Python, in one place: ``approvals.services.confirmation_decide_click`` decides
-from these facts with :func:`~approvals.standing.describe_refusal`, and hands every other case
-(refusals, late clicks, quorums, escalations, SQLite) to ``confirmation_decide``.
+Both run on the server's event loop (``channels_im.quick``: the facts joined to the clicker's
+identity, in one read). The rules stay in Python, in one place:
+``approvals.services.confirmation_decide_click_async`` decides from these facts with
+:func:`~approvals.standing.describe_refusal`, and hands every other case (refusals, late clicks,
+quorums, escalations, a click answered in a thread, SQLite) to ``confirmation_decide``.
 """
 
 from __future__ import annotations
@@ -25,14 +27,10 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import json
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -60,52 +58,6 @@ USER_FIELDS = ("id", "username", "first_name", "last_name", "is_active")
 def available() -> bool:
     """Whether the database can take the two-statement path (PostgreSQL)."""
     return connections[DEFAULT_DB_ALIAS].vendor == "postgresql"
-
-
-class _PreparedCursor(psycopg.Cursor):
-    """psycopg's server-binding cursor, preparing every statement it runs."""
-
-    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kw: Any) -> Any:
-        return super().execute(query, params, prepare=True if prepare is None else prepare, **kw)
-
-
-class _UnpreparedCursor(psycopg.Cursor):
-    """psycopg's server-binding cursor, never preparing (psycopg would after a few runs)."""
-
-    def execute(self, query: Any, params: Any = None, *, prepare: bool | None = None, **kw: Any) -> Any:
-        return super().execute(query, params, prepare=False, **kw)
-
-
-@contextmanager
-def _cursor() -> Iterator[Any]:
-    """A cursor of the default connection whose statements PostgreSQL plans once per connection.
-
-    Planning the facts query costs the server several times what running it does; a prepared
-    statement is planned on its first use by a pooled connection and then only executed. Django's
-    cursors bind parameters client-side, which cannot prepare, so this one binds them server-side
-    (psycopg's own cursor), wrapped as Django wraps its own: its errors are Django's and execute
-    wrappers see it. With ``DATABASE_PREPARED_STATEMENTS=false`` (behind a transaction-pooling
-    proxy that cannot carry them) it still binds server-side, unprepared: the verdict's statement
-    carries the audit chain's padded keys as parameters, and a statement bound client-side would
-    hold them in its text, which the server may log. Django's own cursor only while queries are
-    logged (``DEBUG``, a test capturing them): its log can show a statement with its values only
-    if it was bound client-side."""
-    connection = connections[DEFAULT_DB_ALIAS]
-    if connection.queries_logged:
-        with connection.cursor() as cursor:
-            yield cursor
-        return
-    connection.ensure_connection()
-    with connection.wrap_database_errors:
-        if settings.DATABASE_PREPARED_STATEMENTS:
-            raw = _PreparedCursor(connection.connection)
-        else:
-            raw = _UnpreparedCursor(connection.connection)
-    cursor = connection.make_cursor(raw)  # Django's wrapping: its errors, execute wrappers
-    try:
-        yield cursor
-    finally:
-        cursor.close()
 
 
 @dataclass(frozen=True)
@@ -143,10 +95,6 @@ def _names() -> dict[str, str]:
         "hook_history": quote(HookDeclaration.history.model._meta.db_table),
         "policy_history": quote(ApproverPolicy.history.model._meta.db_table),
     }
-
-
-def _facts_sql() -> str:
-    return facts_sql(user="%(user)s")
 
 
 @functools.cache  # our table and column names: the text never changes
@@ -195,19 +143,6 @@ def facts_sql(*, user: str) -> str:
     )
 
 
-def click_facts(*, request_id: uuid.UUID, organization_id: int, user_id: int) -> ClickFacts | None:
-    """The request (only if it belongs to ``organization_id``) and ``user_id``'s standing on it,
-    in one statement; ``None`` when there is no such request in that organisation."""
-    with _cursor() as cursor:
-        cursor.execute(_facts_sql(), _facts_params(request_id, organization_id, user_id))
-        row = cursor.fetchone()
-    return None if row is None else facts_from_row(row)
-
-
-def _facts_params(request_id: uuid.UUID, organization_id: int, user_id: int) -> dict[str, Any]:
-    return {"request": request_id, "organization": organization_id, "user": user_id}
-
-
 def facts_width() -> int:
     """How many columns :func:`facts_sql` selects."""
     return len(rows.all_fields(ConfirmationRequest)) + len(AGENT_FIELDS) + len(USER_FIELDS) + 14
@@ -254,7 +189,7 @@ def facts_from_row(row: tuple[Any, ...]) -> ClickFacts:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A verdict to write by :func:`verdict_write`: ``event`` is the ``decided`` event, unsaved,
+    """A verdict to write by :func:`verdict_write_async`: ``event`` is the ``decided`` event, unsaved,
     its ``created_at`` set; ``follow_up`` the Celery task (name, arguments) the outbox sends once
     it commits (:mod:`fimone.outbox`), or ``None`` when the caller follows the verdict up itself
     after commit."""
@@ -269,24 +204,13 @@ class Verdict:
     follow_up: tuple[str, list[Any]] | None = None
 
 
-def verdict_write(verdict: Verdict) -> bool:
-    """Settle the request with the verdict and record the vote, the event and the follow-up, all
-    or nothing, in one statement. ``False`` when the request was no longer pending and unexpired,
-    had been escalated or, for an approval, its arguments edited since it was read: then nothing
-    was written.
-
-    Run it outside a transaction (it is its own) or inside a savepoint: a failure (a head row
-    missing, a vote already there) raises ``IntegrityError`` and leaves nothing behind."""
-    sql, params = _verdict_statement(verdict)
-    with _cursor() as cursor:
-        cursor.execute(sql, params)
-        return bool(cursor.fetchone()[0])
-
-
 async def verdict_write_async(db: psycopg.AsyncConnection, verdict: Verdict) -> bool:
-    """:func:`verdict_write` on the event loop, on ``db`` (:mod:`fimone.adb`, autocommit: the
-    statement is its own transaction). Raises ``psycopg.IntegrityError`` where that raises
-    Django's."""
+    """Settle the request with the verdict and record the vote, the event and the follow-up, all
+    or nothing, in one statement on ``db`` (:mod:`fimone.adb`, autocommit: the statement is its
+    own transaction). ``False`` when the request was no longer pending and unexpired, had been
+    escalated or, for an approval, its arguments edited since it was read: then nothing was
+    written. A failure (a head row missing, a vote already there) raises
+    ``psycopg.IntegrityError`` and leaves nothing behind."""
     sql, params = _verdict_statement(verdict)
     row = await adb.fetchone(db, sql, params)
     return bool(row[0])

@@ -24,7 +24,6 @@ from approvals.services import (
     DecisionOutcome,
     clean_text,
     confirmation_decide,
-    confirmation_decide_click,
     log_event,
 )
 from channels_im.identities import LINK_OFFER_TTL, identity_for_click, link_offer_make
@@ -82,27 +81,6 @@ def _request_of_channel(result: CallbackResult, config: ChannelConfig) -> Confir
     return request if request is not None and request.organization_id == config.organization_id else None
 
 
-def _quick_decision(
-    result: CallbackResult, config: ChannelConfig, identity: ImIdentity | None
-) -> DecisionOutcome | None:
-    """The click decided the quick way (approvals.decision_sql), or ``None`` when it is not a
-    click that way takes: the full path below then answers it (and logs any refusal)."""
-    if identity is None:
-        return None
-    request_id = clicked_id(result)
-    if request_id is None:
-        return None
-    return confirmation_decide_click(
-        request_id=request_id,
-        organization_id=config.organization_id,
-        user=identity.user,
-        approve=bool(result.approve),
-        reason=result.reason,
-        via_channel_id=config.pk,
-        external_id=result.external_user_id,
-    )
-
-
 def clicked_id(result: CallbackResult) -> uuid.UUID | None:
     try:
         return uuid.UUID(str(result.request_id))
@@ -145,14 +123,13 @@ def answer_parsed(
     result: CallbackResult,
     *,
     identity: ImIdentity | Literal["unread"] | None = "unread",
-    quick_tried: bool = False,
     decision_rate: Refusal | Literal["uncounted"] | None = UNCOUNTED,
 ) -> HttpResponse:
     """Answer a callback ``channel`` parsed: a challenge, a refusal (logged on its request when
     it names one), or a click, counted against its user's decision rate and decided by the
-    clicker's identity. ``identity``, ``quick_tried`` and ``decision_rate`` (the click's count:
-    a refusal, ``None`` within the rate) say what the caller already did (the event loop's
-    lane)."""
+    clicker's identity. ``identity`` and ``decision_rate`` (the click's count: a refusal,
+    ``None`` within the rate) say what the caller already did (the event loop's lane, which
+    tried the common click's two statements first)."""
     if result.kind == "challenge":
         return channel.callback_response(result, None)
     if not storable(result.external_user_id):  # whatever a provider let through, never a 500
@@ -164,9 +141,6 @@ def answer_parsed(
             decision_rate = decision_rate_refusal(identity)
         if identity is not None and isinstance(decision_rate, Refusal):
             return _over_the_rate(config, channel, result, identity, decision_rate)
-        outcome = None if quick_tried else _quick_decision(result, config, identity)
-        if outcome is not None:
-            return channel.callback_response(result, outcome)
     else:
         identity = None
     request = _request_of_channel(result, config) if result.request_id else None

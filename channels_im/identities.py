@@ -52,7 +52,7 @@ async def clicker_and_facts_async(
 ) -> tuple[ImIdentity | None, ClickFacts | None]:
     """The identity a click through ``config`` maps to (as :func:`identity_for_click`) and, when
     it maps to one, the clicked request's facts with that user's standing on it (as
-    ``approvals.decision_sql.click_facts``), in one statement on the event loop. The facts are
+    ``approvals.decision_sql.facts_sql``), in one statement on the event loop. The facts are
     ``None`` when there is no such request in the channel's organisation."""
     row = await adb.fetchone(
         db,

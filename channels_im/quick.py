@@ -101,9 +101,7 @@ async def _answer_on_the_loop(
         )
     if outcome is not None:
         return channel.callback_response(result, outcome)
-    return functools.partial(
-        answer_parsed, config, channel, result, identity=identity, quick_tried=True, decision_rate=rate
-    )
+    return functools.partial(answer_parsed, config, channel, result, identity=identity, decision_rate=rate)
 
 
 async def _decision_rate_refusal(user_id: int) -> Refusal | Literal["uncounted"] | None:

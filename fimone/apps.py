@@ -2,8 +2,9 @@ import os
 
 from django.apps import AppConfig
 from django.contrib.admin.apps import AdminConfig
+from django.core import checks
 
-from fimone import telemetry
+from fimone import telemetry, upgrades
 
 
 class FimOneAdminConfig(AdminConfig):
@@ -22,3 +23,5 @@ class FimOneConfig(AppConfig):
     def ready(self) -> None:
         # Before any request's middleware is loaded: Django's instrumentation adds its own.
         telemetry.configure(os.environ)
+        # Run by migrate before it touches a database that an older release migrated.
+        checks.register(upgrades.check_no_squash_half_applied, checks.Tags.database)

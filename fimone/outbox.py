@@ -31,7 +31,7 @@ from fimone.models import OutboxMessage
 log = logging.getLogger(__name__)
 
 NOTIFY_CHANNEL = "fimone_outbox"
-"""The channel the insert trigger notifies (migration ``fimone.0002_outbox``)."""
+"""The channel the insert trigger notifies (installed by ``fimone``'s migration)."""
 APPLICATION_NAME = "fimone-outbox-relay"
 """How the relay's sessions are named to the database (``pg_stat_activity.application_name``)."""
 POLL_SECONDS = 1.0

@@ -195,14 +195,10 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
         "max_size": env_int("DATABASE_POOL_MAX", 20, minimum=1),
         "timeout": env_float("DATABASE_POOL_TIMEOUT", 10.0, minimum=0.1),
     }
-# The few hand-written statements of hot paths (approvals.decision_sql) are prepared per
-# connection; false behind a proxy that cannot carry prepared statements (PgBouncer in
-# transaction mode before 1.21).
+# The few hand-written statements of hot paths on the event loop (fimone.adb: a card click's, a
+# run's step writes) are prepared per connection; false behind a proxy that cannot carry prepared
+# statements (PgBouncer in transaction mode before 1.21). Django's own cursors never prepare.
 DATABASE_PREPARED_STATEMENTS = env_bool("DATABASE_PREPARED_STATEMENTS", True)
-if DATABASE_PREPARED_STATEMENTS and DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # psycopg prepares nothing, even on request, without a threshold. Django's cursors bind
-    # client-side and never prepare, so only the statements that ask for it are prepared.
-    DATABASES["default"]["OPTIONS"]["prepare_threshold"] = 2**31 - 1
 # A common card click is decided on the server's event loop (channels_im.quick: no thread, no
 # broker round trip; its follow-up goes through the outbox) in production mode on PostgreSQL;
 # false sends every click through Django's threads as other requests go.

@@ -251,6 +251,20 @@ def _positional(params: Any) -> tuple[Any, ...]:
 # --- drivers --------------------------------------------------------------------------------------
 
 
+def _finish(connection: Any, cursor: Any, work: Work) -> Any:
+    """What the statement ``cursor`` ran gives the model (either driver): a query's rows, its
+    transaction rolled back (it changed nothing); or a write's row count, committed."""
+    if work == "query":
+        if cursor.description is None:
+            raise ToolError("the statement returned no rows to read")
+        result = _rows_result(cursor.description, cursor.fetchmany(MAX_ROWS + 1))
+        connection.rollback()
+        return result
+    rowcount = cursor.rowcount
+    connection.commit()
+    return {"rowcount": rowcount if rowcount >= 0 else None}
+
+
 def _run_sqlite(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout: float) -> Any:
     path = dsn[len(SQLITE_PREFIX) :]
     # A URI so the read connection is mode=ro (the engine refuses every write) and neither mode
@@ -270,14 +284,7 @@ def _run_sqlite(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout: 
         # Interrupts a statement still running at the deadline (SQLite has no statement timeout).
         connection.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
         # execute() runs one statement and refuses text holding a second one.
-        cursor = connection.execute(sql, params)
-        if work == "query":
-            result = _rows_result(cursor.description, cursor.fetchmany(MAX_ROWS + 1))
-            connection.rollback()
-            return result
-        rowcount = cursor.rowcount
-        connection.commit()
-        return {"rowcount": rowcount if rowcount >= 0 else None}
+        return _finish(connection, connection.execute(sql, params), work)
     except sqlite3.Error as exc:
         connection.rollback()
         if "interrupted" in str(exc) and time.monotonic() > deadline:
@@ -298,15 +305,7 @@ def _run_postgres(dsn: str, sql: str, params: Sequence[Any], work: Work, timeout
             # them in turn. None rather than () without params: psycopg then leaves a literal % alone.
             with connection.pipeline():
                 cursor.execute(sql, params or None)
-            if work == "query":
-                if cursor.description is None:
-                    raise ToolError("the statement returned no rows to read")
-                result = _rows_result(cursor.description, cursor.fetchmany(MAX_ROWS + 1))
-                connection.rollback()
-                return result
-            rowcount = cursor.rowcount
-        connection.commit()
-        return {"rowcount": rowcount if rowcount >= 0 else None}
+            return _finish(connection, cursor, work)
     except psycopg.Error as exc:
         raise ToolError(f"PostgreSQL error: {_pg_message(exc)}") from None
     finally:

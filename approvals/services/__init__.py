@@ -7,13 +7,13 @@ life, each importing only the steps below it:
 - :mod:`~approvals.services.opening`: opening a request for a gated call;
 - :mod:`~approvals.services.editing`: an approver's edit of the arguments;
 - :mod:`~approvals.services.deciding`: votes and verdicts, from the inbox, the API or a card;
-- :mod:`~approvals.services.card_clicks`: the common card click, decided in two statements;
+- :mod:`~approvals.services.card_clicks`: the common card click, decided in two statements on the event loop;
 - :mod:`~approvals.services.batches`: several requests decided at once, each as alone;
 - :mod:`~approvals.services.deadlines`: escalation and expiry, as time passes;
 - :mod:`~approvals.services.cancelling`: withdrawal when the run is cancelled.
 
 What other apps call is re-exported here, as the package's API. A test that replaces one of these
-functions patches the module that calls it (``approvals.services.deciding.after_verdict``, say),
+functions patches the module that calls it (``approvals.services.deciding.verdict_follow_up``, say),
 not this package: the modules look their neighbours up in their own namespace.
 """
 
@@ -28,7 +28,6 @@ from approvals.services.batches import (
 from approvals.services.cancelling import confirmation_cancel
 from approvals.services.card_clicks import (
     clicks_on_the_loop,
-    confirmation_decide_click,
     confirmation_decide_click_async,
 )
 from approvals.services.deadlines import confirmation_escalate_due, confirmation_expire_due
@@ -65,7 +64,6 @@ __all__ = [
     "confirmation_cancel",
     "confirmation_decide",
     "confirmation_decide_batch",
-    "confirmation_decide_click",
     "confirmation_decide_click_async",
     "confirmation_escalate_due",
     "confirmation_expire_due",

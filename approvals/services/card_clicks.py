@@ -1,21 +1,20 @@
-"""A chat card's click, decided in two statements when it is the common case
-(:mod:`approvals.decision_sql`): the first vote of a request one approval settles, sent to the
-clicked channel, by a clicker who may decide. The rules are :mod:`approvals.services.deciding`'s
-(the same refusals, events and follow-ups); every other click is handed to
-:func:`~approvals.services.deciding.confirmation_decide`.
+"""A chat card's click decided on the server's event loop in two statements when it is the common
+case (:mod:`approvals.decision_sql`): the first vote of a request one approval settles, sent to
+the clicked channel, by a clicker who may decide, in production mode (:func:`clicks_on_the_loop`).
+The rules are :mod:`approvals.services.deciding`'s (the same refusals, events and follow-ups,
+:func:`~approvals.standing.describe_refusal` on the same standing); every other click, and every
+click answered in a thread, is decided by :func:`~approvals.services.deciding.confirmation_decide`.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import logging
-import uuid
 from typing import Any
 
 import psycopg
 from celery import current_app
 from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from approvals import decision_sql
@@ -23,59 +22,10 @@ from approvals.models import ConfirmationEvent, ConfirmationRequest, Confirmatio
 from approvals.selectors import Tally
 from approvals.services.deciding import DecisionOutcome, clean_text, decided_details
 from approvals.services.event_log import Kind
-from approvals.services.settling import after_verdict, outbox_follow_up
+from approvals.services.settling import outbox_follow_up
 from approvals.standing import describe_refusal
 
 log = logging.getLogger(__name__)
-
-
-def confirmation_decide_click(
-    *,
-    request_id: uuid.UUID,
-    organization_id: int,
-    user: Any,
-    approve: bool,
-    reason: str,
-    via_channel_id: int,
-    external_id: str,
-) -> DecisionOutcome | None:
-    """A verified card click through channel ``via_channel_id`` of ``organization_id``, decided in
-    two statements (:mod:`approvals.decision_sql`) when it is the common case: the first vote of
-    a request one approval settles and any rejection rejects, neither escalated, staged nor edited, sent
-    to this channel, by a clicker :func:`~approvals.standing.describe_refusal` lets decide. The
-    same rows, events and follow-ups as :func:`~approvals.services.deciding.confirmation_decide`,
-    whose conditional update it shares; in production the follow-up is written by the same
-    statement, to the outbox (:mod:`fimone.outbox`).
-
-    ``None`` for every other click (no such request in the organisation, a refusal, a late
-    click, a quorum, an escalation, or a database without the two-statement path): the caller
-    hands it to :func:`~approvals.services.deciding.confirmation_decide`, which answers and logs it."""
-    if not decision_sql.available():
-        return None
-    facts = decision_sql.click_facts(request_id=request_id, organization_id=organization_id, user_id=user.pk)
-    verdict = _click_verdict(
-        facts=facts,
-        user=user,
-        approve=approve,
-        reason=reason,
-        via_channel_id=via_channel_id,
-        external_id=external_id,
-    )
-    if verdict is None:
-        return None
-    try:
-        if transaction.get_connection().in_atomic_block:
-            with transaction.atomic():  # a savepoint: a failure must not void the caller's work
-                won = decision_sql.verdict_write(verdict)
-        else:
-            won = decision_sql.verdict_write(verdict)  # one statement, its own transaction
-    except IntegrityError as exc:  # e.g. the organisation's chain has no head row yet
-        log.info("the quick decision of %s failed (%s); deciding it the long way", request_id, exc)
-        won = False
-    outcome = _click_outcome(verdict, won=won)
-    if outcome is not None and verdict.follow_up is None:
-        transaction.on_commit(lambda: after_verdict(verdict.request))
-    return outcome
 
 
 async def confirmation_decide_click_async(
@@ -88,11 +38,19 @@ async def confirmation_decide_click_async(
     via_channel_id: int,
     external_id: str,
 ) -> DecisionOutcome | None:
-    """:func:`confirmation_decide_click` on the server's event loop, on ``db`` (:mod:`fimone.adb`),
-    from ``facts`` the caller read with ``user``'s standing (``None``: no such request in the
-    channel's organisation): the same rules and write, for a deployment whose follow-ups go
-    through the outbox (the caller checks :func:`clicks_on_the_loop`). ``None`` exactly where
-    that returns ``None``."""
+    """A verified card click through channel ``via_channel_id``, decided on the server's event loop,
+    on ``db`` (:mod:`fimone.adb`), from ``facts`` the caller read with ``user``'s standing
+    (``None``: no such request in the channel's organisation), when it is the common case: the
+    first vote of a request one approval settles and any rejection rejects, neither escalated,
+    staged nor edited, sent to this channel, by a clicker
+    :func:`~approvals.standing.describe_refusal` lets decide. The same rows and events as
+    :func:`~approvals.services.deciding.confirmation_decide`, whose conditional update it shares;
+    the follow-up is written by the same statement, to the outbox (:mod:`fimone.outbox`), so the
+    caller checks :func:`clicks_on_the_loop` first.
+
+    ``None`` for every other click (no such request, a refusal, a late click, a quorum, an
+    escalation, an edit since the read): the caller hands it to ``confirmation_decide``, which
+    answers and logs it."""
     verdict = _click_verdict(
         facts=facts,
         user=user,
@@ -134,7 +92,7 @@ def _click_verdict(
     via_channel_id: int,
     external_id: str,
 ) -> decision_sql.Verdict | None:
-    """What a verified click decides, if it is the common click (:func:`confirmation_decide_click`)
+    """What a verified click decides, if it is the common click (:func:`confirmation_decide_click_async`)
     and ``user`` may decide it; else ``None`` (also for no facts: no such request). Writes
     nothing."""
     if facts is None:

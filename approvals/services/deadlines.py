@@ -15,7 +15,7 @@ from approvals.live import OPENED, inbox_changed
 from approvals.models import ConfirmationApprover, ConfirmationRequest, ConfirmationStatus
 from approvals.policy import eligible_ids
 from approvals.services.event_log import Kind, log_event
-from approvals.services.settling import after_verdict
+from approvals.services.settling import verdict_follow_up
 from approvals.signals import confirmation_opened
 
 
@@ -132,6 +132,6 @@ def confirmation_expire_due(*, now: dt.datetime | None = None, limit: int = 500)
                 timeout_seconds=request.timeout_seconds,
                 verdict=request.verdict_record(),
             )
-            transaction.on_commit(lambda r=request: after_verdict(r))
+            verdict_follow_up(request)
             expired += 1
     return expired

@@ -31,7 +31,7 @@ from approvals.policy import is_outsider
 from approvals.selectors import Tally, has_voted, request_for_decision, seat_taken, tally_of
 from approvals.services.editing import apply_edit, edit_problem
 from approvals.services.event_log import Kind, log_event
-from approvals.services.settling import after_stage_opened, after_verdict, after_vote
+from approvals.services.settling import after_stage_opened, after_vote, verdict_follow_up
 from approvals.standing import describe_refusal, stage_name, stage_refusal
 
 
@@ -277,7 +277,7 @@ def confirmation_decide(
         **decided_details(verdict=verdict, reason=request.reason, via=via, tally=tally),
         verdict=request.verdict_record(),
     )
-    transaction.on_commit(lambda: after_verdict(request))
+    verdict_follow_up(request)
     return DecisionOutcome(True, str(verdict), f"The request was {verdict}.", request)
 
 

@@ -18,6 +18,7 @@ from asgiref.sync import async_to_sync
 from celery import current_app
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -30,6 +31,7 @@ from approvals.models import ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import stage_vote_summary, vote_summary
 from approvals.signals import confirmation_opened, confirmation_settled, confirmation_voted
 from approvals.waking import wake
+from fimone.outbox import outbox_enqueue
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +86,20 @@ def outbox_follow_up(request: ConfirmationRequest) -> tuple[str, list[Any]] | No
     return None if current_app.conf.task_always_eager else settled_follow_up(request)
 
 
+def verdict_follow_up(request: ConfirmationRequest) -> None:
+    """Have a verdict followed up once its transaction commits. Where the follow-up goes to a
+    broker (:func:`outbox_follow_up`) and the database has a relay (PostgreSQL, ``outbox_relay``),
+    it is written to the outbox in the verdict's own transaction, as the click decided on the
+    event loop writes it: a process that dies between the commit and the send loses nothing.
+    Elsewhere :func:`after_verdict` runs on commit. Precondition: inside the verdict's transaction."""
+    follow_up = outbox_follow_up(request) if connection.vendor == "postgresql" else None
+    if follow_up is None:
+        transaction.on_commit(lambda: after_verdict(request))
+    else:
+        task, args = follow_up
+        outbox_enqueue(task=task, args=args)
+
+
 def after_verdict(request: ConfirmationRequest) -> None:
     """Wake the waiter, resume the run if it is parked, tell the channel app (which updates the
     card) and the approvers' inboxes. Call on commit."""
@@ -102,7 +118,7 @@ def after_vote(*, request_id: uuid.UUID, channel: str) -> None:
     shows the new tally on the cards already sent) and the run's stream are told. Call on commit.
 
     Only :func:`~approvals.services.deciding.confirmation_decide` records such a vote: the
-    two-statement click (:func:`~approvals.services.card_clicks.confirmation_decide_click`) takes
+    two-statement click (:func:`~approvals.services.card_clicks.confirmation_decide_click_async`) takes
     only clicks whose vote settles the request."""
     inbox_changed(request_id=request_id, change=VOTED)
     confirmation_voted.send(sender=ConfirmationRequest, request_id=request_id, channel=channel)

@@ -119,13 +119,15 @@ def record_scope(user: Any) -> str:
     return _SCOPES.get(roles, "your organisations")
 
 
-def history_form(request: HttpRequest, *, page: str = "") -> HttpResponse | HistoryFilterForm:
-    """The validated filters, or the page to answer instead (403 for who may not read the record;
-    400 for bad filters: ``page``, the record's page shown again with the problems on their fields,
-    else the plain bad-request page)."""
+def history_form(
+    request: HttpRequest, *, page: str = "", form_class: type[HistoryFilterForm] | None = None
+) -> HttpResponse | HistoryFilterForm:
+    """The validated filters of a record page (``form_class``: the history's by default), or the
+    page to answer instead (403 for who may not read the record; 400 for bad filters: ``page``, the
+    record's page shown again with the problems on their fields, else the plain bad-request page)."""
     if not selectors.may_view_history(user=request.user):
         return forbidden(request)
-    form = HistoryFilterForm(request.GET, user=request.user)
+    form = (form_class or HistoryFilterForm)(request.GET, user=request.user)
     if not form.is_valid():
         if page:
             context = {
@@ -134,6 +136,7 @@ def history_form(request: HttpRequest, *, page: str = "") -> HttpResponse | Hist
                 "query": "",
                 "page": None,
                 "rows": [],
+                "lines": [],
                 "scope": record_scope(request.user),
                 "nav": "history",
             }
@@ -204,22 +207,11 @@ class ToolCallFilterForm(HistoryFilterForm):
         return super().filters()
 
 
-def tool_call_form(request: HttpRequest) -> HttpResponse | ToolCallFilterForm:
-    """The validated tool-call filters, or the page to answer instead (403 for who may not read
-    the record, 400 for bad filters)."""
-    if not selectors.may_view_history(user=request.user):
-        return forbidden(request)
-    form = ToolCallFilterForm(request.GET, user=request.user)
-    if not form.is_valid():
-        return bad_request(request, form.errors)
-    return form
-
-
 @signed_in
 @require_GET
 def tool_calls(request: HttpRequest) -> HttpResponse:
     """Every tool call of the organisations the user audits: executions and blocked calls."""
-    form = tool_call_form(request)
+    form = history_form(request, page="approvals/tool_calls.html", form_class=ToolCallFilterForm)
     if isinstance(form, HttpResponse):
         return form
     rows = selectors.tool_calls_for(user=request.user, filters=form.filters())

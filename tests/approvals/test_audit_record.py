@@ -15,8 +15,7 @@ from agents.audit import connector_call_log_record
 from agents.models import ConnectorCallLog
 from agents.services import run_start
 from approvals.models import ConfirmationEvent, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
-from approvals.services import confirmation_decide_click, confirmation_expire_due, log_event
-from channels_im.models import ImIdentity
+from approvals.services import confirmation_expire_due, log_event
 from fimone.audit_chain import AppendOnlyError, chain_verify, current_key
 from fimone.models import ChainHead
 from tests.agents.engine_kit import Harness, RecordingTool
@@ -28,9 +27,6 @@ from tests.approvals.audit_kit import (
     table,
     verify,
 )
-from tests.approvals.kit import pay_tool
-from tests.channels_im.click_kit import APRIL, park
-from tests.channels_im.feishu_fake import FakeFeishu, configure_channel
 from tests.personas import make_agent, scripted
 
 Kind = ConfirmationEvent.Kind
@@ -204,41 +200,6 @@ def test_postgresql_still_lets_what_the_platform_does_to_requests_happen(persona
     assert ConfirmationRequest.objects.get(pk=history.pending.pk).status == ConfirmationStatus.EXPIRED
     ok, out = verify()
     assert ok, out
-
-
-@pytest.mark.postgres
-def test_a_card_clicks_one_statement_records_the_verdict_it_writes(personas: Any, resumes: Any) -> None:
-    """The quick click path (approvals/decision_sql.py) hashes its ``decided`` link in the same
-    statement, with the key, and records the verdict like every other path."""
-    ImIdentity.objects.create(
-        organization=personas.org, user=personas.approver, provider="feishu", external_id=APRIL
-    )
-    with FakeFeishu(hang_seconds=1.0) as fake:
-        channel = configure_channel(personas.org, fake=fake)
-        request = park(personas, Harness(pay_tool()))
-        outcome = confirmation_decide_click(
-            request_id=request.pk,
-            organization_id=personas.org.pk,
-            user=personas.approver,
-            approve=False,
-            reason="not this month",
-            via_channel_id=channel.pk,
-            external_id=APRIL,
-        )
-    assert outcome is not None and outcome.accepted, "decided by the one statement"
-    request.refresh_from_db()
-    assert request.events.get(kind=Kind.DECIDED).details["verdict"] == request.verdict_record()
-    ok, out = verify()
-    assert ok, out
-
-    with behind_the_triggers() as cursor:
-        cursor.execute(
-            f"UPDATE {table(ConfirmationRequest)} SET status = 'approved' WHERE id = %s",  # noqa: S608
-            [row_id(request)],
-        )
-
-    ok, out = verify()
-    assert not ok and f"request {request.pk}: its verdict differs" in out
 
 
 # --- audit_verify names what was rewritten all the same (both databases) --------------------------

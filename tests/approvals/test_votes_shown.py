@@ -182,6 +182,18 @@ def test_date_filters_are_iso_dates_and_the_pages_say_the_zone(personas, resumes
     assert "Enter a valid date" in text and 'id="id_since"' in text, "the problem is shown on its field"
 
 
+def test_the_tool_call_record_shows_a_bad_filter_on_its_field_as_the_history_does(personas, resumes) -> None:
+    auditor = signed_in(personas.auditor)
+
+    american = auditor.get("/approvals/history/tools/", {"since": "12/03/2026"})
+
+    assert american.status_code == 400
+    text = american.content.decode()
+    assert "Enter a valid date" in text and 'id="id_since"' in text, "the problem is shown on its field"
+    assert "Nothing was searched: fix the filters above." in text
+    assert "No tool calls match" not in text
+
+
 def test_the_inbox_title_counts_what_waits(personas, resumes) -> None:
     set_policy(personas)
     suspended_run(personas, Harness(pay_tool()))

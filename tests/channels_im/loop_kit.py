@@ -9,13 +9,16 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 
+from approvals.decision_sql import facts_from_row, facts_sql
 from approvals.models import ConfirmationRequest
+from approvals.services import confirmation_decide_click_async
+from fimone import adb
 from fimone.models import OutboxMessage
 from tests.agents.engine_kit import Harness
-from tests.channels_im.click_kit import park
+from tests.channels_im.click_kit import APRIL, park
 
 
 class Handoffs:
@@ -80,3 +83,50 @@ def broker_messages(queue: str) -> int:
 
 def the_outbox() -> list[tuple[str, list[Any]]]:
     return list(OutboxMessage.objects.order_by("pk").values_list("task", "args"))
+
+
+async def click_on(
+    connection: Any,
+    request: ConfirmationRequest,
+    user: Any,
+    channel: Any,
+    *,
+    approve: bool = True,
+    reason: str = "",
+    organization_id: int | None = None,
+    between: Callable[[], Any] | None = None,
+) -> Any:
+    """A click of ``user`` on ``request``'s card in ``channel`` decided the event loop's way
+    (``confirmation_decide_click_async``) on ``connection``, from the facts the loop reads
+    (``approvals.decision_sql.facts_sql``) for ``organization_id`` (the channel's by default);
+    ``between`` runs after the read and before the write. Call in production mode."""
+    row = await adb.fetchone(
+        connection,
+        facts_sql(user="%(user)s"),
+        {"request": request.pk, "organization": organization_id or channel.organization_id, "user": user.pk},
+    )
+    facts = None if row is None else facts_from_row(row)
+    if between is not None:
+        await sync_to_async(between)()
+    return await confirmation_decide_click_async(
+        connection,
+        facts=facts,
+        user=user,
+        approve=approve,
+        reason=reason,
+        via_channel_id=channel.pk,
+        external_id=APRIL,
+    )
+
+
+def decide_on_the_loop(request: ConfirmationRequest, user: Any, channel: Any, **click: Any) -> Any:
+    """:func:`click_on` on a connection of its own, from a test's thread."""
+
+    async def decide() -> Any:
+        connection = await adb.connect()
+        try:
+            return await click_on(connection, request, user, channel, **click)
+        finally:
+            await connection.close()
+
+    return async_to_sync(decide)()

@@ -17,25 +17,6 @@ from django.db.migrations.loader import MigrationLoader
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = ROOT / "pyproject.toml"
 
-UPWARD_MIGRATION_EDGES_OF_THE_PAST = {
-    # The role groups used to be synced by data migrations that needed every app's models.
-    ("agents", "0012_config_history_and_role_groups", "approvals"),
-    ("agents", "0012_config_history_and_role_groups", "channels_im"),
-    # Approver policies, escalation tiers and requests named a channel configuration of the
-    # channel app's (the model is the approvals app's since approvals.0019).
-    ("approvals", "0002_initial", "channels_im"),
-    ("approvals", "0007_approver_policy_history", "channels_im"),
-    ("approvals", "0008_quorum", "channels_im"),
-    ("approvals", "0010_escalation", "channels_im"),
-    ("approvals", "0013_policy_labels_in_plain_words", "channels_im"),
-    ("approvals", "0016_standing_grants", "channels_im"),
-    # The keyed audit-chain heads were computed from the chains of the apps that keep one.
-    ("fimone", "0003_chain_heads_keyed", "approvals"),
-    ("fimone", "0003_chain_heads_keyed", "agents"),
-}
-"""Migrations that shipped depending on a higher app. A migration that has run is not edited; these
-go when the migrations are squashed. No new one may join them."""
-
 
 def layer_of() -> dict[str, int]:
     """Each app's height in the "Import down, signal up" contract (0 for the ground, ``fimone``)."""
@@ -91,7 +72,7 @@ def test_no_migration_depends_on_a_higher_app() -> None:
         for target, _ in getattr(migration, "run_before", []):
             assert height.get(target, 0) <= height[label], f"{label}.{name} runs before {target}"
 
-    assert upward == UPWARD_MIGRATION_EDGES_OF_THE_PAST
+    assert upward == set()
 
 
 def test_no_app_imports_a_higher_one_even_inside_a_function() -> None:
