@@ -21,6 +21,7 @@ from agents.executors import dispatch_execute
 from agents.models import Agent, Conversation, ExecutionPath, Run, RunEvent, RunStatus
 from agents.signals import run_cancel_requested, run_cancelled
 from fimone.errors import ServiceError
+from fimone.humanize import clipped
 from fimone.throttling import ScopedUserRateThrottle
 from tenancy.models import Membership, Role
 from tenancy.permissions import may_manage_runs_of, member_roles
@@ -188,7 +189,9 @@ def check_run_start(*, agent: Agent, user: Any, roles: set[str], input: str, exe
 
 def new_conversation(*, agent: Agent, user: Any, text: str) -> Conversation:
     """The conversation a run started without one opens (not saved)."""
-    return Conversation(organization_id=agent.organization_id, agent=agent, user=user, title=text[:80])
+    return Conversation(
+        organization_id=agent.organization_id, agent=agent, user=user, title=clipped(text, 80)
+    )
 
 
 def new_run(

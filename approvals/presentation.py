@@ -93,6 +93,20 @@ def amount_text(args: Any) -> str:
     return money_text(amount, _currency_of(args)) if amount is not None else ""
 
 
+def subject_of(args: Any) -> str:
+    """What a call is about in a word or two, for one-line notices: its first top-level argument
+    named an id (``purchase_id``, ``orderId``) with a short value ("PO-1002"), else its sum of
+    money ("1,200.00 USD"); empty when it has neither."""
+    if isinstance(args, dict):
+        for key, value in args.items():
+            named_id = humanized_key(key).split()[-1] == "ID"
+            if named_id and isinstance(value, str | int) and not isinstance(value, bool):
+                text = str(value).strip()
+                if 0 < len(text) <= 40:
+                    return text
+    return amount_text(args)
+
+
 def _decimal(value: Any) -> Decimal | None:
     if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
         return None

@@ -29,3 +29,16 @@ def ago(moment: dt.datetime) -> str:
     if timezone.now() - moment < dt.timedelta(minutes=1):
         return "just now"
     return f"{timesince(moment)} ago"
+
+
+def clipped(text: str, limit: int) -> str:
+    """``text`` on one line, at most ``limit`` characters: cut at the last word that fits, with
+    "…" (mid-word only when a single word is longer than the limit)."""
+    line = " ".join(str(text).split())
+    if len(line) <= limit:
+        return line
+    cut = line[: limit - 1]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.-") + "…"

@@ -9,6 +9,7 @@ Each imports only those above it in this list. Every read other apps make is re-
 the package's API.
 """
 
+from approvals.selectors.absences import AbsencesOf, absences_of
 from approvals.selectors.access import (
     AUDIT_ROLES,
     audited_organization_ids,
@@ -16,6 +17,7 @@ from approvals.selectors.access import (
     may_use_inbox,
     may_view_history,
     request_get,
+    requests_get,
     requests_of_run,
     requests_visible_to,
     run_for_transcript,
@@ -64,11 +66,13 @@ __all__ = [
     "AUDIT_ROLES",
     "TOOL_CALL_COLUMNS",
     "TOOL_CALL_STATUSES",
+    "AbsencesOf",
     "GrantOffer",
     "HistoryFilters",
     "StageLine",
     "Tally",
     "VoteLine",
+    "absences_of",
     "audited_organization_ids",
     "current_stage_votes",
     "display_name",
@@ -88,6 +92,7 @@ __all__ = [
     "request_for_decision",
     "request_get",
     "request_status",
+    "requests_get",
     "requests_of_run",
     "requests_visible_to",
     "run_for_transcript",

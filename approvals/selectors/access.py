@@ -65,6 +65,16 @@ def request_get(*, request_id: uuid.UUID, user: Any) -> ConfirmationRequest | No
     return requests_visible_to(user=user).filter(pk=request_id).first()
 
 
+def requests_get(*, request_ids: list[uuid.UUID], user: Any) -> list[ConfirmationRequest]:
+    """Those of ``request_ids`` that ``user`` may read (:func:`request_get`), with who asked and who
+    decided."""
+    return list(
+        requests_visible_to(user=user)
+        .filter(pk__in=request_ids)
+        .select_related("requested_by", "responded_by", "agent")
+    )
+
+
 def may_decide(*, request: ConfirmationRequest, user: Any) -> bool:
     """Whether ``user`` could decide ``request`` right now (the service decides for real: this only
     chooses whether a page offers the buttons)."""

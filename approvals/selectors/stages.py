@@ -24,6 +24,8 @@ class StageLine:
     state: str
     asked: list[str] = field(default_factory=list)
     votes: list[VoteLine] = field(default_factory=list)
+    #: those it asks who have not voted yet (what the stage waits for)
+    waiting: list[str] = field(default_factory=list)
 
     @property
     def current(self) -> bool:
@@ -61,6 +63,7 @@ def stages_of(*, request: ConfirmationRequest) -> list[StageLine]:
     if not plan:
         return []
     asked: dict[int, list[str]] = {}
+    asked_users: dict[int, list[tuple[int, str]]] = {}
     stage_of_user: dict[int, int] = {}
     rows = ConfirmationApprover.objects.filter(request_id=request.pk, withdrawn_at__isnull=True)
     for row in rows.select_related("user", "delegate_of").order_by("pk"):
@@ -68,9 +71,12 @@ def stages_of(*, request: ConfirmationRequest) -> list[StageLine]:
         if row.delegate_of_id is not None:
             name += f" (for {display_name(row.delegate_of)})"
         asked.setdefault(row.stage, []).append(name)
+        asked_users.setdefault(row.stage, []).append((row.user_id, name))
         stage_of_user[row.user_id] = row.stage
     votes: dict[int, list[VoteLine]] = {}
+    voted: set[int] = set()
     for vote in ConfirmationVote.objects.filter(request_id=request.pk).select_related("user"):
+        voted.add(vote.user_id)
         line = VoteLine(
             by=display_name(vote.user), approve=vote.approve, at=vote.created_at, reason=vote.reason
         )
@@ -93,6 +99,7 @@ def stages_of(*, request: ConfirmationRequest) -> list[StageLine]:
                 state=state,
                 asked=asked.get(index, []),
                 votes=sorted(votes.get(index, []), key=lambda v: v.at),
+                waiting=[name for user_id, name in asked_users.get(index, []) if user_id not in voted],
             )
         )
     return lines

@@ -15,6 +15,7 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.views.decorators.http import require_http_methods
 
+from approvals import selectors
 from approvals.models import Absence
 from approvals.policy import APPROVER_ROLES
 from approvals.selectors import display_name
@@ -43,12 +44,12 @@ class AwayForm(forms.Form):
         label="Away until",
         input_formats=["%Y-%m-%dT%H:%M", "%Y-%m-%d"],
         widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
-        help_text="In the server's time zone.",
     )
     delegate = PersonChoice(queryset=User.objects.none(), label="Who decides in my place")
 
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.fields["until"].help_text = f"In {timezone.get_current_timezone_name()}, the server's time zone."
         mine = Membership.objects.filter(user=user, role__in=APPROVER_ROLES).values("organization_id")
         self.fields["organization"].queryset = Organization.objects.filter(pk__in=mine).order_by("name")
         self.fields["delegate"].queryset = _approvers_of(mine).exclude(pk=user.pk)
@@ -140,16 +141,13 @@ def away(request: HttpRequest) -> HttpResponse:
             status = 400
         else:
             return forbidden(request)
-    now = timezone.now()
-    running = Absence.objects.filter(ended_at__isnull=True, ends_at__gt=now).select_related(
-        "user", "delegate"
-    )
+    absences = selectors.absences_of(user=user)
     context = {
         "is_approver": is_approver,
         "away_form": away_form,
         "reassign_form": reassign_form,
-        "mine": list(running.filter(user=user)),
-        "standing_in": list(running.filter(delegate=user)),
+        "mine": absences.away,
+        "standing_in": absences.standing_in,
     }
     return render_page(request, "approvals/away.html", context, status=status)
 

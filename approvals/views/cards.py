@@ -9,12 +9,24 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from agents.models import ExecutionPath
 from approvals import presentation, selectors
 from approvals.event_lines import reason_for_people
 from approvals.gate import pretty_arguments
-from approvals.models import ConfirmationRequest
+from approvals.models import ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
-from fimone.humanize import ago
+from fimone.humanize import ago, clipped
+
+#: Where a request's run was started, as its card says it.
+ORIGINS = {
+    ExecutionPath.PORTAL: "From the chat",
+    ExecutionPath.API: "From the API",
+    ExecutionPath.MCP: "From an MCP client",
+    ExecutionPath.WORKFLOW: "From a workflow",
+    ExecutionPath.DAG: "From a workflow",
+    ExecutionPath.DELEGATE: "From another agent",
+    ExecutionPath.EVAL: "From an evaluation",
+}
 
 
 @dataclass(frozen=True)
@@ -85,6 +97,16 @@ class RequestCard:
             else [],
             editor=display_name(request.edited_by) if request.was_edited else None,
         )
+
+    @property
+    def origin(self) -> str:
+        """Where the call came from, in words ("From the chat", "From an MCP client")."""
+        return ORIGINS.get(self.request.run.execution_path, "")
+
+    @property
+    def conversation_title(self) -> str:
+        """The conversation's title on one line, cut at a word."""
+        return clipped(str(self.request.run.conversation), 60)
 
     @property
     def tally_line(self) -> str:
@@ -161,3 +183,31 @@ def _is_number(value: Any) -> bool:
         return Decimal(str(value).strip()).is_finite()
     except InvalidOperation:
         return False
+
+
+def left_notice(request: ConfirmationRequest, *, viewer: Any) -> str:
+    """What an approver's open inbox says in place of ``request``'s card when it leaves their
+    inbox: "alice withdrew Pay a purchase (PO-1002).", "april approved …", "… expired: nobody
+    decided in time.", or that it no longer waits for them (a stage moved on, a stand-in's part
+    was taken back)."""
+    title = request.tool_title or presentation.title_of(request.tool_name)
+    subject = presentation.subject_of(request.tool_args)
+    what = f"{title} ({subject})" if subject else title
+    status = request.status
+    if status == ConfirmationStatus.CANCELLED:
+        if request.reason.endswith("cancelled by the user"):
+            return f"{display_name(request.requested_by)} withdrew {what}."
+        stopped_by = re.search(r"cancelled by (\S+)$", request.reason)
+        if stopped_by:
+            return f"{stopped_by.group(1)} stopped the run behind {what}."
+        return f"{what} was withdrawn: {reason_for_people(request.reason)}."
+    if status == ConfirmationStatus.EXPIRED:
+        return f"{what} expired: nobody decided in time."
+    if status in (ConfirmationStatus.APPROVED, ConfirmationStatus.REJECTED):
+        if request.responded_by_id is None:
+            return f"{what} was {status}."
+        who = "You" if request.responded_by_id == viewer.pk else display_name(request.responded_by)
+        return f"{who} {status} {what}."
+    if selectors.has_voted(request=request, user=viewer):
+        return f"You voted on {what}: it waits for the others' votes."
+    return f"{what} no longer waits for you."

@@ -33,7 +33,7 @@ from approvals.services import (
     confirmation_decide_batch,
 )
 from approvals.services.grants import GrantAsk, GrantRefused, confirmation_approve_granting, grant_text
-from approvals.views.cards import RequestCard
+from approvals.views.cards import RequestCard, left_notice
 from approvals.views.layout import bad_request, render_page, signed_in
 from fimone.parsers import loads as json_loads
 
@@ -175,10 +175,22 @@ def inbox(request: HttpRequest) -> HttpResponse:
             "filtered": form.active,
             "query": request.GET.urlencode(),
             "max_batch": MAX_BATCH,
+            "absences": selectors.absences_of(user=request.user),
             "nav": "inbox",
         },
         status=400 if bad else 200,
     )
+
+
+def _ids(text: str, *, most: int = 200) -> set[uuid.UUID]:
+    """The request ids of a comma-separated list; what is not an id is left out."""
+    ids = set()
+    for part in text.split(",")[:most]:
+        try:
+            ids.add(uuid.UUID(part.strip()))
+        except ValueError:
+            continue
+    return ids
 
 
 @signed_in
@@ -187,7 +199,9 @@ def inbox_live(request: HttpRequest) -> JsonResponse:
     """What a live inbox page needs after a push (``approvals.live``): the user's pending count,
     and with ``?cards=1`` their inbox's cards as HTML, in the inbox's order (the page adds the
     new ones and drops those that left), filtered as the page is (it sends its filters). The same
-    read as :func:`inbox`: nothing more is shown."""
+    read as :func:`inbox`: nothing more is shown. With ``shown`` (the ids of the cards the page
+    shows, comma-separated), ``left`` says in words what became of those that left the inbox,
+    among the requests the user may read (:func:`~approvals.views.cards.left_notice`)."""
     shown, _form, total = _inbox_filtered(request)
     answer: dict[str, Any] = {"pending": total}
     if request.GET.get("cards") == "1":
@@ -204,6 +218,9 @@ def inbox_live(request: HttpRequest) -> JsonResponse:
             }
             for r in shown
         ]
+        gone = _ids(request.GET.get("shown", "")) - {r.pk for r in shown}
+        left = selectors.requests_get(request_ids=sorted(gone), user=request.user) if gone else []
+        answer["left"] = {str(r.pk): left_notice(r, viewer=request.user) for r in left}
     response = JsonResponse(answer)
     response["Cache-Control"] = "no-store"
     return response

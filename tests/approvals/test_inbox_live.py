@@ -117,7 +117,10 @@ def test_a_vote_towards_a_quorum_reaches_the_approvers_inboxes_with_the_new_tall
         r'<p class="tally">1 of 2 approvals: april approved [0-9: -]+ UTC — waiting for one more</p>',
         card["html"],
     )
-    assert live(personas.approver).json() == {"pending": 0, "cards": []}, "april has voted"
+    assert live(personas.approver).json() == {"pending": 0, "cards": [], "left": {}}, "april has voted"
+    assert live(personas.approver, f"?cards=1&shown={request.pk}").json()["left"] == {
+        str(request.pk): "You voted on Purchase pay (PO-1001): it waits for the others' votes."
+    }
 
 
 def test_a_refused_click_pushes_nothing(personas, resumes) -> None:
@@ -199,11 +202,14 @@ def test_the_live_read_gives_an_approver_the_cards_of_their_inbox(personas, resu
 
 
 def test_the_live_read_shows_nothing_to_a_stranger_the_requester_or_the_signed_out(personas, resumes) -> None:
-    open_request(personas)
+    request = open_request(personas)
     colleague = make_user("bob", personas.org)
 
     for user in (personas.stranger, personas.member, colleague):
-        assert live(user).json() == {"pending": 0, "cards": []}, user.username
+        assert live(user).json() == {"pending": 0, "cards": [], "left": {}}, user.username
+    for user in (personas.stranger, colleague):
+        # Naming a request they may not read tells them nothing of it.
+        assert live(user, f"?cards=1&shown={request.pk},not-an-id").json()["left"] == {}, user.username
     assert Client().get("/approvals/live/").status_code == 302
 
 
@@ -211,7 +217,10 @@ def test_a_settled_request_leaves_the_live_read(personas, resumes) -> None:
     request = open_request(personas)
     confirmation_decide(request_id=request.pk, user=personas.admin, approve=False, reason="no")
 
-    assert live(personas.approver).json() == {"pending": 0, "cards": []}
+    assert live(personas.approver).json() == {"pending": 0, "cards": [], "left": {}}
+    assert live(personas.approver, f"?cards=1&shown={request.pk}").json()["left"] == {
+        str(request.pk): "adam rejected Purchase pay (PO-1001)."
+    }, "the page that showed its card is told what became of it"
 
 
 def test_a_verdict_followed_up_by_a_worker_still_reaches_the_approvers_inboxes(personas, resumes) -> None:

@@ -261,7 +261,13 @@ def test_the_admin_record_and_the_request_page_list_the_stages(personas, resumes
     assert "Stage 1 of 2 — Team lead (1 approval): approved — lee approved" in record
     assert "Stage 2 of 2 — Finance (2 approvals): asked now" in record
     assert "Stage 1 of 2 — Team lead (1 approval): approved — lee approved" in page
-    assert "asks finn, fiona, fred" in page
+    assert "asked now · waiting for finn, fiona, fred" in page
+
+    vote(request, staff.fiona, reason="ok")
+    page = re.sub(
+        r"\s+", " ", re.sub(r"<[^>]+>", "", page_text(logged_in(staff.finn).get(f"/approvals/{request.pk}/")))
+    )
+    assert "waiting for finn, fred" in page, "who voted is no longer waited for"
 
 
 def test_the_api_names_the_stage_a_request_waits_for(personas, resumes) -> None:

@@ -40,12 +40,19 @@ def test_april_goes_away_fiona_decides_in_her_place_and_april_comes_back(
     until = (timezone.localtime() + dt.timedelta(days=3)).strftime("%Y-%m-%dT%H:%M")
     form.get_by_label("Away until").fill(until)
     form.get_by_label("Who decides in my place").select_option(label="fiona")
+    expect(form).to_contain_text("In UTC, the server's time zone.")  # the zone, named
     shoot(april, "away-form")
     form.get_by_role("button", name="Set my absence").click()
     expect(april.locator(".msg")).to_contain_text("fiona decides in your place")
     expect(april.get_by_role("button", name="I'm back")).to_be_visible()
     assert fits(april)
     shoot(april, "away-set")
+    april.goto(f"{demo}/approvals/")
+    expect(april.locator(".away-banner")).to_contain_text("You are away until")
+    expect(april.locator(".away-banner")).to_contain_text("fiona decides your requests in your place")
+    expect(april.locator(".away-banner").get_by_role("button", name="I'm back")).to_be_visible()
+    shoot(april, "away-inbox-banner")
+    april.goto(f"{demo}/approvals/away/")
 
     sign_in(alice, demo, "alice")
     alice.get_by_role("link", name=re.compile("Procurement assistant")).click()
@@ -56,6 +63,7 @@ def test_april_goes_away_fiona_decides_in_her_place_and_april_comes_back(
     fiona.goto(f"{demo}/approvals/")
     card = fiona.locator(".card", has_text="Pay a purchase")
     expect(card.locator(".stand-in")).to_contain_text("You decide this in the place of april")
+    expect(fiona.locator(".away-banner")).to_contain_text("You stand in for april until")
     shoot(fiona, "stand-in-inbox")
 
     april.get_by_role("button", name="I'm back").click()

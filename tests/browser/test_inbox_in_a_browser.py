@@ -76,7 +76,7 @@ def test_an_approver_rejects_a_call_from_the_inbox_with_a_reason(
     assert dialogs == [], "markup in the arguments never ran"
 
 
-def test_an_approver_filters_the_inbox_and_approves_what_is_left_in_one_go(
+def test_an_approver_filters_the_inbox_down_to_one_request_and_decides_it_on_its_card(
     live_server, personas, resumes, pending, page
 ) -> None:
     request, hostile = pending
@@ -91,21 +91,16 @@ def test_an_approver_filters_the_inbox_and_approves_what_is_left_in_one_go(
     expect(page.locator("#inbox-lede")).to_have_text(
         "1 of the 2 requests waiting for your decision match the filters, soonest deadline first."
     )
-    page.get_by_label("All shown").check()
-    expect(page.locator("#batch-count")).to_have_text("1 selected")
-    page.get_by_label("One reason for all selected requests").fill("month-end run")
-    shoot(page, "inbox-batch")
-    page.get_by_role("button", name="Approve selected").click()
+    # One request shown: no batch controls, its own buttons within the first screen.
+    expect(page.locator("#batch-form")).to_be_hidden()
+    expect(page.locator(".batch-pick")).to_be_hidden()
+    approve = page.get_by_role("button", name="Approve", exact=True)
+    assert approve.bounding_box()["y"] + approve.bounding_box()["height"] <= page.viewport_size["height"]
+    page.locator(".inbox-card").get_by_label("Reason").fill("month-end run")
+    shoot(page, "inbox-filtered-to-one")
+    approve.click()
 
-    results = page.locator("#batch-results li")
-    expect(results).to_have_count(1)
-    expect(results.first).to_contain_text("Purchase pay")
-    expect(results.first).to_contain_text("1,250.50")
-    expect(results.first).to_have_class("done")
-    shoot(page, "inbox-batch-result")
-    page.get_by_role("link", name="Back to the inbox").click()
-    expect(page.locator(".inbox-card")).to_have_count(0)  # the filter holds; the 99 is outside it
-    expect(page.locator("#batch-form")).to_be_hidden()  # nothing shown, nothing to select
+    expect(page.locator(".messages")).to_contain_text("Approved: Purchase pay")
     assert [r.status for r in ConfirmationRequest.objects.order_by("created_at")] == [
         ConfirmationStatus.APPROVED,
         ConfirmationStatus.PENDING,
@@ -113,3 +108,29 @@ def test_an_approver_filters_the_inbox_and_approves_what_is_left_in_one_go(
     request.refresh_from_db()
     assert request.reason == "month-end run" and resumes.run_ids == [request.run_id]
     assert hostile.pk != request.pk
+
+
+def test_an_approver_rejects_every_request_shown_in_one_go(
+    live_server, personas, resumes, pending, page
+) -> None:
+    sign_in(page, live_server.url, "april")
+    expect(page.locator(".inbox-card")).to_have_count(2)
+    expect(page.locator("#batch-form")).to_be_visible()
+    expect(page.locator("#batch-form")).not_to_have_class(re.compile("is-picking"))
+
+    page.get_by_label("All shown").check()
+    expect(page.locator("#batch-count")).to_have_text("2 selected")
+    expect(page.locator("#batch-form")).to_have_class(re.compile("is-picking"))  # it follows the reader
+    page.get_by_label("One reason for all selected requests").fill("budget frozen")
+    shoot(page, "inbox-batch")
+    page.get_by_role("button", name="Reject selected").click()
+
+    results = page.locator("#batch-results li")
+    expect(results).to_have_count(2)
+    expect(results.first).to_have_class("done")
+    shoot(page, "inbox-batch-result")
+    page.get_by_role("link", name="Back to the inbox").click()
+    expect(page.locator(".inbox-card")).to_have_count(0)
+    expect(page.locator("#batch-form")).to_be_hidden()  # nothing shown, nothing to select
+    assert {r.status for r in ConfirmationRequest.objects.all()} == {ConfirmationStatus.REJECTED}
+    assert {r.reason for r in ConfirmationRequest.objects.all()} == {"budget frozen"}

@@ -19,6 +19,9 @@ pytestmark = [pytest.mark.browser]
 
 __all__ = ["demo"]  # the fixture, imported for this module's tests
 
+FIRST_SCREEN = {"width": 1280, "height": 800}
+"""A laptop's first screen."""
+
 
 def test_a_request_appears_in_an_open_inbox_and_leaves_when_decided_elsewhere(
     asgi_server, demo: dict[str, Any], browser: Browser
@@ -139,3 +142,42 @@ def test_a_vote_towards_a_quorum_updates_the_tally_of_a_card_already_shown(
     assert april.evaluate("window.__sameDocument") is True
     shoot(april, "inbox-tally-updated-desktop")
     assert ConfirmationRequest.objects.get().status == ConfirmationStatus.PENDING
+
+
+def test_an_open_inbox_says_in_words_that_the_requester_withdrew_the_call(
+    asgi_server, demo: dict[str, Any], browser: Browser
+) -> None:
+    base = asgi_server.url
+    alice = browser.new_context(viewport=DESKTOP).new_page()
+    start_paying(alice, base)
+    inboxes = []
+    for viewport in (FIRST_SCREEN, PHONE):
+        april = browser.new_context(viewport=viewport).new_page()
+        sign_in(april, base, "april")
+        april.goto(f"{base}/approvals/")
+        expect(april.locator(".inbox-card")).to_have_count(1, timeout=15_000)
+        # The tab says how many wait, and nothing else; the page's script is there once.
+        assert april.title() == "(1) Inbox · FIM One hooks"
+        assert april.locator("script[src*='inbox_batch.js']").count() == 1
+        # One request: no batch controls, and where it came from.
+        expect(april.locator("#batch-form")).to_be_hidden()
+        expect(april.locator(".inbox-card .batch-pick")).to_be_hidden()
+        expect(april.locator(".inbox-card .origin")).to_have_text("From the chat")
+        shoot(april, "one-request")
+        inboxes.append(april)
+    # On a laptop's first screen the decision is there without scrolling.
+    approve = inboxes[0].get_by_role("button", name="Approve", exact=True).bounding_box()
+    assert approve["y"] + approve["height"] <= FIRST_SCREEN["height"], approve
+
+    alice.get_by_role("button", name="Stop").click()
+
+    for april in inboxes:
+        notice = april.locator(".inbox-left")
+        expect(notice).to_contain_text("alice withdrew Pay a purchase (PO-1001).", timeout=15_000)
+        expect(april.locator(".inbox-card")).to_have_count(0)
+        expect(april.locator("#nav-inbox .count")).to_have_count(0)
+        assert april.title() == "Inbox · FIM One hooks"
+        shoot(april, "withdrawn")
+        notice.get_by_role("button", name="Dismiss").click()
+        expect(notice).to_have_count(0)
+        expect(april.locator("#inbox-empty")).to_be_visible()

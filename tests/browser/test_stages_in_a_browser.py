@@ -83,6 +83,9 @@ def test_forty_thousand_needs_one_approval_and_sixty_thousand_the_lead_then_fina
     card = fiona.locator(".card", has_text="Raise a purchase order")
     expect(card.locator(".stages li").nth(0)).to_contain_text("approved — lee approved")
     expect(card.locator(".tally")).to_contain_text("1 of 2 approvals: april approved")
+    finance = card.locator(".stages li").nth(1)
+    expect(finance).to_contain_text("waiting for fiona, adam")  # april voted: not waited for
+    expect(finance).not_to_contain_text("april,")
     shoot(fiona, "stages-finance-asked")
     assert "Approved" in decide(fiona, demo, "Raise a purchase order", "ok")
 

@@ -1,7 +1,8 @@
-// The inbox's batch bar: "All shown" selects every card on the page, the bar says how many are
-// selected, and its buttons wait for a selection. Cards the live inbox adds or drops are counted
-// as they come and go. Without JavaScript each card's box is ticked by hand; the server decides
-// each selected request as it would alone.
+// The inbox's batch bar, shown while two or more requests wait: "All shown" selects every card on
+// the page, the bar says how many are selected, and its buttons wait for a selection; once
+// something is selected the bar follows the reader at the bottom of the screen. Cards the live
+// inbox adds or drops are counted as they come and go. Without JavaScript each card's box is
+// ticked by hand; the server decides each selected request as it would alone.
 (function () {
   "use strict";
 
@@ -21,7 +22,13 @@
   function update() {
     var shown = boxes();
     var picked = shown.filter(function (box) { return box.checked; }).length;
-    form.hidden = shown.length === 0;
+    var batch = shown.length >= 2;
+    form.hidden = !batch;
+    cards.setAttribute("data-batch", batch ? "on" : "off");
+    if (!batch) shown.forEach(function (box) { box.checked = false; });
+    if (!batch) picked = 0;
+    form.classList.toggle("is-picking", picked > 0);
+    cards.classList.toggle("is-picking", picked > 0);
     if (filters && shown.length) filters.hidden = false; // requests arrived on a page that had none
     count.textContent = picked ? picked + " selected" : hint;
     all.checked = picked > 0 && picked === shown.length;

@@ -5,7 +5,8 @@
 // then read over HTTP from /approvals/live/ with the same authorised read as the inbox page. No
 // polling: a read happens after a push, and once after a reconnect (changes made while the link was
 // down). Cards already on the page are not re-rendered, so a reason being typed is kept: only their
-// status lines (a quorum's tally, an escalation) are brought up to date.
+// status lines (a quorum's tally, an escalation) are brought up to date. A card that leaves is
+// replaced by what became of it (withdrawn, expired, decided by someone else), in words.
 //
 // The inbox page's title carries the count ("(2) Inbox"), and an approver who turned notifications
 // on (the inbox's button; kept in this browser) is notified of a new request while the tab is in
@@ -128,11 +129,39 @@
     });
   }
 
-  function applyCards(cards) {
+  // In place of a card that left the inbox, what became of it ("alice withdrew Pay a purchase
+  // (PO-1002).") until the approver dismisses it; set as text, never as markup.
+  function leftNotice(node, text) {
+    var notice = document.createElement("div");
+    notice.className = "inbox-left";
+    notice.setAttribute("role", "status");
+    notice.setAttribute("data-left-id", node.getAttribute("data-request-id"));
+    var words = document.createElement("span");
+    words.textContent = text;
+    var dismiss = document.createElement("button");
+    dismiss.type = "button";
+    dismiss.className = "btn btn-plain";
+    dismiss.textContent = "Dismiss";
+    dismiss.addEventListener("click", function () { notice.remove(); });
+    notice.appendChild(words);
+    notice.appendChild(dismiss);
+    node.replaceWith(notice);
+  }
+
+  function shownIds() {
+    return Array.prototype.map.call(list.querySelectorAll(".inbox-card"), function (node) {
+      return node.getAttribute("data-request-id");
+    });
+  }
+
+  function applyCards(cards, left) {
     var wanted = {};
     cards.forEach(function (c) { wanted[c.id] = true; });
     list.querySelectorAll(".inbox-card").forEach(function (node) {
-      if (!wanted[node.getAttribute("data-request-id")]) node.remove();
+      var id = node.getAttribute("data-request-id");
+      if (wanted[id]) return;
+      if (left && left[id]) leftNotice(node, left[id]);
+      else node.remove();
     });
     var previous = null;
     cards.forEach(function (c) {
@@ -159,13 +188,14 @@
     if (reading) { again = true; return; }
     reading = true;
     // The inbox's cards are read with the page's own filters (its query), so a filtered page stays filtered.
-    var query = list ? "?cards=1" + window.location.search.replace(/^\?/, "&") : "";
+    var query = list ? "?cards=1" + window.location.search.replace(/^\?/, "&") +
+      "&shown=" + encodeURIComponent(shownIds().join(",")) : "";
     fetch(liveUrl + query, { credentials: "same-origin", headers: { Accept: "application/json" } })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (state) {
         if (!state) return;
         setCount(state.pending);
-        if (list && state.cards) { applyCards(state.cards); setLede(state.pending, state.cards.length); }
+        if (list && state.cards) { applyCards(state.cards, state.left); setLede(state.pending, state.cards.length); }
       })
       .catch(function () { /* the next push or reconnect reads again */ })
       .then(function () {
