@@ -79,6 +79,10 @@ _EVENT_LABELS = {
     "stage": "Stage",
     "name": "Stage name",
     "message_id": "Message ID",
+    "grant": "Standing approval",
+    "granted_by": "Granted by",
+    "conditions": "Conditions",
+    "scope": "For",
     "attempt": "Attempt",
 }
 
@@ -97,7 +101,7 @@ _EVENT_HIDDEN = frozenset(
     }
 )
 
-_USER_LISTS = ("approvers", "added_approvers", "stands_in_for")
+_USER_LISTS = ("approvers", "added_approvers", "stands_in_for", "granted_by")
 
 #: Details for whoever traces a request through the systems (a platform's message id, ids of
 #: records): under "Technical details", closed, with the JSON.
@@ -192,6 +196,12 @@ def _event_value(key: str, value: Any, *, request: ConfirmationRequest, names: d
         return "; ".join(_stage_text(number, stage, names) for number, stage in enumerate(value, start=1))
     if key in {"channel", "via"}:
         return _channel_text(value, request=request)
+    if key == "grant" and isinstance(value, int):
+        return f"#{value}"
+    if key == "scope" and value in presentation.SCOPE_TEXT:
+        return presentation.SCOPE_TEXT[value].capitalize()
+    if key == "conditions" and isinstance(value, list):
+        return presentation.conditions_text(value)
     if key in {"vote", "wanted", "status", "tool_status"} and isinstance(value, str):
         return value.capitalize()
     if key in {"expires_at", "until"} and isinstance(value, str):
@@ -208,6 +218,8 @@ def _channel_text(value: Any, *, request: ConfirmationRequest) -> str:
     """``"web"`` → "Web inbox"; a channel configuration's id → its name when it is the request's."""
     if value == "web":
         return "Web inbox"
+    if value == "grant":
+        return "A standing approval (nobody was asked)"
     if isinstance(value, int):
         config = request.channel_config if request.channel_config_id == value else None
         return str(getattr(config, "name", "") or f"channel #{value}")

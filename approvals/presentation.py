@@ -93,18 +93,66 @@ def amount_text(args: Any) -> str:
     return money_text(amount, _currency_of(args)) if amount is not None else ""
 
 
-def subject_of(args: Any) -> str:
-    """What a call is about in a word or two, for one-line notices: its first top-level argument
-    named an id (``purchase_id``, ``orderId``) with a short value ("PO-1002"), else its sum of
-    money ("1,200.00 USD"); empty when it has neither."""
+#: A standing approval's scope in words.
+SCOPE_TEXT = {"conversation": "in one conversation", "agent": "in every conversation of the agent"}
+
+
+def conditions_text(rows: Any) -> str:
+    """A standing approval's conditions in one line: "amount <= 5000 and vendor == Lumen"."""
+    if not isinstance(rows, list):
+        return value_text(rows)
+    return " and ".join(
+        f"{row.get('field')} {row.get('op')} {row.get('value')}" if isinstance(row, dict) else str(row)
+        for row in rows
+    )
+
+
+#: What an id looks like: a short token, no spaces or markup ("PO-1002", "42", "inv/2026-0012").
+_IDENTIFIER = re.compile(r"[\w.:/#-]{1,40}")
+
+
+def identifier_of(args: Any) -> str:
+    """A call's own id, if it has one: its first top-level argument named an id (``purchase_id``,
+    ``orderId``) whose value looks like one (:data:`_IDENTIFIER`: "PO-1002"); empty otherwise."""
     if isinstance(args, dict):
         for key, value in args.items():
-            named_id = humanized_key(key).split()[-1] == "ID"
-            if named_id and isinstance(value, str | int) and not isinstance(value, bool):
-                text = str(value).strip()
-                if 0 < len(text) <= 40:
-                    return text
-    return amount_text(args)
+            if humanized_key(key).split()[-1] != "ID" or isinstance(value, bool):
+                continue
+            text = str(value).strip() if isinstance(value, str | int) else ""
+            if _IDENTIFIER.fullmatch(text):
+                return text
+    return ""
+
+
+def subject_of(args: Any) -> str:
+    """What a call is about in a word or two, for one-line notices: its id (:func:`identifier_of`),
+    else its sum of money ("1,200.00 USD"); empty when it has neither."""
+    return identifier_of(args) or amount_text(args)
+
+
+#: How long a value may be to stand in a record's one-line summary of a call.
+SUMMARY_VALUE_CHARS = 40
+
+
+def summary_of(args: Any, context: Any) -> str:
+    """What a call is about in one line for a record's row: its id, then the short facts its
+    context gives (vendor, amount with currency …), else its amount: at most three values,
+    "PO-1001 · Lumen Office Supplies · 1,200.00 USD"; empty when nothing short says it."""
+    values: list[str] = []
+
+    def add(value: Any) -> None:
+        text = " ".join(str(value).split())
+        if text and text != "—" and len(text) <= SUMMARY_VALUE_CHARS and text not in values:
+            values.append(text)
+
+    add(identifier_of(args))
+    for item in context if isinstance(context, list) else []:
+        if isinstance(item, dict) and not item.get("argument"):
+            add(item.get("value", ""))
+    amount = amount_text(args)
+    if amount and not any(value.startswith(amount.split()[0]) for value in values):
+        add(amount)
+    return " · ".join(values[:3])
 
 
 def _decimal(value: Any) -> Decimal | None:

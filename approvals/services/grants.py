@@ -21,7 +21,7 @@ from django.utils import timezone
 from agents.models import Run
 from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus, StandingGrant
 from approvals.policy import APPROVER_ROLES, ResolvedPolicy, eligible_ids, policy_for, stages_for_call
-from approvals.presentation import call_facts, title_of
+from approvals.presentation import SCOPE_TEXT, call_facts, conditions_text, title_of
 from approvals.selectors import display_name, request_for_decision
 from approvals.services.deciding import DecisionOutcome, confirmation_decide
 from approvals.services.event_log import Kind, log_event
@@ -226,7 +226,9 @@ def grant_settle(*, request: ConfirmationRequest, grant: StandingGrant, now: dt.
     decision, the verdict logged with the grant's id, the grant's use counted."""
     written = {
         "status": ConfirmationStatus.APPROVED,
-        "responded_at": now,
+        # Never before the request's own moment (stamped when its row was written): a verdict
+        # does not come before the question.
+        "responded_at": max(now, request.created_at),
         "responded_by_id": grant.granted_by_id,
         "reason": f"standing approval #{grant.pk}",
     }
@@ -254,8 +256,8 @@ def grant_settle(*, request: ConfirmationRequest, grant: StandingGrant, now: dt.
 def grant_text(grant: StandingGrant) -> str:
     """A grant as people read it: "april approves Pay a purchase where amount <= 5000, in every
     conversation of the agent, until 2026-12-05 18:00 UTC"."""
-    where = " and ".join(f"{row['field']} {row['op']} {row['value']}" for row in grant.conditions)
+    where = conditions_text(grant.conditions)
     until = f"until {grant.expires_at:%Y-%m-%d %H:%M %Z}" if grant.expires_at else "until revoked"
-    scope = "in every conversation of the agent" if grant.scope == Scope.AGENT else "in one conversation"
+    scope = SCOPE_TEXT.get(grant.scope, "in one conversation")
     tool = grant.source_request.tool_title or title_of(grant.tool_name)
     return f"{display_name(grant.granted_by)} approves {tool} where {where}, {scope}, {until}"

@@ -11,7 +11,7 @@ from typing import Any
 
 from agents.models import ExecutionPath
 from approvals import presentation, selectors
-from approvals.event_lines import reason_for_people
+from approvals.event_lines import reason_for_people, stopped_by
 from approvals.gate import pretty_arguments
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
@@ -97,6 +97,11 @@ class RequestCard:
             else [],
             editor=display_name(request.edited_by) if request.was_edited else None,
         )
+
+    @property
+    def summary(self) -> str:
+        """What the call is about in one line (:func:`~approvals.presentation.summary_of`)."""
+        return presentation.summary_of(self.request.tool_args, self.request.context)
 
     @property
     def origin(self) -> str:
@@ -195,12 +200,12 @@ def left_notice(request: ConfirmationRequest, *, viewer: Any) -> str:
     what = f"{title} ({subject})" if subject else title
     status = request.status
     if status == ConfirmationStatus.CANCELLED:
-        if request.reason.endswith("cancelled by the user"):
-            return f"{display_name(request.requested_by)} withdrew {what}."
-        stopped_by = re.search(r"cancelled by (\S+)$", request.reason)
-        if stopped_by:
-            return f"{stopped_by.group(1)} stopped the run behind {what}."
-        return f"{what} was withdrawn: {reason_for_people(request.reason)}."
+        who = stopped_by(request.reason, request=request)
+        if who is None:
+            return f"{what} was withdrawn. {reason_for_people(request.reason, request=request)}"
+        if request.requested_by_id and who == display_name(request.requested_by):
+            return f"{who} withdrew {what}."
+        return f"{who} stopped the run behind {what}."
     if status == ConfirmationStatus.EXPIRED:
         return f"{what} expired: nobody decided in time."
     if status in (ConfirmationStatus.APPROVED, ConfirmationStatus.REJECTED):

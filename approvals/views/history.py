@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
 from agents.models import Agent
-from approvals import selectors
+from approvals import presentation, selectors
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from approvals.selectors import display_name
 from approvals.views.cards import RequestCard
@@ -157,8 +157,10 @@ class HistoryRow:
     def of(cls, request: ConfirmationRequest, *, votes: list[selectors.VoteLine]) -> HistoryRow:
         names = sorted(display_name(user) for user in request.approvers.all())
         waited = ""
-        if request.responded_at is not None:
-            waited = duration_text((request.responded_at - request.created_at).total_seconds())
+        if request.grant_id is not None:
+            waited = "instant (standing approval)"
+        elif request.responded_at is not None:
+            waited = duration_text(max(0.0, (request.responded_at - request.created_at).total_seconds()))
         card = RequestCard.of(request, votes=votes)
         return cls(card=card, approvers=", ".join(names), time_to_decision=waited)
 
@@ -207,6 +209,16 @@ class ToolCallFilterForm(HistoryFilterForm):
         return super().filters()
 
 
+def _blocked_because(detail: str) -> dict[str, str]:
+    """A blocked call's record ("hook_name: why") as people read it: ``why``, and ``by`` the hook
+    in words ("Confirmation gate"), none when the record names no hook."""
+    name, said, why = detail.partition(": ")
+    if not said:
+        return {"why": detail, "by": ""}
+    by = "" if name.strip() in ("", "null", "None") else presentation.humanized_key(name.strip())
+    return {"why": why, "by": by}
+
+
 @signed_in
 @require_GET
 def tool_calls(request: HttpRequest) -> HttpResponse:
@@ -219,7 +231,12 @@ def tool_calls(request: HttpRequest) -> HttpResponse:
     query = request.GET.copy()
     query.pop("page", None)
     lines = [
-        {**row, "took": "" if row["took_ms"] is None else duration_text(row["took_ms"] / 1000)}
+        {
+            **row,
+            "took": "" if row["took_ms"] is None else duration_text(row["took_ms"] / 1000),
+            "title": presentation.title_of(row["tool"] or ""),
+            **_blocked_because(row["detail"] or ""),
+        }
         for row in page
     ]
     return render_page(

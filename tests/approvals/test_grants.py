@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from agents.models import Conversation, RunStatus
 from agents.services import run_start
+from approvals.event_lines import EventLine
 from approvals.models import (
     ApproverPolicy,
     ConfirmationEvent,
@@ -32,6 +33,7 @@ from approvals.services.grants import (
     grant_for_call,
     grant_revoke,
 )
+from approvals.views.history import HistoryRow
 from tenancy.models import Membership, Role
 from tests.admin_kit import logged_in, page_text, url
 from tests.agents.engine_kit import Harness, RecordingTool
@@ -101,6 +103,38 @@ def test_a_later_call_in_the_conversation_is_approved_by_the_grant_and_recorded_
     assert standing.uses == 1
     assert request.events.get(kind=Kind.GRANTED).details["conditions"] == UP_TO_5000
     assert queue_health(user=personas.auditor).overall.count == 1, "a grant's approval waited for nobody"
+
+
+def test_the_record_says_in_words_which_standing_approval_decided_and_its_times_never_run_backwards(
+    personas, resumes
+) -> None:
+    allow_grants(personas)
+    harness = Harness(pay_tool())
+    agent = paying(personas, 1_000)
+    first = pay_in(personas, harness, agent)
+    request = ConfirmationRequest.objects.get(run=first)
+    _, standing = grant(personas, request)
+    harness.resume(first)
+    second = pay_in(personas, harness, agent, conversation=first.conversation)
+    later = ConfirmationRequest.objects.get(run=second)
+
+    assert later.responded_at >= later.created_at, "a verdict never comes before its question"
+    [decided] = [
+        line
+        for line in EventLine.lines_of(later, list(later.events.all()))
+        if line.event.kind == Kind.DECIDED
+    ]
+    assert ("Standing approval", f"#{standing.pk}") in decided.rows
+    assert ("Granted by", "april") in decided.rows
+    assert ("Through", "A standing approval (nobody was asked)") in decided.rows
+    [granted] = [
+        line
+        for line in EventLine.lines_of(request, list(request.events.all()))
+        if line.event.kind == Kind.GRANTED
+    ]
+    assert ("Conditions", "amount <= 5000") in granted.rows
+    assert ("For", "In one conversation") in granted.rows
+    assert HistoryRow.of(later, votes=[]).time_to_decision == "instant (standing approval)"
 
 
 def test_a_grant_never_covers_arguments_outside_its_conditions_or_another_conversation(

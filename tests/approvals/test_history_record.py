@@ -37,9 +37,9 @@ def csv_rows(response: Any) -> list[dict[str, str]]:
 
 
 def tools_listed(page: str) -> list[str]:
-    """The tools of the lines listed: the history keeps a tool's internal name out of sight (its
-    row's ``data-tool``), the tool-call record shows it."""
-    found = re.findall(r'<tr data-tool="([^"]*)">|<code class="tool-name">([^<]*)</code>', page)
+    """The tools of the lines listed: both records keep a tool's internal name out of sight (the
+    history's row's ``data-tool``, the tool-call record's title attribute of the tool's title)."""
+    found = re.findall(r'<tr data-tool="([^"]*)">|<td data-label="Tool"><span title="([^"]*)">', page)
     return [in_history or in_calls for in_history, in_calls in found]
 
 
@@ -257,7 +257,13 @@ def test_the_tool_call_record_lists_executions_and_blocked_calls_of_the_auditors
     page = signed_in(governed.auditor).get(TOOLS).content.decode()
 
     assert sorted(tools_listed(page)) == ["oa__purchase_delete", "oa__purchase_list"]
-    assert "deny_tools: deleting purchases is not allowed" in page and "1.2 s" in page
+    assert (
+        'deleting purchases is not allowed <span class="agent">(Deny tools)</span>' in page
+        and "1.2 s" in page
+    )
+    assert "Purchase delete" in page and ">oa__purchase_delete<" not in page, (
+        "titles, the internal name in a tooltip"
+    )
     assert "globex_secret_tool" not in page
 
 
@@ -418,3 +424,13 @@ def test_an_amount_in_the_arguments_reads_in_the_currency_the_context_gives(gove
     ConfirmationRequest.objects.filter(pk=request.pk).update(context=[{"label": "Vendor", "value": "Lumen"}])
     text = signed_in(governed.auditor).get(f"/approvals/{request.pk}/").content.decode()
     assert "<dt>Amount</dt><dd>1,200.00</dd>" in text
+
+
+def test_each_history_row_says_what_the_call_was_about(personas, resumes) -> None:
+    recorded_request(personas, tool_args={"purchase_id": "PO-1001", "amount": 1200, "currency": "USD"})
+    recorded_request(personas, tool_args={"purchase_id": "PO-1002", "amount": 4800, "currency": "USD"})
+
+    page = signed_in(personas.auditor).get(HISTORY).content.decode()
+
+    cells = re.findall(r'<td data-label="What">([^<]*)</td>', page)
+    assert sorted(cells) == ["PO-1001 · 1,200.00 USD", "PO-1002 · 4,800.00 USD"]
