@@ -265,3 +265,28 @@ def test_events_of_a_run_that_goes_on_while_the_socket_is_down_are_shown_once(
     expect(alice.locator(".bubble.assistant.final")).to_contain_text("PO-1001", timeout=15_000)
     expect(card.locator(".verdict")).to_contain_text("Approved by april")
     assert_page_matches_stored_events(alice, base, Run.objects.get(pk=request.run_id))
+
+
+@pytest.mark.parametrize(
+    ("permission", "label", "usable"),
+    [
+        ("denied", "Notifications blocked", False),
+        ("default", "Notify me", True),
+        ("granted", "Notifications on", False),
+    ],
+)
+def test_the_chat_says_when_the_browser_blocks_notifications(
+    asgi_server, demo, browser: Browser, permission: str, label: str, usable: bool
+) -> None:
+    alice = browser.new_context(viewport=PHONE).new_page()
+    # The browser's answer as a person's browser would give it (headless Chromium has its own).
+    alice.add_init_script(f"Object.defineProperty(Notification, 'permission', {{get: () => '{permission}'}})")
+    start_paying(alice, asgi_server.url)  # a conversation: the toggle sits in its header
+
+    toggle = alice.locator("#notify-toggle")
+    expect(toggle).to_be_visible()
+    expect(toggle).to_have_text(label)
+    expect(toggle).to_be_enabled() if usable else expect(toggle).to_be_disabled()
+    if permission == "denied":
+        assert "browser's settings" in (toggle.get_attribute("title") or "")
+        shoot(alice, "notifications-blocked")

@@ -35,12 +35,16 @@ var notifyToggle = document.getElementById("notify-toggle");
 function showNotifyToggle() {
   if (!notifyToggle || !("Notification" in window)) return;
   var permission = Notification.permission;
-  notifyToggle.hidden = permission === "denied";
-  notifyToggle.disabled = permission === "granted";
-  notifyToggle.textContent = permission === "granted" ? "Notifications on" : "Notify me";
+  // Blocked by the browser: say so, rather than let the button vanish without a word.
+  notifyToggle.hidden = false;
+  notifyToggle.disabled = permission !== "default";
+  notifyToggle.textContent = permission === "granted" ? "Notifications on"
+    : permission === "denied" ? "Notifications blocked" : "Notify me";
   notifyToggle.title = permission === "granted"
     ? "You are told when the run needs someone or finishes while this tab is hidden."
-    : "Be told when the run needs someone or finishes while this tab is hidden.";
+    : permission === "denied"
+      ? "Notifications are blocked for this site in your browser's settings: allow them there to be told."
+      : "Be told when the run needs someone or finishes while this tab is hidden.";
 }
 export function wireNotifyToggle() {
   if (!notifyToggle) return;
