@@ -322,6 +322,7 @@ PURCHASE_CREATE_SCHEMA: dict[str, Any] = {
             "type": "string",
             "title": "Currency",
             "pattern": "^[A-Z]{3}$",
+            "default": "USD",
             "description": "Default USD.",
         },
     },

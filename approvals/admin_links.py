@@ -11,7 +11,6 @@ from django.http import HttpRequest
 from django.urls import reverse
 
 from approvals.selectors import inbox_for, may_use_inbox, may_view_history
-from tenancy.models import Membership, Role
 
 
 def approval_links(request: HttpRequest) -> dict[str, Any]:
@@ -21,10 +20,8 @@ def approval_links(request: HttpRequest) -> dict[str, Any]:
     if not getattr(user, "is_authenticated", False) or not user.is_staff:
         return {}
     pending = inbox_for(user=user).count()
-    # Operators configure approvals and see them arrive, even with nothing to decide yet.
-    configures = Membership.objects.filter(user=user, role__in=(Role.OPERATOR, Role.ADMIN)).exists()
     return {
-        "inbox_url": reverse("approvals:inbox") if pending or configures or may_use_inbox(user=user) else "",
+        "inbox_url": reverse("approvals:inbox") if pending or may_use_inbox(user=user) else "",
         "pending": pending,
         "history_url": reverse("approvals:history") if may_view_history(user=user) else "",
     }

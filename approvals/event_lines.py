@@ -201,7 +201,8 @@ def _event_value(key: str, value: Any, *, request: ConfirmationRequest, names: d
     if key == "scope" and value in presentation.SCOPE_TEXT:
         return presentation.SCOPE_TEXT[value].capitalize()
     if key == "conditions" and isinstance(value, list):
-        return presentation.conditions_text(value)
+        currency = presentation.call_currency(request.tool_args, request.context)
+        return presentation.conditions_text(value, currency=currency) or "None: any arguments"
     if key in {"vote", "wanted", "status", "tool_status"} and isinstance(value, str):
         return value.capitalize()
     if key in {"expires_at", "until"} and isinstance(value, str):

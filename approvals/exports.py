@@ -10,13 +10,16 @@ first) is prefixed with an apostrophe — the arguments were written by an LLM a
 from __future__ import annotations
 
 import csv
+import json
 from collections.abc import Iterator
 from typing import Any
 
 from django.db.models import QuerySet, TextField
 from django.db.models.functions import Cast
 
+from agents.tools.base import readable_tool_name
 from approvals.models import ConfirmationApprover, ConfirmationRequest, ConfirmationVote
+from approvals.presentation import summary_of
 
 CHUNK_SIZE = 2000
 HEADER = (
@@ -25,6 +28,8 @@ HEADER = (
     "organization",
     "agent",
     "tool",
+    "title",
+    "about",
     "arguments",
     "status",
     "requested_by",
@@ -39,8 +44,11 @@ HEADER = (
     "args_sha256",
     "votes",
 )
-"""``decided_by``: everyone who voted on the request, in the order they voted (a quorum's every
-approver, not only the last), else whoever settled it; ``votes``: each vote with its moment and
+"""``title``: the tool as people read it; ``about``: what the call was about in one line, as the
+history page's "What" column says it ("PO-1001 · Lumen Office Supplies · 1,200.00 USD",
+:func:`approvals.presentation.summary_of`); ``decided_by``: everyone who voted on the request, in
+the order they voted (a quorum's every approver, not only the last), else whoever settled it;
+``seconds_to_decision``: never below 0 (a standing approval's is 0); ``votes``: each vote with its moment and
 reason ("april approved 2026-11-30T10:02:00+00:00; …")."""
 _FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
@@ -64,7 +72,9 @@ _COLUMNS = (
     "organization__name",
     "agent__name",
     "tool_name",
+    "tool_title",
     "tool_args",
+    "context",
     "status",
     "requested_by__username",
     "requested_by__first_name",
@@ -81,6 +91,17 @@ _COLUMNS = (
     "args_sha256",
 )
 """Read as plain tuples: 100,000 rows never become 700,000 model instances."""
+_JSON_COLUMNS = ("tool_args", "context")
+"""Read as the database's JSON text: the arguments are written out as they are, without decoding
+and encoding them again."""
+
+
+def _about(args: str | None, context: str | None) -> str:
+    """The one line a history row says the call was about, from the stored JSON texts."""
+    try:
+        return summary_of(json.loads(args or "null"), json.loads(context or "null"))
+    except ValueError:  # stored JSON is valid; a cell is not worth failing an export over
+        return ""
 
 
 def _name(username: str | None, first: str | None, last: str | None) -> str:
@@ -144,14 +165,13 @@ def history_csv_lines(requests: QuerySet[ConfirmationRequest]) -> Iterator[str]:
     are read once per chunk."""
     writer = csv.writer(_Echo())
     yield writer.writerow(HEADER)
-    # The arguments come as the database's JSON text: no decoding and re-encoding per row.
-    columns = [Cast("tool_args", TextField()) if c == "tool_args" else c for c in _COLUMNS]
+    columns = [Cast(c, TextField()) if c in _JSON_COLUMNS else c for c in _COLUMNS]
     rows = requests.values_list(*columns).iterator(chunk_size=CHUNK_SIZE)
     for chunk in _chunks(rows, CHUNK_SIZE):
         approvers = _approvers_of([row[0] for row in chunk])
         votes = _votes_of([row[0] for row in chunk])
         for (
-            pk, created, organization, agent, tool, args, status, r_user, r_first, r_last,
+            pk, created, organization, agent, tool, title, args, context, status, r_user, r_first, r_last,
             d_user, d_first, d_last, d_external, decided, reason, channel, run_id, bypassed, sha,
         ) in chunk:  # fmt: skip
             voters, said = votes.get(pk, ("", ""))
@@ -162,13 +182,15 @@ def history_csv_lines(requests: QuerySet[ConfirmationRequest]) -> Iterator[str]:
                 organization,
                 agent,
                 tool,
+                title or readable_tool_name(tool),
+                _about(args, context),
                 args,
                 status,
                 _name(r_user, r_first, r_last),
                 approvers.get(pk, ""),
                 decider,
                 decided.isoformat() if decided else "",
-                round((decided - created).total_seconds()) if decided else "",
+                max(0, round((decided - created).total_seconds())) if decided else "",
                 reason,
                 channel,
                 run_id,

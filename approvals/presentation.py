@@ -22,6 +22,7 @@ stray ``.0``, an amount with two decimals and, when the same object holds one, i
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import re
@@ -32,9 +33,10 @@ from typing import Any
 from django.utils import dateformat, timezone
 
 from agents.models import Agent, Connector, ConnectorAction
-from agents.tools.base import Tool, ToolSpec
+from agents.tools.base import Tool, readable_tool_name
 from agents.tools.http import PLACEHOLDER_RE, HttpActionTool
 from agents.tools.toolbox import tools_for_agent
+from hooks.conditions import OP_PHRASES
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +60,7 @@ _CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # --- values for people ---------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=1024)  # a tool's few keys, met on every row of a record or an export
 def humanized_key(key: str) -> str:
     """A JSON key as a label: ``purchase_id`` → "Purchase ID", ``vendorName`` → "Vendor name"."""
     words = _CAMEL_RE.sub(" ", str(key)).replace("_", " ").replace("-", " ").replace(".", " ").split()
@@ -68,6 +71,7 @@ def humanized_key(key: str) -> str:
     return " ".join([first[:1].upper() + first[1:], *words[1:]])
 
 
+@functools.lru_cache(maxsize=1024)
 def is_money_key(key: str) -> bool:
     """Whether ``key`` names a sum of money (``amount``, ``total_amount``, ``unitPrice`` …)."""
     words = {w.lower() for w in re.split(r"[\s_.-]+", _CAMEL_RE.sub(" ", str(key))) if w}
@@ -97,14 +101,26 @@ def amount_text(args: Any) -> str:
 SCOPE_TEXT = {"conversation": "in one conversation", "agent": "in every conversation of the agent"}
 
 
-def conditions_text(rows: Any) -> str:
-    """A standing approval's conditions in one line: "amount <= 5000 and vendor == Lumen"."""
+def conditions_text(rows: Any, *, labels: dict[str, str] | None = None, currency: str | None = None) -> str:
+    """Conditions on a call's arguments as people read them, all holding: "Amount is at most
+    4,800.00 USD and Vendor is Northwind Cloud" — each field by its label (``labels``, else its
+    key made readable), sums of money in ``currency`` when one is known."""
     if not isinstance(rows, list):
         return value_text(rows)
-    return " and ".join(
-        f"{row.get('field')} {row.get('op')} {row.get('value')}" if isinstance(row, dict) else str(row)
-        for row in rows
-    )
+    said = []
+    for row in rows:
+        if not isinstance(row, dict):
+            said.append(value_text(row))
+            continue
+        key, op, value = str(row.get("field", "")), str(row.get("op", "")), row.get("value")
+        if currency and is_money_key(key) and _decimal(value) is not None and not isinstance(value, str):
+            shown = money_text(value, currency)
+        elif isinstance(value, list):
+            shown = ", ".join(value_text(v) for v in value)
+        else:
+            shown = value_text(value)
+        said.append(f"{(labels or {}).get(key) or humanized_key(key)} {OP_PHRASES.get(op, op)} {shown}")
+    return " and ".join(said)
 
 
 #: What an id looks like: a short token, no spaces or markup ("PO-1002", "42", "inv/2026-0012").
@@ -211,6 +227,22 @@ def value_text(value: Any, *, key: str = "", depth: int = 0) -> str:
     return _cut(str(value))
 
 
+def call_currency(args: Any, context: Any = None) -> str | None:
+    """The currency of a call's sums of money: its arguments' (``currency``), else the one its
+    context writes an amount in ("4,800.00 USD"); ``None`` when neither says."""
+    if isinstance(args, dict) and (own := _currency_of(args)):
+        return own
+    for item in context if isinstance(context, list) else []:
+        value = str(item.get("value", "")) if isinstance(item, dict) else ""
+        written = _WRITTEN_MONEY.fullmatch(value.strip())
+        if written and is_money_key(str(item.get("label", ""))):
+            return written[1]
+    return None
+
+
+_WRITTEN_MONEY = re.compile(r"-?[\d.,\s]+\s([A-Z]{3})")
+
+
 def _currency_of(obj: dict[str, Any]) -> str | None:
     for key in CURRENCY_KEYS:
         if isinstance(obj.get(key), str) and obj[key].strip():
@@ -219,11 +251,11 @@ def _currency_of(obj: dict[str, Any]) -> str | None:
 
 
 def _object_rows(
-    obj: dict[str, Any], *, labels: dict[str, str], depth: int = 0
+    obj: dict[str, Any], *, labels: dict[str, str], depth: int = 0, currency: str | None = None
 ) -> list[tuple[str, dict[str, str]]]:
-    """The keys of ``obj`` as ``(key, row)``; an amount takes the object's currency, which is then
-    no row of its own."""
-    currency = _currency_of(obj)
+    """The keys of ``obj`` as ``(key, row)``; an amount takes the object's currency (else
+    ``currency``, the one it has when none is given), which is then no row of its own."""
+    currency = _currency_of(obj) or currency
     with_money = currency is not None and any(
         is_money_key(k) and _decimal(v) is not None for k, v in obj.items()
     )
@@ -261,13 +293,25 @@ def parameter_labels(parameters: Any) -> dict[str, str]:
     return labels
 
 
+def default_currency(parameters: Any) -> str | None:
+    """The currency a call has when its arguments name none: the default its parameter schema
+    gives its currency (``{"currency": {"default": "USD"}}``), else ``None``."""
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    for key in CURRENCY_KEYS:
+        schema = properties.get(key) if isinstance(properties, dict) else None
+        default = schema.get("default") if isinstance(schema, dict) else None
+        if isinstance(default, str) and default.strip():
+            return default.strip()
+    return None
+
+
 def argument_rows(
     args: Any, parameters: Any = None, *, order: list[str] | None = None
 ) -> list[dict[str, str]]:
     """The call's arguments as ``[{"label", "value", "argument"}]``: in ``order``, else those the
     parameter schema requires in its order, then ids, then the other keys alphabetically (stored
     JSON does not keep its keys' order); an amount takes the arguments' currency (which is then not a
-    row of its own)."""
+    row of its own), or the schema's default currency when they name none."""
     if not isinstance(args, dict):
         return [{"label": "Arguments", "value": value_text(args)}]
     if order is None:
@@ -283,7 +327,7 @@ def argument_rows(
         return rank.get(key, len(rank)), not (name == "id" or name.lower().endswith(("_id", "id"))), name
 
     ordered = dict(sorted(args.items(), key=lambda item: place(item[0])))
-    rows = _object_rows(ordered, labels=parameter_labels(parameters))
+    rows = _object_rows(ordered, labels=parameter_labels(parameters), currency=default_currency(parameters))
     return [{**row, "argument": key} for key, row in rows][:MAX_ITEMS]
 
 
@@ -346,7 +390,7 @@ class CallFacts:
 
 def title_of(tool_name: str) -> str:
     """The title of a tool nobody named: its name made readable ("Purchase pay")."""
-    return ToolSpec(name=tool_name, description="").display
+    return readable_tool_name(tool_name)
 
 
 def call_facts(*, agent: Agent, tool_name: str) -> CallFacts:

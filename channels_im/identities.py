@@ -28,13 +28,21 @@ from approvals.decision_sql import ClickFacts
 from approvals.models import ChannelConfig
 from channels_im.models import ImIdentity, ImLinkOffer
 from fimone import adb, rows
-from fimone.onetime import LinkRefused, new_token, token_digest
+from fimone.onetime import LinkKind, LinkRefused, new_token
 from tenancy.models import Membership
 
 log = logging.getLogger(__name__)
 
 LINK_OFFER_TTL = dt.timedelta(minutes=15)
 """How long a link URL works after the click that asked for it."""
+OFFER_LINKS = LinkKind(
+    used_at="used_at",
+    used_by="used_by",
+    unknown="This link is not valid. Click the card again to get a new one.",
+    used="This link was already used. Click the card again to get a new one.",
+    expired="This link has expired. Click the card again to get a new one.",
+)
+"""Link offers as one-time links: how they are opened and spent, and refused in the clicker's words."""
 
 
 def identity_for_click(*, config: ChannelConfig, external_id: str) -> ImIdentity | None:
@@ -131,17 +139,7 @@ def link_offer_make(*, config: ChannelConfig, external_id: str, display_name: st
 def link_offer_check(*, token: str, user: Any) -> ImLinkOffer:
     """The offer behind ``token`` if ``user`` may complete it now; else :class:`LinkRefused`
     (404 unknown or forged, 410 used or expired, 403 not an active member of its organisation)."""
-    offer = (
-        ImLinkOffer.objects.select_related("organization", "channel_config")
-        .filter(token_sha256=token_digest(token))
-        .first()
-    )
-    if offer is None:
-        raise LinkRefused("This link is not valid. Click the card again to get a new one.", status=404)
-    if offer.used_at is not None:
-        raise LinkRefused("This link was already used. Click the card again to get a new one.", status=410)
-    if offer.expires_at <= timezone.now():
-        raise LinkRefused("This link has expired. Click the card again to get a new one.", status=410)
+    offer = OFFER_LINKS.open(ImLinkOffer.objects.select_related("organization", "channel_config"), token)
     if (
         not getattr(user, "is_active", False)
         or not Membership.objects.filter(user_id=user.pk, organization_id=offer.organization_id).exists()
@@ -156,12 +154,7 @@ def im_identity_link(*, token: str, user: Any) -> ImIdentity:
     in its organisation. Single use: the offer is spent by a conditional update, so two
     confirmations of one link make one identity. Raises :class:`LinkRefused`."""
     offer = link_offer_check(token=token, user=user)
-    now = timezone.now()
-    spent = ImLinkOffer.objects.filter(pk=offer.pk, used_at__isnull=True, expires_at__gt=now).update(
-        used_at=now, used_by=user
-    )
-    if not spent:
-        raise LinkRefused("This link was already used. Click the card again to get a new one.", status=410)
+    now = OFFER_LINKS.spend(offer, user=user)
     try:
         with transaction.atomic():
             identity = ImIdentity.objects.create(

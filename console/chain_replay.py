@@ -232,7 +232,7 @@ def recorded_calls(*, agent: Agent, window: Window) -> Iterator[list[RecordedCal
         yield _with_fates(batch)
 
 
-FATES = (ev.TOOL_BLOCKED, ev.TOOL_STARTED, ev.TOOL_FINISHED, ev.APPROVAL_PENDING)
+FATES = (ev.TOOL_BLOCKED, ev.TOOL_STARTED, ev.TOOL_FINISHED, ev.APPROVAL_PENDING, ev.APPROVAL_DECIDED)
 
 
 def _with_fates(calls: list[RecordedCall]) -> list[RecordedCall]:
@@ -263,7 +263,9 @@ def _with_fates(calls: list[RecordedCall]) -> list[RecordedCall]:
             call.result = result
     for key, call in by_key.items():
         kinds = seen.get(key, set())
-        if ev.APPROVAL_PENDING in kinds:
+        # Asked: a person was, or a standing approval answered for one (its verdict is recorded
+        # without a pending card) — the chain asked either way.
+        if ev.APPROVAL_PENDING in kinds or ev.APPROVAL_DECIDED in kinds:
             call.then = "asked"
         elif ev.TOOL_BLOCKED in kinds:
             call.then = "blocked"
@@ -298,6 +300,11 @@ def compare(call: RecordedCall, report: TrialReport) -> dict[str, Any] | None:
             detail = report.detail
         elif call.then == "blocked":
             by, detail = [call.blocked_by], f"{call.blocked_by} blocked it then"
+        elif now == "asked":
+            reasons = "; ".join(why.text for why in report.reasons)
+            detail = f"a person would be asked because {reasons}" if reasons else "a person would be asked"
+        elif KIND.get(call.then) == "asked":
+            detail = "a person was asked then (or a standing approval answered); nothing asks now"
     elif now in ("allowed", "rewritten") and call.ran_args is not None:
         if report.final_args != call.ran_args:
             change, detail = "arguments rewritten differently", f"then {jsonsafe.text(call.ran_args)}"

@@ -108,6 +108,8 @@ class TrialReport:
     tool_args: dict[str, Any]
     outcome: str
     detail: str = ""
+    tool_title: str = ""
+    """The tool as people read it (its title, else its name made readable)."""
     final_args: dict[str, Any] | None = None
     steps: list[TrialStep] = field(default_factory=list)
     post_steps: list[TrialStep] = field(default_factory=list)
@@ -370,7 +372,12 @@ async def trial_of(
     ``org_read_only``: whether the agent's organisation is read-only (read by the caller: this
     runs on the event loop, which reads no database)."""
     tool_name = spec.name
-    report = TrialReport(tool_name=tool_name, tool_args=tool_args, outcome="cannot run")
+    report = TrialReport(
+        tool_name=tool_name,
+        tool_args=tool_args,
+        outcome="cannot run",
+        tool_title=spec.display,
+    )
     ctx = HookContext(
         tool_name=tool_name,
         tool_args=tool_args,
@@ -415,7 +422,12 @@ def chain_trial(
     tool = tools.get(tool_name)
     if tool is None:
         raise TrialError(f"{tool_name!r} is not one of this agent's tools ({', '.join(tools) or 'none'}).")
-    report = TrialReport(tool_name=tool_name, tool_args=tool_args, outcome="cannot run")
+    report = TrialReport(
+        tool_name=tool_name,
+        tool_args=tool_args,
+        outcome="cannot run",
+        tool_title=tool.spec.display,
+    )
     # As the engine refuses them (agents.engine.pipeline): a value no database stores first.
     unfit = unstorable(tool_args, name="the arguments") if isinstance(tool_args, dict) else None
     problems = [unfit] if unfit is not None else argument_errors(tool.spec.parameters, tool_args)

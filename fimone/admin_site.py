@@ -20,6 +20,7 @@ from typing import Any
 
 from django.contrib import admin
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 
 from fimone.sign_in import AdminSignInForm
 
@@ -139,6 +140,14 @@ class FimOneAdminSite(admin.AdminSite):
             for slug, title in titles
             if grouped.get(slug)
         ]
+
+    def login(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        """Django's sign-in page, but for someone already signed in who may not use the admin (a
+        member who followed a link to ``/admin/``): a page that says so and leads back, instead of
+        Django's bare "not authorized" form."""
+        if request.method == "GET" and request.user.is_authenticated and not self.has_permission(request):
+            return TemplateResponse(request, "admin/not_for_you.html", status=403)
+        return super().login(request, extra_context)
 
     def logout(self, request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         if _logout_view:

@@ -41,6 +41,8 @@ OP_WORDS = {
     "in": "is one of",
     "regex": "matches",
 }
+OP_PHRASES = {op: f"is {words}" if op in ORDERING_OPS else words for op, words in OP_WORDS.items()}
+"""Each operator as it reads between a field and a value: "Amount *is at most* 900"."""
 _MISSING: Any = object()
 _NO_ITEM: Any = object()
 

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import contextvars
 import dataclasses
+import importlib.metadata
 import json
 import logging
 import re
@@ -47,7 +48,7 @@ from rest_framework.authtoken.models import Token
 from agents.engine.db import db
 from agents.engine.runner import new_owner, run_drive_claimed
 from agents.engine.store import opening_of_new_run
-from agents.tools.base import Tool
+from agents.tools.base import Tool, readable_tool_name
 from approvals.models import ConfirmationRequest, ConfirmationStatus
 from fimone import adb
 from fimone.errors import ServiceError
@@ -156,7 +157,11 @@ def _tool_listing(tool: Tool) -> Any:
         destructiveHint=bool(spec.requires_confirmation),
     )
     return McpTool(
-        name=spec.name, description=spec.description, inputSchema=spec.parameters, annotations=hints
+        name=spec.name,
+        title=spec.display,
+        description=spec.description,
+        inputSchema=spec.parameters,
+        annotations=hints,
     )
 
 
@@ -332,14 +337,15 @@ def _waiting_text(call_id: int, base_url: str) -> str:
         ConfirmationRequest.objects.filter(
             run=call.run, tool_call_id=call.tool_call_id, status=ConfirmationStatus.PENDING
         )
-        .values("expires_at")
+        .values("expires_at", "tool_title")
         .first()
     )
     if request is None:
-        return f"{call.tool_name}: running"
+        return f"{readable_tool_name(call.tool_name)}: running"
+    title = request["tool_title"] or readable_tool_name(call.tool_name)
     page = (base_url or settings.SITE_URL) + reverse("portal:conversation", args=[call.run.conversation_id])
     until = f"until {request['expires_at']:%H:%M} UTC" if request["expires_at"] else "with no deadline"
-    return f"{call.tool_name}: waiting for a person's approval {until}; follow it at {page}"
+    return f"{title}: waiting for a person's approval {until}; follow it at {page}"
 
 
 def _result(answer: services.Answer) -> Any:
@@ -358,6 +364,7 @@ def build_server() -> Any:
 
     return Server(
         "fimone-gateway",
+        version=importlib.metadata.version("fimone-hooks"),  # what clients show beside its name
         instructions="Tools of one FIM One agent, behind its hooks and a person's approval where it asks.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,

@@ -51,6 +51,7 @@ from agents.tools.toolbox import ToolboxError, tools_for_agent
 from fimone import adb, rows
 from fimone.errors import ServiceError
 from fimone.storable import unstorable
+from hooks.catalog import hook_catalog
 from mcp_gateway.engine import tools_or_error
 from mcp_gateway.models import Gateway, GatewayCall
 from tenancy.permissions import member_roles
@@ -369,12 +370,21 @@ def answer_of(
         return Answer(output, is_error=False, structured=_structured(output))
     refusal = blocked()
     if refusal:
-        who = refusal.get("blocked_by")
-        reason = refusal.get("error") or "refused"
-        return Answer(f"Refused by {who}: {reason}" if who else f"Refused: {reason}", is_error=True)
+        return Answer(refusal_text(refusal), is_error=True)
     if status == RunStatus.CANCELLED:
         return Answer(f"The call was cancelled: {error or 'cancelled'}", is_error=True)
     return Answer(error or "The call failed.", is_error=True)
+
+
+def refusal_text(refusal: dict[str, Any]) -> str:
+    """A refused call as the client reads it: a person's verdict as the gate words it ("Rejected by
+    april (keep it). The call was not executed."); a rule's refusal in its own words, said to come
+    from a safety rule of the agent — a hook's internal name means nothing to a client."""
+    reason = str(refusal.get("error") or "refused")
+    hook = hook_catalog().get(str(refusal.get("blocked_by") or ""))
+    if hook is not None and getattr(hook, "asks_humans", False):
+        return f"Refused: {reason}"
+    return f"Refused by a safety rule of this agent: {reason}"
 
 
 async def gateway_call_answer_delivered_async(db: AsyncConnection, *, call_id: int) -> Answer | None:

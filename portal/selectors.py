@@ -5,27 +5,27 @@ into a 404 page."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet
-from django.db.models.functions import Coalesce
+from django.db.models import Exists, Max, OuterRef, Q, QuerySet, TextField
+from django.db.models.functions import Cast, Coalesce
 
+from agents import events
 from agents import selectors as agent_selectors
-from agents.models import TERMINAL_RUN_STATUSES, Agent, Conversation, Run
+from agents.models import TERMINAL_RUN_STATUSES, Agent, Conversation, ExecutionPath, Run, RunEvent, RunStatus
 from agents.services import chat_refusal
 from agents.tools.toolbox import ToolboxError, tools_for_agent
 from approvals import selectors as approval_selectors
-from approvals.models import ApproverPolicy, ConfirmationApprover, ConfirmationRequest, EscalationTier
+from approvals.models import ConfirmationRequest
 from tenancy import selectors as tenancy_selectors
 from tenancy.models import Membership, Role
 
 RECENT_CONVERSATIONS = 20
 SEARCH_RESULTS = 50
 MAX_QUERY_LENGTH = 200
-INBOX_ROLES = (Role.APPROVER, Role.ADMIN)
-"""Roles whose members get the Inbox in their navigation even while nothing waits for them."""
 
 
 @dataclass(frozen=True)
@@ -40,26 +40,12 @@ class Navigation:
     """The first tab's name: "Agents" for someone who reads the agents' record but does not chat."""
 
 
-def may_be_asked_to_decide(*, user: Any) -> bool:
-    """Whether ``user`` is someone approval requests may go to: an approver or admin of one of
-    their organisations, a person a policy or an escalation tier names, or anyone asked before.
-    (Whether they may decide a given request is checked on it.)"""
-    if getattr(user, "is_superuser", False):
-        return True
-    return (
-        Membership.objects.filter(user=user, role__in=INBOX_ROLES).exists()
-        or ApproverPolicy.objects.filter(named_users=user).exists()
-        or EscalationTier.objects.filter(named_users=user).exists()
-        or ConfirmationApprover.objects.filter(user=user).exists()
-    )
-
-
 def navigation_for(*, user: Any) -> Navigation:
     if not getattr(user, "is_authenticated", False):
         return Navigation(show_inbox=False, pending=0, show_history=False, show_admin=False)
     pending = approval_selectors.inbox_for(user=user).count()
     return Navigation(
-        show_inbox=bool(pending or may_be_asked_to_decide(user=user)),
+        show_inbox=bool(pending or approval_selectors.may_use_inbox(user=user)),
         pending=pending,
         show_history=approval_selectors.may_view_history(user=user),
         show_admin=bool(user.is_staff),
@@ -170,6 +156,7 @@ def _listed(*, user: Any, agent: Agent | None = None, archived: bool = False) ->
     ).select_related("agent")
     if not archived:
         conversations = conversations.filter(archived_at__isnull=True)
+    conversations = conversations.exclude(_only_refused_client_calls())
     if agent is not None:
         conversations = conversations.filter(agent=agent)
     return conversations.annotate(last_activity=Coalesce(Max("runs__created_at"), "created_at")).order_by(
@@ -177,18 +164,55 @@ def _listed(*, user: Any, agent: Agent | None = None, archived: bool = False) ->
     )
 
 
+def _only_refused_client_calls() -> Q:
+    """Conversations that are nothing but an MCP client's call a rule refused (an unknown tool, a
+    blocked one) before anyone was asked: no one's work to come back to, they would fill the list
+    with noise. They stay in the record (the tool-call history, the run's page)."""
+    refused = Q(
+        Q(execution_path=ExecutionPath.MCP, status=RunStatus.FAILED),
+        Exists(RunEvent.objects.filter(run=OuterRef("pk"), type=events.TOOL_BLOCKED)),
+        ~Exists(ConfirmationRequest.objects.filter(run=OuterRef("pk"))),
+    )
+    runs = Run.objects.filter(conversation=OuterRef("pk"))
+    return Q(Exists(runs.filter(refused))) & ~Q(Exists(runs.exclude(refused)))
+
+
 def conversation_search(*, user: Any, query: str, limit: int = SEARCH_RESULTS) -> list[Any]:
     """``user``'s own conversations whose title or messages contain ``query`` (case-insensitive):
-    what they wrote and what the agent answered, most recently active first. Archived ones are
-    found too (a search is how one finds an old conversation again; the page marks them). Other
-    people's conversations are never searched, colleagues' included."""
+    what they wrote, what the agent said (its final answers and its words between tool calls),
+    and what its approval cards are about (vendor, amount, … as the card shows them), most
+    recently active first. Archived ones are found too (a search is how one finds an old
+    conversation again; the page marks them). Other people's conversations are never searched,
+    colleagues' included."""
     text = " ".join(query.split())[:MAX_QUERY_LENGTH]
     if not text:
         return []
     said = Run.objects.filter(conversation=OuterRef("pk")).filter(
-        Q(input__icontains=text) | Q(output__icontains=text)
+        Q(input__icontains=text)
+        | Q(output__icontains=text)
+        | Exists(
+            RunEvent.objects.filter(
+                run=OuterRef("pk"), type=events.LLM_MESSAGE, payload__content__icontains=text
+            )
+        )
+        | Exists(
+            ConfirmationRequest.objects.annotate(about=Cast("context", TextField()))
+            .filter(run=OuterRef("pk"))
+            .filter(_json_text_contains("about", text))
+        )
     )
     return list(_listed(user=user, archived=True).filter(Q(title__icontains=text) | Exists(said))[:limit])
+
+
+def _json_text_contains(field: str, text: str) -> Q:
+    """``field`` (a JSON value cast to text) contains ``text``, case-insensitively, as PostgreSQL
+    prints JSON (characters as they are) and as SQLite stores it (non-ASCII characters escaped,
+    ``\\u00fc``, as Python's ``json.dumps`` writes them)."""
+    escaped = json.dumps(text)[1:-1]
+    condition = Q(**{f"{field}__icontains": text})
+    if escaped != text:
+        condition |= Q(**{f"{field}__icontains": escaped})
+    return condition
 
 
 def conversation_for_chat(*, conversation_id: int, user: Any) -> Conversation | None:

@@ -32,7 +32,8 @@ def markdown_of(event: RunEvent) -> str | None:
 
 
 def run_transcript(*, run: Run, user: Any) -> dict[str, Any]:
-    """One turn of a conversation for the page: the user's message, the run's status, its stored
+    """One turn of a conversation for the page: the user's message (``path``: where it came from,
+    e.g. an MCP client's call), the run's status, its stored
     events, the formatted text of its messages, where each of its approval requests stands now
     (``requests``: votes so far, a withdrawal the events do not record) and which of its pending
     approvals ``user`` may decide right there."""
@@ -48,6 +49,7 @@ def run_transcript(*, run: Run, user: Any) -> dict[str, Any]:
     return {
         "id": run.pk,
         "input": run.input,
+        "path": run.execution_path,
         "status": run.status,
         "terminal": run.is_terminal,
         "events": [event.as_message() for event in events],

@@ -19,6 +19,7 @@ from fimone.history import ConfigHistoryAdmin
 from sso.discovery import ProviderUnavailable, metadata_of
 from sso.models import IdentityProvider, SignInRecord
 from tenancy import selectors as tenancy_selectors
+from tenancy.invitations import public_base_url
 from tenancy.models import Organization, Role
 
 ADMIN_ROLES = (Role.ADMIN,)
@@ -130,10 +131,19 @@ class IdentityProviderAdmin(PlainErrorsAdminMixin, ConfigHistoryAdmin):
     def has_delete_permission(self, request: HttpRequest, obj: IdentityProvider | None = None) -> bool:
         return super().has_delete_permission(request, obj) and self._administers(request, obj)
 
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        # The redirect URI starts where the server is reached (public_base_url): in development
+        # without SITE_URL, the address this page came in on, on whatever host and port.
+        context["adminform"].form.instance.base_url = public_base_url(request)
+        return super().render_change_form(request, context, *args, **kwargs)
+
     @admin.display(description="redirect URI")
     def redirect_uri(self, obj: IdentityProvider) -> str:
-        """What to register at the provider (the same for every provider)."""
-        return settings.SITE_URL.rstrip("/") + reverse("sso:callback")
+        """What to register at the provider (the same for every provider), from the address the
+        page was opened on (:meth:`render_change_form`), else ``SITE_URL``."""
+        return getattr(obj, "base_url", settings.SITE_URL).rstrip("/") + reverse("sso:callback")
 
     @admin.display(description="stored client secret")
     def secret_state(self, obj: IdentityProvider) -> str:

@@ -27,7 +27,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from fimone.errors import ServiceError
-from fimone.onetime import LinkRefused, new_token, token_digest
+from fimone.onetime import LinkKind, LinkRefused, new_token
 from tenancy.models import Invitation, Membership, Organization, Role
 from tenancy.roles import membership_set
 
@@ -43,6 +43,17 @@ class InvitationRefused(LinkRefused):
     def __init__(self, message: str, *, status: int, addressee: str = "") -> None:
         super().__init__(message, status=status)
         self.addressee = addressee
+
+
+INVITATION_LINKS = LinkKind(
+    used_at="accepted_at",
+    used_by="accepted_by",
+    unknown="This invitation link is not valid.",
+    used="This invitation was already accepted.",
+    expired="This invitation has expired: ask for a new one.",
+    refused=InvitationRefused,
+)
+"""Invitations as one-time links: how they are opened and spent (accepted), and refused."""
 
 
 def public_base_url(request: Any = None) -> str:
@@ -194,18 +205,9 @@ def invitation_create(
 def invitation_find(*, token: str) -> Invitation:
     """The open invitation behind ``token``; else :class:`InvitationRefused` (404 unknown or
     forged, 410 accepted or expired)."""
-    invitation = (
-        Invitation.objects.select_related("organization", "invited_by", "invited_user")
-        .filter(token_sha256=token_digest(token))
-        .first()
+    return INVITATION_LINKS.open(
+        Invitation.objects.select_related("organization", "invited_by", "invited_user"), token
     )
-    if invitation is None:
-        raise InvitationRefused("This invitation link is not valid.", status=404)
-    if invitation.accepted_at is not None:
-        raise InvitationRefused("This invitation was already accepted.", status=410)
-    if invitation.expires_at <= timezone.now():
-        raise InvitationRefused("This invitation has expired: ask for a new one.", status=410)
-    return invitation
 
 
 def invitation_check(*, token: str, user: Any) -> Invitation:
@@ -229,12 +231,7 @@ def invitation_accept(*, token: str, user: Any) -> Membership:
     """Accept the invitation behind ``token`` as the signed-in ``user``: they become a member of
     its organisation with its role. Single use (a conditional update spends it)."""
     invitation = invitation_check(token=token, user=user)
-    now = timezone.now()
-    spent = Invitation.objects.filter(pk=invitation.pk, accepted_at__isnull=True, expires_at__gt=now).update(
-        accepted_at=now, accepted_by=user
-    )
-    if not spent:
-        raise InvitationRefused("This invitation was already accepted.", status=410)
+    INVITATION_LINKS.spend(invitation, user=user)
     membership = membership_set(organization=invitation.organization, user=user, role=invitation.role)
     log.info(
         "user %s accepted the invitation %s to organisation %s as %s",

@@ -25,7 +25,13 @@ class ArchivableAdminMixin:
 
     archive_service: str
     unarchive_service: str
-    archive_fields = ("archived_at", "archived_by")
+    archive_fields = ("archived_at", "archived_by_name")
+
+    @admin.display(description="archived by")
+    def archived_by_name(self, obj: Model) -> str:
+        """Who archived it, as a name: Django would link the user's admin page, which only
+        superusers may open."""
+        return str(getattr(obj, "archived_by", None) or "—")
 
     def has_delete_permission(self, request: HttpRequest, obj: Model | None = None) -> bool:
         return False

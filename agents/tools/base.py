@@ -21,6 +21,14 @@ class OutcomeUnknown(ToolError):
     never runs it again (docs/design.md §1.5). ``str()`` says what happened."""
 
 
+def readable_tool_name(name: str) -> str:
+    """A tool's internal name as people read it when it has no title: ``oa__purchase_pay`` →
+    "Purchase pay" (the connector's prefix is an operator's concern)."""
+    words = name.rpartition("__")[2].replace("_", " ").replace("-", " ").split()
+    text = " ".join(words) or name
+    return text[:1].upper() + text[1:]
+
+
 @dataclass(frozen=True, slots=True)
 class ToolSpec:
     name: str
@@ -35,11 +43,7 @@ class ToolSpec:
     @property
     def display(self) -> str:
         """The tool as people read it: its title, else its name made readable."""
-        if self.title:
-            return self.title
-        words = self.name.rpartition("__")[2].replace("_", " ").split()
-        text = " ".join(words) or self.name
-        return text[:1].upper() + text[1:]
+        return self.title or readable_tool_name(self.name)
 
     def as_openai_tool(self) -> dict[str, Any]:
         return {

@@ -22,12 +22,13 @@ from django.http import HttpRequest
 
 from agents.admin.scoping import OrganizationScopedFieldsMixin
 from approvals.admin.scoping import managed_only, manages, visible
+from approvals.condition_rows import ConditionRowsWidget, check_rows
 from approvals.models import ApprovalStage, ApproverPolicy, EscalationTier
 from approvals.policy import APPROVER_ROLES, is_organisation_admin, non_approvers
 from approvals.selectors import display_name
 from fimone.history import ConfigHistoryAdmin
 from fimone.humanize import duration_text
-from hooks.conditions import CONFIRM_OPS, conditions_of
+from hooks.conditions import conditions_of
 from tenancy import selectors as tenancy_selectors
 from tenancy.models import Membership, Role
 
@@ -157,19 +158,22 @@ class ApprovalStageForm(forms.ModelForm):
             "approvals_required",
             "timeout_seconds",
         )
-        widgets = {"conditions": forms.Textarea(attrs={"rows": 3, "cols": 60})}
+        # Rows of field, operator and value, said back in words (approvals.condition_rows).
+        widgets = {"conditions": ConditionRowsWidget()}
+        help_texts = {
+            "conditions": "When this stage applies: a field of the call's arguments (amount, vendor …; "
+            "@tool and @agent name the tool and the agent), how it compares and a value, a row each. "
+            "No row: always."
+        }
 
     def clean_conditions(self) -> Any:
         rows = self.cleaned_data.get("conditions")
         rows = [] if rows in (None, "") else rows
+        check_rows(rows)
         try:
             conditions_of(rows)
         except ValueError as exc:
-            raise forms.ValidationError(
-                f"{exc}. Write a list of rows such as "
-                '[{"field": "amount", "op": ">=", "value": 50000}]; '
-                f"ops: {' '.join(CONFIRM_OPS)}."
-            ) from None
+            raise forms.ValidationError(f"{exc}.") from None
         return rows
 
     def clean_roles(self) -> list[str]:

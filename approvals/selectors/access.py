@@ -11,9 +11,8 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from agents.models import Run
-from approvals.models import ConfirmationApprover, ConfirmationRequest
+from approvals.models import ApproverPolicy, ConfirmationApprover, ConfirmationRequest, EscalationTier
 from approvals.policy import APPROVER_ROLES
-from approvals.selectors.requests import inbox_for
 from approvals.selectors.votes import has_voted
 from approvals.standing import describe_refusal
 from tenancy.models import Membership, Organization, Role
@@ -95,14 +94,20 @@ def may_view_history(*, user: Any) -> bool:
 
 
 def may_use_inbox(*, user: Any) -> bool:
-    """Whether the inbox is of use to ``user``: a superuser, an approver or admin of an
-    organisation, or anyone something waits for."""
+    """Whether the inbox is of use to ``user``, who then finds it in the portal's and the admin's
+    headers: someone requests may go to — a superuser, an approver or admin of an organisation, a
+    person an approver policy or an escalation tier names — or anyone asked before (something may
+    wait for them now). Operators and auditors, who configure and read, are not: an "Inbox (0)"
+    would promise them decisions they never make. Whether they may decide a given request is
+    checked on it."""
     if not getattr(user, "is_authenticated", False):
         return False
     return bool(
         user.is_superuser
         or Membership.objects.filter(user=user, role__in=APPROVER_ROLES).exists()
-        or inbox_for(user=user).exists()
+        or ApproverPolicy.objects.filter(named_users=user).exists()
+        or EscalationTier.objects.filter(named_users=user).exists()
+        or ConfirmationApprover.objects.filter(user=user).exists()
     )
 
 

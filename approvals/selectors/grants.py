@@ -3,42 +3,48 @@ request's policy's rules, with suggested conditions), and the grants in force.""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
 from django.db.models import Q, QuerySet
 from django.utils import timezone
+from django.utils.safestring import SafeString
 
+from approvals.condition_rows import ConditionRowsWidget, fields_of_call, rows_in_words, suggested_rows
 from approvals.models import ApproverPolicy, ConfirmationRequest, StandingGrant
+from approvals.presentation import call_currency, title_of
 
 
 @dataclass(frozen=True)
 class GrantOffer:
     """What an approval of one request may also grant: the scopes (``conversation``, and
-    ``agent`` where the policy allows it), at most ``max_hours`` or until revoked, and conditions
-    to start from (each argument as it is: numbers "up to", the rest "equal to")."""
+    ``agent`` where the policy allows it), at most ``max_hours`` or until revoked, and its
+    conditions as rows to edit (``editor``: the call's arguments to pick from, starting from
+    :func:`approvals.condition_rows.suggested_rows`), said in words (``where``)."""
 
     scopes: tuple[str, ...]
     max_hours: int
     until_revoked: bool
-    suggested: str
+    editor: SafeString
+    where: str
+    title: str
 
 
-def suggested_conditions(args: Any) -> list[dict[str, Any]]:
-    """Conditions that cover exactly this call and, for amounts, smaller ones."""
-    rows: list[dict[str, Any]] = []
-    if not isinstance(args, dict):
-        return rows
-    for key, value in args.items():
-        if isinstance(value, bool) or value is None or isinstance(value, dict | list):
-            continue
-        if isinstance(value, int | float | Decimal):
-            rows.append({"field": key, "op": "<=", "value": value})
-        else:
-            rows.append({"field": key, "op": "==", "value": value})
-    return rows
+def _grant_editor(request: ConfirmationRequest) -> tuple[SafeString, str]:
+    """The conditions' rows for a standing approval asked with ``request``'s approval, and what
+    they say ("where Amount is at most 4,800.00 USD"; "whatever their arguments")."""
+    context = request.context if isinstance(request.context, list) else []
+    labels = {
+        str(item["argument"]): str(item.get("label", ""))
+        for item in context
+        if isinstance(item, dict) and item.get("argument")
+    }
+    fields = fields_of_call(request.tool_args, labels)
+    currency = call_currency(request.tool_args, context)
+    rows = suggested_rows(request.tool_args)
+    widget = ConditionRowsWidget(fields=fields, preview=False, currency=currency)
+    said = rows_in_words(rows, fields=fields, currency=currency)
+    return widget.render("grant_conditions", rows), f"where {said}" if said else "whatever their arguments"
 
 
 def grant_offers(requests: list[ConfirmationRequest]) -> dict[str, GrantOffer]:
@@ -67,11 +73,14 @@ def grant_offers(requests: list[ConfirmationRequest]) -> dict[str, GrantOffer]:
             if policy.standing_grants == ApproverPolicy.Grants.AGENT
             else ("conversation",)
         )
+        editor, where = _grant_editor(request)
         offers[str(request.pk)] = GrantOffer(
             scopes=scopes,
             max_hours=policy.grant_max_hours,
             until_revoked=policy.grants_until_revoked,
-            suggested=json.dumps(suggested_conditions(request.tool_args), ensure_ascii=False, default=str),
+            editor=editor,
+            where=where,
+            title=request.tool_title or title_of(request.tool_name),
         )
     return offers
 

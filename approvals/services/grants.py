@@ -21,7 +21,7 @@ from django.utils import timezone
 from agents.models import Run
 from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus, StandingGrant
 from approvals.policy import APPROVER_ROLES, ResolvedPolicy, eligible_ids, policy_for, stages_for_call
-from approvals.presentation import SCOPE_TEXT, call_facts, conditions_text, title_of
+from approvals.presentation import SCOPE_TEXT, call_currency, call_facts, conditions_text, title_of
 from approvals.selectors import display_name, request_for_decision
 from approvals.services.deciding import DecisionOutcome, confirmation_decide
 from approvals.services.event_log import Kind, log_event
@@ -254,10 +254,14 @@ def grant_settle(*, request: ConfirmationRequest, grant: StandingGrant, now: dt.
 
 
 def grant_text(grant: StandingGrant) -> str:
-    """A grant as people read it: "april approves Pay a purchase where amount <= 5000, in every
-    conversation of the agent, until 2026-12-05 18:00 UTC"."""
-    where = conditions_text(grant.conditions)
+    """A grant as people read it: "april approves Pay a purchase where Amount is at most 5,000.00
+    USD, in every conversation of the agent, until 2026-12-05 18:00 UTC" (no conditions: "whatever
+    its arguments")."""
+    source = grant.source_request
+    currency = call_currency(source.tool_args, source.context)
+    said = conditions_text(grant.conditions, currency=currency)
+    where = f"where {said}" if said else "whatever its arguments"
     until = f"until {grant.expires_at:%Y-%m-%d %H:%M %Z}" if grant.expires_at else "until revoked"
     scope = SCOPE_TEXT.get(grant.scope, "in one conversation")
     tool = grant.source_request.tool_title or title_of(grant.tool_name)
-    return f"{display_name(grant.granted_by)} approves {tool} where {where}, {scope}, {until}"
+    return f"{display_name(grant.granted_by)} approves {tool} {where}, {scope}, {until}"

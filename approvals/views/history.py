@@ -10,7 +10,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.core.paginator import Paginator
+from django.core.paginator import Page, Paginator
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.http import require_GET
 
@@ -173,23 +173,28 @@ def history(request: HttpRequest) -> HttpResponse:
     if isinstance(form, HttpResponse):
         return form
     requests = selectors.history_for(user=request.user, filters=form.filters()).prefetch_related("approvers")
-    page = Paginator(requests, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
+    page, context = _record_page(request, form, requests)
     votes = selectors.votes_by_request(request_ids=[r.pk for r in page.object_list])
+    rows = [HistoryRow.of(r, votes=votes.get(r.pk, [])) for r in page.object_list]
+    return render_page(request, "approvals/history.html", {**context, "rows": rows})
+
+
+def _record_page(request: HttpRequest, form: HistoryFilterForm, records: Any) -> tuple[Page, dict[str, Any]]:
+    """The page of ``records`` the ``page`` parameter asks for (``HISTORY_PAGE_SIZE`` a page; not
+    a number: the first; past the end: the last), and the context every record page shows it
+    in: the valid filters ``form``, whether any is set, the query its pager's links keep (the
+    filters, without ``page``), and whose record it is. The caller adds the page's own lines."""
+    page = Paginator(records, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render_page(
-        request,
-        "approvals/history.html",
-        {
-            "form": form,
-            "filtered": any(form.cleaned_data.get(name) for name in form.fields),
-            "query": query.urlencode(),
-            "page": page,
-            "rows": [HistoryRow.of(r, votes=votes.get(r.pk, [])) for r in page.object_list],
-            "scope": record_scope(request.user),
-            "nav": "history",
-        },
-    )
+    return page, {
+        "form": form,
+        "filtered": any(form.cleaned_data.get(name) for name in form.fields),
+        "query": query.urlencode(),
+        "page": page,
+        "scope": record_scope(request.user),
+        "nav": "history",
+    }
 
 
 class ToolCallFilterForm(HistoryFilterForm):
@@ -227,9 +232,7 @@ def tool_calls(request: HttpRequest) -> HttpResponse:
     if isinstance(form, HttpResponse):
         return form
     rows = selectors.tool_calls_for(user=request.user, filters=form.filters())
-    page = Paginator(rows, HISTORY_PAGE_SIZE).get_page(request.GET.get("page"))
-    query = request.GET.copy()
-    query.pop("page", None)
+    page, context = _record_page(request, form, rows)
     lines = [
         {
             **row,
@@ -239,16 +242,4 @@ def tool_calls(request: HttpRequest) -> HttpResponse:
         }
         for row in page
     ]
-    return render_page(
-        request,
-        "approvals/tool_calls.html",
-        {
-            "form": form,
-            "filtered": any(form.cleaned_data.get(name) for name in form.fields),
-            "query": query.urlencode(),
-            "page": page,
-            "lines": lines,
-            "scope": record_scope(request.user),
-            "nav": "history",
-        },
-    )
+    return render_page(request, "approvals/tool_calls.html", {**context, "lines": lines})

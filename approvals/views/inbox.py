@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from approvals import presentation, selectors
 from approvals.apis import DecisionThrottle
+from approvals.condition_rows import ConditionRowsWidget, check_rows
 from approvals.event_lines import EventLine
 from approvals.services import (
     MAX_BATCH,
@@ -54,7 +55,13 @@ class DecisionForm(forms.Form):
     )
     grant_hours = forms.IntegerField(required=False, min_value=1)
     grant_until_revoked = forms.BooleanField(required=False)
-    grant_conditions = forms.CharField(required=False, max_length=MAX_EDITED_ARGS_LENGTH, strip=True)
+    # Rows of field, operator and value (approvals.condition_rows), posted as their JSON.
+    grant_conditions = forms.CharField(
+        required=False,
+        max_length=MAX_EDITED_ARGS_LENGTH,
+        strip=True,
+        widget=ConditionRowsWidget(preview=False),
+    )
 
     def clean_grant_conditions(self) -> list[Any]:
         text = self.cleaned_data["grant_conditions"]
@@ -65,7 +72,8 @@ class DecisionForm(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(f"The conditions cannot be read: {exc}.") from None
         if not isinstance(value, list):
-            raise forms.ValidationError("The conditions must be a JSON list of {field, op, value}.")
+            raise forms.ValidationError("The conditions must be a list of {field, op, value}.")
+        check_rows(value)
         return value
 
     def grant_ask(self) -> GrantAsk | None:

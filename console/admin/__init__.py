@@ -8,6 +8,7 @@ secrets are write-only.
 
 - :mod:`console.admin.replays`: replays of a proposed chain over an agent's recorded calls;
 - :mod:`console.admin.hook_import`: importing hooks from Claude Code or FIM One settings;
+- :mod:`console.admin.subpages`: what the pages beside an agent's change page render with;
 - :mod:`console.admin.hook_inlines`: hook declarations, edited inline on agents and organisations;
 - :mod:`console.admin.organisations`: organisations, memberships, invitations and users;
 - :mod:`console.admin.agents`: agents, their effective hook chain and "Try this chain";

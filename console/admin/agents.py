@@ -13,7 +13,6 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest
-from django.template.response import TemplateResponse
 from django.urls import reverse
 
 from agents.admin.archiving import ArchivableAdminMixin
@@ -22,9 +21,12 @@ from agents.admin.scoping import OrganizationScopedAdmin, manages
 from agents.checks import API_KEY_MISPLACED, hook_chain_of, hooks_declaration
 from agents.hook_declarations import hook_declarations_adopt_config
 from agents.models import Agent, HookDeclaration, ToolExecution
+from agents.tools.base import readable_tool_name
+from approvals.presentation import summary_of
 from console.admin.hook_import import import_links, import_urls
 from console.admin.hook_inlines import HOOK_HISTORY_FIELDS, AgentHookInline, hook_subject
 from console.admin.replays import replay_urls
+from console.admin.subpages import agent_subpage
 from console.chain_trial import NO_RESULT, TrialError, agent_tool_specs, chain_trial
 from console.config_editor import BuiltinToolsField, ModelConfigField
 from console.hook_editor import ToolArgsField, chain_rows, gate_reasons
@@ -105,6 +107,19 @@ def _without_api_key(text: Any) -> str | None:
     return json.dumps(value)
 
 
+def _recent_call_label(call: dict[str, Any], tools: dict[str, Any]) -> str:
+    """A recent call as an operator picks it: when, the tool as people read it, and what it was
+    about ("2026-12-07 13:31 · Pay a purchase · PO-1002 · 4,800.00 USD"), short enough for a select."""
+    spec = tools.get(call["tool_name"])
+    title = spec.display if spec is not None else readable_tool_name(call["tool_name"])
+    args = call["args"]
+    about = summary_of(args, None)
+    if not about and isinstance(args, dict):
+        about = ", ".join(" ".join(str(value).split()) for value in args.values())
+    label = f"{call['started_at']:%Y-%m-%d %H:%M} · {title}" + (f" · {about}" if about else "")
+    return label if len(label) <= 90 else label[:89] + "…"
+
+
 class TryChainForm(forms.Form):
     """A call to try: one of the agent's tools and its arguments, typed into inputs built from the
     tool's JSON schema (or as a JSON object), or a recent call of the agent, whose tool and
@@ -136,12 +151,7 @@ class TryChainForm(forms.Form):
         ]
         self.fields["arguments"].widget.tools = tools
         self.fields["recent_call"].choices = [("", "— none —")] + [
-            (
-                str(call["pk"]),
-                f"{call['started_at']:%Y-%m-%d %H:%M} · {call['tool_name']} "
-                f"{json.dumps(call['args'], ensure_ascii=False)[:80]}",
-            )
-            for call in recent
+            (str(call["pk"]), _recent_call_label(call, tools)) for call in recent
         ]
 
     def clean(self) -> dict[str, Any]:
@@ -223,6 +233,17 @@ class AgentAdmin(
             (name, {**options, "description": delegation_help()} if name == "Delegation" else options)
             for name, options in super().get_fieldsets(request, obj)
         ]
+        if self._owner_fixed(request, obj):
+            fieldsets = [
+                (
+                    name,
+                    {
+                        **options,
+                        "fields": tuple("owner_name" if f == "owner" else f for f in options["fields"]),
+                    },
+                )
+                for name, options in fieldsets
+            ]
         if obj is None or self.has_change_permission(request, obj):
             return fieldsets
         # A view-only page renders every field as text: leave the secrets out.
@@ -242,11 +263,27 @@ class AgentAdmin(
             user=request.user, organization_id=organization_id, role=Role.ADMIN
         ).exists()
 
+    def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        field = super().formfield_for_manytomany(db_field, request, **kwargs)
+        if field is not None and db_field.name == "actions":
+            # The actions as people read them, and whose they are: "Pay a purchase — Demo
+            # payments (OA)", not "oa__purchase_pay".
+            field.queryset = field.queryset.select_related("connector")
+            field.label_from_instance = lambda action: f"{action.title} — {action.connector.name}"
+        return field
+
+    def _owner_fixed(self, request: HttpRequest, obj: Agent | None) -> bool:
+        return obj is not None and not self._may_choose_owner(request, obj.organization_id)
+
     def get_readonly_fields(self, request: HttpRequest, obj: Agent | None = None) -> Any:
         fields = tuple(super().get_readonly_fields(request, obj))
-        if obj is not None and not self._may_choose_owner(request, obj.organization_id):
-            return (*fields, "owner")
-        return fields
+        return (*fields, "owner_name") if self._owner_fixed(request, obj) else fields
+
+    @admin.display(description="owner")
+    def owner_name(self, obj: Agent) -> str:
+        """The owner as a name, where it cannot be changed here: Django would link the user's admin
+        page, which only superusers may open (an operator would meet a 403)."""
+        return str(obj.owner)
 
     def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
         return {"owner": request.user.pk, **super().get_changeform_initial_data(request)}
@@ -378,18 +415,16 @@ class AgentAdmin(
                 )
             except TrialError as exc:
                 form.add_error(None, str(exc))
-        context = {
-            **self.admin_site.each_context(request),
-            "opts": self.opts,
-            "title": f"Try the hook chain of {agent.name}",
-            "agent": agent,
-            "original": agent,
-            "form": form,
-            "report": report,
-            "has_view_permission": True,
+        return agent_subpage(
+            self,
+            request,
+            agent,
+            "admin/agents/agent/try_chain.html",
+            title=f"Try the hook chain of {agent.name}",
+            form=form,
+            report=report,
             **self._chain_context(agent),
-        }
-        return TemplateResponse(request, "admin/agents/agent/try_chain.html", context)
+        )
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         super().save_related(request, form, formsets, change)

@@ -16,12 +16,12 @@ from django import forms
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from agents.admin.scoping import manages
 from agents.hook_declarations import may_manage_code_hooks
 from agents.models import Agent, HookDeclaration
+from console.admin.subpages import agent_subpage
 from console.hook_import import (
     CLAUDE,
     FIM_ONE,
@@ -169,15 +169,13 @@ def hook_import_view(
                 return HttpResponseRedirect(reverse("admin:agents_agent_change", args=[agent.pk]))
         except (HookImportError, ServiceError) as exc:
             form.add_error(None, str(exc))
-    context = {
-        **model_admin.admin_site.each_context(request),
-        "opts": model_admin.opts,
-        "title": f"Import {SOURCES[source]} into {agent.name}",
-        "agent": agent,
-        "original": agent,
-        "form": form,
-        "source": source,
-        "report": report,
-        "has_view_permission": True,
-    }
-    return TemplateResponse(request, "admin/agents/agent/import_hooks.html", context)
+    return agent_subpage(
+        model_admin,
+        request,
+        agent,
+        "admin/agents/agent/import_hooks.html",
+        title=f"Import {SOURCES[source]} into {agent.name}",
+        form=form,
+        source=source,
+        report=report,
+    )

@@ -67,9 +67,9 @@ class HookDeclarationForm(SecretsEntryFormMixin, forms.ModelForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.initial.pop("secret", None)
-        self.fields["hook"].choices = hook_choices()
-        self.fields["name"].required = False
         instance = self.instance
+        self.fields["hook"].choices = hook_choices(keep=instance.name if instance.kind == "class" else "")
+        self.fields["name"].required = False
         if instance.pk is not None:
             self.initial["hook"] = (
                 instance.name if instance.kind == "class" else f"{OWN_PREFIX}{instance.kind}"

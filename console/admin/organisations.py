@@ -139,7 +139,7 @@ class OrganizationAdmin(ArchivableAdminMixin, OrganizationScopedAdmin, ConfigHis
     list_display = ("name", "read_only", "is_archived", "member_count", "agent_count", "created_at")
     list_filter = ("read_only", ("archived_at", admin.EmptyFieldListFilter))
     search_fields = ("name",)
-    fields = ("name", "read_only", "archived_at", "archived_by")
+    fields = ("name", "read_only", *ArchivableAdminMixin.archive_fields)
     readonly_fields = ArchivableAdminMixin.archive_fields
     inlines = (MembershipInline, EnforcedHookInline)
     actions = ("archive_selected", "unarchive_selected")
@@ -242,9 +242,31 @@ if admin.site.is_registered(User):
 
 
 class InvitationAdminForm(forms.ModelForm):
+    """Whom to invite by their username (people know each other's usernames, not their row ids),
+    or by e-mail address."""
+
+    invited_user = forms.CharField(
+        required=False,
+        label="Username",
+        max_length=150,
+        help_text="Someone who already has an account here; or leave it empty and give their e-mail address.",
+    )
+
     class Meta:
         model = Invitation
         fields = ("organization", "invited_user", "email", "role")
+
+    def clean_invited_user(self) -> Any:
+        """The account named by the username typed (exactly, whatever its case), or ``None``."""
+        username = (self.cleaned_data.get("invited_user") or "").strip()
+        if not username:
+            return None
+        user = User.objects.filter(username__iexact=username, is_active=True).first()
+        if user is None:
+            raise forms.ValidationError(
+                f"No account is named “{username}”. Check the spelling, or give their e-mail address instead."
+            )
+        return user
 
 
 @admin.register(Invitation)
@@ -260,7 +282,6 @@ class InvitationAdmin(PlainErrorsAdminMixin, admin.ModelAdmin):
     list_select_related = ("organization", "invited_user", "invited_by", "accepted_by")
     list_filter = ("role",)
     search_fields = ("email", "invited_user__username", "organization__name")
-    raw_id_fields = ("invited_user",)
     readonly_fields = ("invited_by", "created_at", "expires_at", "accepted_at", "accepted_by")
 
     @admin.display(description="invitee", ordering="email")
@@ -295,6 +316,14 @@ class InvitationAdmin(PlainErrorsAdminMixin, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Invitation]:
         return super().get_queryset(request).filter(organization__in=self._invitable(request))
 
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        """An admin of one organisation invites to it: it is chosen already."""
+        initial = super().get_changeform_initial_data(request)
+        invitable = list(self._invitable(request).values_list("pk", flat=True)[:2])
+        if len(invitable) == 1:
+            initial.setdefault("organization", invitable[0])
+        return initial
+
     def get_fields(self, request: HttpRequest, obj: Invitation | None = None) -> Any:
         fields = ("organization", "invited_user", "email", "role")
         return fields if obj is None else (*fields, *self.readonly_fields)
@@ -322,11 +351,18 @@ class InvitationAdmin(PlainErrorsAdminMixin, admin.ModelAdmin):
         obj._state.adding = False
         sent = f"sent by e-mail to {made.emailed_to}" if made.emailed_to else "not sent by e-mail"
         # Told by message_user (below) in place of Django's "was added successfully".
-        request.invitation_made_message = (
-            f"Invitation for {obj.invited_user or obj.email} to {invitation.organization} as "
-            f"{invitation.get_role_display().lower()}: {sent}. The link below is shown only once, to "
-            f"pass on yourself if need be; it works until {invitation.expires_at:%Y-%m-%d %H:%M} UTC: "
-            f"{made.link}"
+        # Told by message_user (below) in place of Django's "was added successfully", with the
+        # link in a box of its own and a button that copies it (portal/copy.js).
+        request.invitation_made_message = format_html(
+            "Invitation for {} to {} as {}: {}. The link below is shown only once, to pass on yourself "
+            'if need be; it works until {} UTC: <code id="invitation-link">{}</code> '
+            '<button type="button" class="button" data-copy="invitation-link" hidden>Copy the link</button>',
+            obj.invited_user or obj.email,
+            invitation.organization,
+            invitation.get_role_display().lower(),
+            sent,
+            f"{invitation.expires_at:%Y-%m-%d %H:%M}",
+            made.link,
         )
 
     def message_user(

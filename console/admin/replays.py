@@ -17,13 +17,13 @@ from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils import timezone
 
 from agents.admin.scoping import manages
 from agents.hook_declarations import HookFileError, hooks_export
 from agents.models import Agent, ChainReplay
+from console.admin.subpages import agent_subpage
 from console.chain_replay import (
     MAX_CALLS,
     Window,
@@ -183,17 +183,15 @@ def replay_view(model_admin: admin.ModelAdmin, request: HttpRequest, object_id: 
             form.add_error("hooks_file", list(exc.problems))
         except ServiceError as exc:
             form.add_error(exc.field if exc.field in form.fields else None, exc.message)
-    context = {
-        **model_admin.admin_site.each_context(request),
-        "opts": model_admin.opts,
-        "title": f"Replay a hook chain over {agent.name}'s past calls",
-        "agent": agent,
-        "original": agent,
-        "form": form,
-        "replays": ChainReplay.objects.filter(agent=agent)[:10],
-        "has_view_permission": True,
-    }
-    return TemplateResponse(request, "admin/agents/agent/replay.html", context)
+    return agent_subpage(
+        model_admin,
+        request,
+        agent,
+        "admin/agents/agent/replay.html",
+        title=f"Replay a hook chain over {agent.name}'s past calls",
+        form=form,
+        replays=ChainReplay.objects.filter(agent=agent)[:10],
+    )
 
 
 def replay_result_view(
@@ -201,17 +199,15 @@ def replay_result_view(
 ) -> HttpResponse:
     """A replay: its progress while it runs (the page reloads itself), then what it found."""
     agent, replay = _agent_and_replay(model_admin, request, object_id, replay_id)
-    context = {
-        **model_admin.admin_site.each_context(request),
-        "opts": model_admin.opts,
-        "title": f"Replay of {replay.chain_label} over {agent.name}'s past calls",
-        "agent": agent,
-        "original": agent,
-        "replay": replay,
-        "summary": replay.summary or {},
-        "has_view_permission": True,
-    }
-    return TemplateResponse(request, "admin/agents/agent/replay_result.html", context)
+    return agent_subpage(
+        model_admin,
+        request,
+        agent,
+        "admin/agents/agent/replay_result.html",
+        title=f"Replay of {replay.chain_label} over {agent.name}'s past calls",
+        replay=replay,
+        summary=replay.summary or {},
+    )
 
 
 def replay_csv_view(

@@ -31,9 +31,11 @@ def declarable_entries() -> list[dict[str, Any]]:
     return sorted(entries, key=lambda e: (order.get(e["point"], 9), e["name"]))
 
 
-def hook_choices() -> list[tuple[str, Any]]:
+def hook_choices(*, keep: str = "") -> list[tuple[str, Any]]:
     """The ``hook`` select: catalog hooks grouped by point, each with its description, then the
-    operator's own kinds."""
+    operator's own kinds. A hook's other names (``alias_of``: a former name, another product's)
+    are not offered — they would list one hook twice — but for ``keep``, the name a saved row
+    already uses."""
     groups: dict[str, list[tuple[str, str]]] = {}
     labels = {
         "PreToolUse": "Before the tool runs (PreToolUse)",
@@ -41,6 +43,8 @@ def hook_choices() -> list[tuple[str, Any]]:
         "SessionStart": "When a run starts (SessionStart)",
     }
     for entry in declarable_entries():
+        if entry.get("alias_of") and entry["name"] != keep:
+            continue
         text = f"{entry['name']} — {entry['description']}" if entry["description"] else entry["name"]
         groups.setdefault(labels.get(entry["point"], entry["point"]), []).append((entry["name"], text))
     own = [(f"{OWN_PREFIX}{kind}", text) for kind, text in OWN_KINDS.items()]

@@ -22,16 +22,15 @@ from console.hook_editor.catalog_choices import (
     entry_properties,
     entry_required,
 )
-from console.hook_editor.param_inputs import render_input, render_rows
+from console.hook_editor.param_inputs import render_param
 from console.hook_editor.param_values import (
     MISSING,
     format_value,
     json_text,
     param_kind,
     param_label,
-    posted_rows,
-    read_rows,
-    read_value,
+    posted_values,
+    read_posted,
 )
 from fimone.parsers import loads as json_loads
 
@@ -71,14 +70,7 @@ class HookParamsWidget(forms.Widget):
         if f"{base}_shown" not in data:  # posted without the editor's inputs: the JSON box counts
             return result
         result.structured = True
-        for param, schema in entry_properties(entry).items():
-            kind = param_kind(schema)
-            if kind == "rows":
-                result.values[param] = posted_rows(data, f"{base}{param}", schema)
-            elif kind == "boolean":
-                result.values[param] = data.get(f"{base}{param}")
-            else:
-                result.values[param] = data.get(f"{base}{param}", "")
+        result.values = posted_values(data, base, entry_properties(entry))
         if not entry_properties(entry):
             result.values["__json__"] = data.get(f"{base}__json__", "")
         return result
@@ -126,11 +118,6 @@ def _render_hook_block(
             shown = posted.values.get(param)  # type: ignore[union-attr]
         else:
             shown = format_value(kind, stored.get(param, MISSING) if mine else MISSING)
-        label = param_label(param)
-        if kind == "rows":
-            widget = render_rows(f"{base}{param}", schema, shown or [], label=label, typed=use_posted)
-        else:
-            widget = render_input(kind, f"{base}{param}", schema, shown, label=label)
         help_bits = [schema.get("description") or ""]
         if kind == "patterns":
             help_bits.append("One per line.")
@@ -139,12 +126,15 @@ def _render_hook_block(
         if "default" in schema:
             help_bits.append(f"Default: {format_value(kind, schema['default'])}.")
         lines.append(
-            format_html(
-                '<div class="hook-param"><label>{}{}</label> {}<div class="help">{}</div></div>',
-                label,
-                mark_safe(' <span class="required" title="required">*</span>') if param in required else "",
-                widget,
-                " ".join(b for b in help_bits if b),
+            render_param(
+                kind,
+                f"{base}{param}",
+                schema,
+                shown,
+                label=param_label(param),
+                required=param in required,
+                help_text=" ".join(b for b in help_bits if b),
+                typed=use_posted,
             )
         )
     if not properties:
@@ -210,12 +200,8 @@ class HookParamsField(forms.Field):
         problems: list[str] = []
         required = entry_required(entry)
         for param, schema in properties.items():
-            kind = param_kind(schema)
             try:
-                if kind == "rows":
-                    read = read_rows(schema, value.values.get(param) or [])
-                else:
-                    read = read_value(kind, schema, value.values.get(param))
+                read = read_posted(schema, value.values.get(param))
             except ValueError as exc:
                 problems.append(f"{param_label(param)}: {exc}")
                 continue

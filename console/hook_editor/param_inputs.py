@@ -97,3 +97,22 @@ def render_rows(name: str, schema: dict[str, Any], rows: list[Any], *, label: st
         head,
         mark_safe("".join(body)),  # noqa: S308
     )
+
+
+def render_param(
+    kind: str, name: str, schema: Any, shown: Any, *, label: str, required: bool, help_text: str, typed: bool
+) -> SafeString:
+    """One parameter as the editor lays it out: its label (starred when ``required``), its input
+    showing ``shown`` (a list of objects: a table of rows, ``typed`` as in :func:`render_rows`),
+    and ``help_text`` under it."""
+    if kind == "rows":
+        widget = render_rows(name, schema, shown or [], label=label, typed=typed)
+    else:
+        widget = render_input(kind, name, schema, shown, label=label)
+    return format_html(
+        '<div class="hook-param"><label>{}{}</label> {}<div class="help">{}</div></div>',
+        label,
+        mark_safe(' <span class="required" title="required">*</span>') if required else "",
+        widget,
+        help_text,
+    )

@@ -155,3 +155,28 @@ def read_rows(schema: dict[str, Any], rows: list[dict[str, str]]) -> Any:
                     raise ValueError(f"row {number}: {col}: {exc}") from None
         out.append(item)
     return out if out else MISSING
+
+
+def posted_values(data: Any, base: str, properties: dict[str, Any]) -> dict[str, Any]:
+    """What the page posted for each of ``properties`` (inputs named ``<base><property>``), as
+    typed: a list of objects' rows (:func:`posted_rows`), a checkbox's ``"on"`` or ``None`` when
+    unticked, else the text (``""`` when not posted). Read into values by :func:`read_posted`."""
+    values: dict[str, Any] = {}
+    for prop, schema in properties.items():
+        kind = param_kind(schema)
+        if kind == "rows":
+            values[prop] = posted_rows(data, f"{base}{prop}", schema)
+        elif kind == "boolean":
+            values[prop] = data.get(f"{base}{prop}")
+        else:
+            values[prop] = data.get(f"{base}{prop}", "")
+    return values
+
+
+def read_posted(schema: Any, raw: Any) -> Any:
+    """One property's posted input (as :func:`posted_values` keeps it) as its value: ``MISSING``
+    when left blank, or ``ValueError`` saying what is expected in an operator's words."""
+    kind = param_kind(schema)
+    if kind == "rows":
+        return read_rows(schema, raw or [])
+    return read_value(kind, schema if isinstance(schema, dict) else {}, raw)

@@ -12,15 +12,8 @@ from django import forms
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from console.hook_editor.param_inputs import render_input, render_rows
-from console.hook_editor.param_values import (
-    MISSING,
-    param_kind,
-    param_label,
-    posted_rows,
-    read_rows,
-    read_value,
-)
+from console.hook_editor.param_inputs import render_param
+from console.hook_editor.param_values import MISSING, param_kind, param_label, posted_values, read_posted
 from fimone.parsers import loads as json_loads
 
 
@@ -72,14 +65,7 @@ class ToolArgsWidget(forms.Widget):
         if spec is None or f"{base}_shown" not in data:
             return result
         result.structured = True
-        for prop, schema in _schema_properties(spec.parameters).items():
-            kind = param_kind(schema)
-            if kind == "rows":
-                result.values[prop] = posted_rows(data, f"{base}{prop}", schema)
-            elif kind == "boolean":
-                result.values[prop] = data.get(f"{base}{prop}")
-            else:
-                result.values[prop] = data.get(f"{base}{prop}", "")
+        result.values = posted_values(data, base, _schema_properties(spec.parameters))
         return result
 
     def render(self, name: str, value: Any, attrs: Any = None, renderer: Any = None) -> SafeString:
@@ -112,21 +98,19 @@ def _render_tool_block(name: str, tool: str, spec: Any, picked: str, posted: Arg
     for prop, schema in properties.items():
         kind = param_kind(schema)
         shown = posted.values.get(prop) if use_posted else ("" if kind != "rows" else [])  # type: ignore[union-attr]
-        label = _arg_label(prop, schema)
-        if kind == "rows":
-            widget = render_rows(f"{base}{prop}", schema, shown or [], label=label, typed=use_posted)
-        else:
-            widget = render_input(kind, f"{base}{prop}", schema, shown, label=label)
         help_text = schema.get("description") or "" if isinstance(schema, dict) else ""
         if kind == "patterns":
             help_text = f"{help_text} One per line.".strip()
         lines.append(
-            format_html(
-                '<div class="hook-param"><label>{}{}</label> {}<div class="help">{}</div></div>',
-                label,
-                mark_safe(' <span class="required" title="required">*</span>') if prop in required else "",
-                widget,
-                help_text,
+            render_param(
+                kind,
+                f"{base}{prop}",
+                schema,
+                shown,
+                label=_arg_label(prop, schema),
+                required=prop in required,
+                help_text=help_text,
+                typed=use_posted,
             )
         )
     if not properties:
@@ -172,17 +156,10 @@ class ToolArgsField(forms.Field):
         args: dict[str, Any] = {}
         problems: list[str] = []
         for prop, schema in _schema_properties(spec.parameters).items():
-            kind = param_kind(schema)
-            label = _arg_label(prop, schema)
             try:
-                if kind == "rows":
-                    read = read_rows(schema, value.values.get(prop) or [])
-                else:
-                    read = read_value(
-                        kind, schema if isinstance(schema, dict) else {}, value.values.get(prop)
-                    )
+                read = read_posted(schema, value.values.get(prop))
             except ValueError as exc:
-                problems.append(f"{label}: {exc}")
+                problems.append(f"{_arg_label(prop, schema)}: {exc}")
                 continue
             if read is not MISSING:
                 args[prop] = read

@@ -6,15 +6,9 @@ from typing import Any
 
 from django import template
 
+from agents.tools.base import readable_tool_name
+
 register = template.Library()
-
-
-def readable_tool_name(name: str) -> str:
-    """A tool's internal name as people read it when it has no title: ``oa__purchase_pay`` →
-    "Purchase pay" (the connector's prefix is an operator's concern)."""
-    words = name.rpartition("__")[2].replace("_", " ").replace("-", " ").split()
-    text = " ".join(words) or name
-    return text[:1].upper() + text[1:]
 
 
 @register.filter

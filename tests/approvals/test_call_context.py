@@ -246,3 +246,14 @@ def test_a_calls_amount_is_its_first_money_argument_in_its_currency() -> None:
     assert presentation.amount_text({"total_price": "12.5"}) == ""  # a string is not an amount
     assert presentation.amount_text({"amount": float("nan")}) == ""
     assert presentation.amount_text({"trip": "Lyon", "nights": 2}) == ""
+
+
+def test_an_amount_without_a_currency_takes_the_default_the_tools_schema_gives() -> None:
+    """A purchase order of 60,000 reads "60,000.00 USD", as payments do, when its currency is the
+    schema's default rather than an argument."""
+    schema = {"properties": {"amount": {"type": "number"}, "currency": {"type": "string", "default": "USD"}}}
+    rows = presentation.argument_rows({"vendor": "Contoso", "amount": 60000}, schema)
+    assert {row["label"]: row["value"] for row in rows}["Amount"] == "60,000.00 USD"
+    given = presentation.argument_rows({"amount": 5, "currency": "EUR"}, schema)
+    assert [row["value"] for row in given] == ["5.00 EUR"]
+    assert presentation.argument_rows({"amount": 5}, {"properties": {}})[0]["value"] == "5.00"

@@ -132,7 +132,7 @@ def test_the_record_says_in_words_which_standing_approval_decided_and_its_times_
         for line in EventLine.lines_of(request, list(request.events.all()))
         if line.event.kind == Kind.GRANTED
     ]
-    assert ("Conditions", "amount <= 5000") in granted.rows
+    assert ("Conditions", "Amount is at most 5,000") in granted.rows
     assert ("For", "In one conversation") in granted.rows
     assert HistoryRow.of(later, votes=[]).time_to_decision == "instant (standing approval)"
 
@@ -257,12 +257,19 @@ def test_the_inbox_grants_with_an_approval_and_the_grants_page_revokes_it(person
             "grant": "on",
             "grant_scope": "agent",
             "grant_hours": "3",
-            "grant_conditions": '[{"field": "amount", "op": "<=", "value": 2000}]',
+            # The rows as the editor posts them: a field, an operator, a value as typed.
+            "grant_conditions-field": ["amount", ""],
+            "grant_conditions-op": ["<=", "=="],
+            "grant_conditions-value": ["2,000", ""],
         },
     )
 
     page = client.get("/approvals/grants/").content.decode()
-    assert "april approves Purchase pay where amount &lt;= 2000, in every conversation of the agent" in page
+    assert (
+        "april approves Purchase pay where Amount is at most 2,000, in every conversation of the agent"
+        in page
+    )
+    assert request.agent.standing_grants.get().conditions == [{"field": "amount", "op": "<=", "value": 2000}]
     standing = request.agent.standing_grants.get()
     assert logged_in(personas.member).post("/approvals/grants/", {"grant": standing.pk}).status_code == 403
     client.post("/approvals/grants/", {"grant": standing.pk})
@@ -282,12 +289,14 @@ def test_a_bad_grant_in_the_inbox_decides_nothing_and_says_why(personas, resumes
             "decision": "approve",
             "args_sha256": request.args_sha256,
             "grant": "on",
-            "grant_conditions": "[oops",
+            "grant_conditions-field": ["amount"],
+            "grant_conditions-op": ["<="],
+            "grant_conditions-value": [""],
         },
         follow=True,
     )
 
-    assert "The conditions cannot be read" in answer.content.decode()
+    assert "Condition 1: give a value for “amount”." in answer.content.decode()
     request.refresh_from_db()
     assert request.status == ConfirmationStatus.PENDING
     assert Conversation.objects.count() == 1

@@ -17,6 +17,7 @@ from django.utils import timezone
 from agents import events as ev
 from agents.models import RunEvent, ToolExecution
 from approvals import exports
+from approvals.models import ConfirmationRequest
 from tests.approvals.kit import recorded_request
 from tests.personas import make_agent, make_user
 
@@ -427,10 +428,19 @@ def test_an_amount_in_the_arguments_reads_in_the_currency_the_context_gives(gove
 
 
 def test_each_history_row_says_what_the_call_was_about(personas, resumes) -> None:
-    recorded_request(personas, tool_args={"purchase_id": "PO-1001", "amount": 1200, "currency": "USD"})
+    titled = recorded_request(
+        personas, tool_args={"purchase_id": "PO-1001", "amount": 1200, "currency": "USD"}
+    )
+    ConfirmationRequest.objects.filter(pk=titled.pk).update(tool_title="Pay a purchase")
     recorded_request(personas, tool_args={"purchase_id": "PO-1002", "amount": 4800, "currency": "USD"})
 
     page = signed_in(personas.auditor).get(HISTORY).content.decode()
 
     cells = re.findall(r'<td data-label="What">([^<]*)</td>', page)
     assert sorted(cells) == ["PO-1001 · 1,200.00 USD", "PO-1002 · 4,800.00 USD"]
+    # The CSV says it in the same words, beside the tool's title (or its name made readable).
+    rows = csv_rows(signed_in(personas.auditor).get(EXPORT))
+    assert sorted((row["title"], row["about"]) for row in rows) == [
+        ("Pay a purchase", "PO-1001 · 1,200.00 USD"),
+        ("Purchase pay", "PO-1002 · 4,800.00 USD"),
+    ]

@@ -69,7 +69,9 @@ def test_an_invitee_with_no_account_sets_a_password_and_is_signed_in_to_the_inbo
     admin_page = open_page(browser, width)
     sign_in_to_admin(admin_page, live_server.url, "adam")
     admin_page.goto(f"{live_server.url}/admin/tenancy/invitation/add/")
-    admin_page.get_by_label("Organisation").select_option(str(demo_org.pk))
+    # adam administers one organisation: it is chosen already; the invitee is named, not numbered.
+    expect(admin_page.get_by_label("Organisation")).to_have_value(str(demo_org.pk))
+    expect(admin_page.get_by_label("Username")).to_have_attribute("type", "text")
     admin_page.get_by_label("Email").fill("nina.ortiz@example.test")
     admin_page.get_by_label("Role").select_option(Role.APPROVER)
     admin_page.get_by_role("button", name="Save", exact=True).click()
@@ -90,6 +92,11 @@ def test_an_invitee_with_no_account_sets_a_password_and_is_signed_in_to_the_inbo
     assert broken_words(admin_page.locator("#result_list thead")) == []
     shoot(admin_page, "invitation-made")
     link = re.search(r"https?://\S+/invitations/[\w-]+/", message.inner_text()).group(0)
+    # The link copies with one click (or is selected, where the browser keeps the clipboard).
+    copy = message.locator("button[data-copy=invitation-link]")
+    expect(copy).to_have_text("Copy the link")
+    copy.click()
+    expect(copy).to_have_text(re.compile(r"^(Copied|Selected: press Ctrl\+C)$"))
     [sent] = mail.outbox
     assert link in sent.body
 

@@ -63,7 +63,7 @@ def assert_page_matches_stored_events(page: Page, base: str, run: Run) -> None:
     assert page.locator(".bubble.assistant").count() == sum(
         1 for e in stored if e["type"] == "llm.message" and e["payload"]["content"].strip()
     )
-    assert page.locator(".notice", has_text="Resumed").count() == types.count("run.resumed")
+    assert page.locator(".notice.resumed").count() == types.count("run.resumed")
 
 
 def start_paying(page: Page, base: str) -> None:

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, expect
 from agents.demo import DEMO_ORGANIZATION
 from approvals.models import ApproverPolicy, ConfirmationRequest
 from tests.browser.shots import shoot
-from tests.browser.test_chat_in_a_browser import DESKTOP, sign_in
+from tests.browser.test_chat_in_a_browser import DESKTOP, PHONE, sign_in
 from tests.browser.test_demo_in_a_browser import PAID, demo, new_page, send  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.browser]
@@ -37,13 +37,30 @@ def test_april_grants_a_standing_approval_the_next_payment_needs_nobody_and_she_
     card = april.locator(".card", has_text="Pay a purchase").first
     card.get_by_text("Also approve later calls like this").click()
     card.get_by_label(re.compile("Approve later calls of this tool")).check()
-    card.get_by_label(re.compile("^Conditions")).fill('[{"field": "amount", "op": "<=", "value": 5000}]')
+    # The conditions are rows to fill in, starting from "Amount is at most" this payment's amount
+    # (never its purchase id, which would cover no later call), said back in a sentence.
+    sentence = card.locator(".grant-sentence")
+    expect(sentence).to_have_text(
+        "Approve later calls of Pay a purchase where Amount is at most 1,200.00 USD, in this "
+        "conversation, for 8 hours."
+    )
+    expect(card.get_by_label("Field 1")).to_have_value("amount")
+    expect(card.get_by_label("Operator 1")).to_have_value("<=")
+    card.get_by_label("Value 1").fill("5000")
     card.get_by_label("every conversation of this agent").check()
+    expect(sentence).to_have_text(
+        "Approve later calls of Pay a purchase where Amount is at most 5,000.00 USD, in every "
+        "conversation of this agent, for 8 hours."
+    )
     shoot(april, "grant-asked")
+    april.set_viewport_size(PHONE)
+    shoot(april, "grant-asked")
+    april.set_viewport_size(DESKTOP)
     card.get_by_role("button", name="Approve").click()
     expect(april.locator(".msg").first).to_contain_text("Approved")
     expect(april.locator(".msg").nth(1)).to_contain_text(
-        "april approves Pay a purchase where amount <= 5000, in every conversation of the agent"
+        "april approves Pay a purchase where Amount is at most 5,000.00 USD, in every conversation "
+        "of the agent"
     )
     pattern = PAID.format(
         id="PO-1001", amount=re.escape("1,200.00"), vendor=re.escape("Lumen Office Supplies")
@@ -58,9 +75,9 @@ def test_april_grants_a_standing_approval_the_next_payment_needs_nobody_and_she_
     shoot(alice, "paid-by-grant")
 
     april.goto(f"{demo}/approvals/grants/")
-    row = april.locator("tr", has_text="amount <= 5000")
+    row = april.locator("tr", has_text="Amount is at most 5,000.00 USD")
     expect(row.locator("td.num")).to_have_text("1")
     shoot(april, "grants-page")
     row.get_by_role("button", name="Revoke").click()
     expect(april.locator(".msg")).to_contain_text("revoked: later calls ask a person again")
-    expect(april.locator("tr", has_text="amount <= 5000")).to_have_count(0)
+    expect(april.locator("tr", has_text="Amount is at most 5,000.00 USD")).to_have_count(0)

@@ -85,3 +85,28 @@ def test_it_refuses_an_operator_creating_an_agent_owned_by_someone_else(personas
     response = client.post(url(Agent, "add"), agent_form(personas, scripted({"content": "x"})))
     assert response.status_code == 302
     assert Agent.objects.get(name="Invoice clerk").owner == personas.operator
+
+
+@pytest.mark.django_db
+def test_an_operator_reads_the_owner_and_the_actions_by_name_with_no_link_they_may_not_open(personas) -> None:
+    from agents.models import Connector
+    from tests.personas import make_action
+
+    agent = make_agent(personas.org, personas.admin, name="Payer")
+    connector = Connector.objects.create(
+        organization=personas.org,
+        name="Payments desk",
+        slug="pd",
+        kind="http",
+        base_url="https://pay.example.test",
+    )
+    make_action(connector, "purchase_pay", method="POST", path="/pay", display_name="Pay a purchase")
+    grant(personas.operator, "view_agent", "change_agent")
+
+    response = logged_in(personas.operator).get(url(Agent, "change", agent.pk))
+    page = page_text(response)
+
+    assert f'href="/admin/auth/user/{personas.admin.pk}/change/"' not in page  # a 403 for them
+    assert personas.admin.username in page
+    choices = [label for _value, label in response.context["adminform"].form.fields["actions"].choices]
+    assert "Pay a purchase — Payments desk" in choices and not any("pd__" in str(c) for c in choices)

@@ -95,6 +95,43 @@ def test_a_new_approval_threshold_shows_the_calls_that_would_have_asked_and_noth
     assert ToolExecution.objects.count() == executions and not ConfirmationRequest.objects.exists()
 
 
+def test_each_change_says_why_in_its_details(history) -> None:
+    make_hook(history.agent, "confirm_when", params=BIG)
+
+    replay = replayed(history, chain_current(agent=history.agent))
+
+    details = [c["detail"] for c in replay.changes]
+    assert len(details) == 2 and all(
+        d.startswith("a person would be asked because confirm_when") for d in details
+    )
+
+
+def test_a_call_a_standing_approval_answered_was_asked_then_so_the_same_chain_changes_nothing(
+    history,
+) -> None:
+    """A grant answers for a person: its call records a verdict and no pending card. The gate asked
+    then as it would now; nothing changed, and nobody is blamed."""
+    from agents import events as ev
+    from agents.models import RunEvent
+
+    make_hook(history.agent, "confirm_when", params=BIG)
+    for run in history.runs:  # answered by a standing approval, as the gate records it
+        call = ToolExecution.objects.get(run=run)
+        last = RunEvent.objects.filter(run=run).order_by("-seq").first()
+        RunEvent.objects.create(
+            run=run,
+            seq=last.seq + 1,
+            type=ev.APPROVAL_DECIDED,
+            payload={"tool_call_id": call.tool_call_id, "status": "approved", "by": "april"},
+        )
+
+    replay = replayed(history, chain_current(agent=history.agent))
+
+    # 500 is under the threshold: asked then (by the grant's record), allowed now.
+    assert changes(replay) == [(500, "asked", "allowed", "asked → allowed", "")]
+    assert replay.changes[0]["detail"].startswith("a person was asked then")
+
+
 def test_the_chain_of_a_past_moment_is_replayed_as_it_was(history) -> None:
     before = timezone.now()
     make_hook(history.agent, "confirm_when", params=BIG)

@@ -3,6 +3,7 @@ or taken from a recent run, saying what each hook would do while nothing is open
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -98,6 +99,13 @@ def test_a_recent_call_of_the_agent_can_be_tried(governed, payments) -> None:
     text = page_text(try_call(governed.operator, payments, recent_call=str(call.pk)))
 
     assert "Approval needed" in text and "PO-9" in text
+    # Picked from a list that names the tool and what the call was about, not its JSON, and the
+    # answer opens on the result.
+    assert re.search(
+        r"<option value=\"\d+\"[^>]*>\d{4}-\d\d-\d\d \d\d:\d\d · Purchase pay · PO-9 · 75,000.00", text
+    )
+    assert "{&quot;purchase_id&quot;" not in text and 'action="#trial-result"' in text
+    assert "What the chain does with Purchase pay" in text
 
 
 @pytest.mark.parametrize(

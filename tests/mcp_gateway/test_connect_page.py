@@ -30,7 +30,11 @@ def test_a_member_finds_their_gateways_with_the_line_to_paste(personas) -> None:
 
     assert f"claude mcp add --transport http fimone http://testserver/mcp/{ours.key}/" in page
     assert "Desk agent" in page and "Globex agent" not in page
-    assert "You have no token yet." in page
+    assert "You have no token yet" in page
+    # Claude Code's line, Cursor's settings and a program of the official SDK, each ready to copy.
+    assert f'"url": "http://testserver/mcp/{ours.key}/"' in page
+    assert f'URL, TOKEN = "http://testserver/mcp/{ours.key}/"' in page
+    assert page.count('data-copy="') == 3 and "(Acme" not in page
 
 
 def test_a_token_is_shown_once_and_replacing_it_refuses_the_old_one(personas) -> None:
@@ -43,9 +47,14 @@ def test_a_token_is_shown_once_and_replacing_it_refuses_the_old_one(personas) ->
     again = page_text(client.get(reverse("mcp_gateway:connect")))
     assert old not in again and "You have a token, made" in again
 
-    client.post(reverse("mcp_gateway:connect"))
+    # Replacing it is confirmed first: every client using it is refused from then on.
+    unconfirmed = client.post(reverse("mcp_gateway:connect"))
+    assert unconfirmed.status_code == 400 and "Your token was not replaced" in page_text(unconfirmed)
+    assert Token.objects.get(user=personas.member).key == old
+
+    replaced = client.post(reverse("mcp_gateway:connect"), {"confirm": "yes"})
     new = Token.objects.get(user=personas.member).key
-    assert new != old
+    assert new != old and new in page_text(replaced)
     assert caller_for(old, gateway.key)[1] == 401
     assert caller_for(new, gateway.key)[1] == 200
 

@@ -84,7 +84,8 @@ def test_a_gated_call_waits_for_approval_and_returns_the_result(
     # not the request's internal id.
     page = base + reverse("portal:conversation", args=[request.run.conversation_id])
     told = waiting.progress[0]
-    assert "waiting for a person's approval until " in told and str(request.pk) not in told
+    assert told.startswith(f"{request.tool_title}: waiting for a person's approval until ")
+    assert str(request.pk) not in told and "records__" not in told
     assert told.endswith(f"; follow it at {page}")
     assert calls_of(log, "delete_record") == [{"record_id": "r-2"}]
     call = GatewayCall.objects.get()
@@ -124,7 +125,8 @@ def test_a_rejected_call_is_an_error_naming_the_refusal(personas, desk, log, res
 
     assert result.is_error
     text = result.content[0].text
-    assert text.startswith("Refused by confirmation_gate:") and "keep it" in text
+    # The person's verdict in the gate's words; the hook's internal name is nobody's business.
+    assert text.startswith("Refused: Rejected by ") and "keep it" in text and "confirmation_gate" not in text
     assert calls_of(log, "delete_record") == []
 
 
@@ -139,7 +141,8 @@ def test_a_blocking_hook_refuses_before_anyone_is_asked(personas, desk, log) -> 
 
         result = run_async(session())
 
-    assert result.is_error and result.content[0].text == "Refused by deny_tools: Records are frozen."
+    assert result.is_error
+    assert result.content[0].text == "Refused by a safety rule of this agent: Records are frozen."
     assert not ConfirmationRequest.objects.exists() and calls_of(log, "delete_record") == []
 
 

@@ -4,6 +4,7 @@ tools, call one through its hooks, wait for a person's approval, be refused."""
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import threading
 
 import pytest
@@ -35,11 +36,14 @@ def test_a_client_lists_the_agents_tools_and_calls_one(personas, desk) -> None:
             async with mcp_client(base + desk.path, token) as client:
                 tools = await client.list_tools()
                 result = await client.call_tool("calculator", {"expression": "6*7"})
-                return tools, result
+                return tools, result, client.server_info
 
-        tools, result = run_async(session())
+        tools, result, server = run_async(session())
 
     assert sorted(t.name for t in tools.tools) == ["calculator", "current_time"]
+    # Clients show tools by their titles, and the server by its name and version.
+    assert sorted(t.title for t in tools.tools) == ["Calculator", "Current time"]
+    assert server.name == "fimone-gateway" and server.version == importlib.metadata.version("fimone-hooks")
     assert not result.is_error and "42" in result.content[0].text
     run = Run.objects.get()
     assert run.execution_path == ExecutionPath.MCP and run.status == RunStatus.COMPLETED

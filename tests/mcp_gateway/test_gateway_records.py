@@ -168,7 +168,8 @@ def test_the_loop_and_the_thread_answer_a_client_alike_and_mark_only_an_ended_ca
         answers[case] = thread
 
     assert answers["completed"] == services.Answer('{"total": 42}', is_error=False, structured={"total": 42})
-    assert answers["refused"] == services.Answer("Refused by no_deletes: not Fridays", is_error=True)
+    refused = services.Answer("Refused by a safety rule of this agent: not Fridays", is_error=True)
+    assert answers["refused"] == refused
     assert answers["failed"] == services.Answer("the tool failed", is_error=True)
     cancelled = services.Answer("The call was cancelled: cancelled by the user", is_error=True)
     assert answers["cancelled"] == cancelled

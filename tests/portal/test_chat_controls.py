@@ -16,10 +16,10 @@ from rest_framework.test import APIClient
 from agents import events as ev
 from agents.models import Conversation, Run, RunEvent, RunStatus
 from agents.services import run_start
-from approvals.models import ApproverPolicy, ConfirmationStatus, ConfirmationVote
+from approvals.models import ApproverPolicy, ConfirmationRequest, ConfirmationStatus, ConfirmationVote
 from tenancy.models import Membership, Role
 from tests.agents.engine_kit import Harness
-from tests.approvals.kit import pay_tool, set_policy, suspended_run
+from tests.approvals.kit import pay_tool, recorded_request, set_policy, suspended_run
 from tests.personas import make_agent
 
 pytestmark = pytest.mark.django_db
@@ -223,6 +223,34 @@ def test_search_finds_her_own_conversations_by_title_and_messages_only(personas)
     assert sorted(int(pk) for pk in found) == sorted([by_title.pk, by_message.pk, by_answer.pk])
     assert "3 found" in page.text
     assert signed_in(personas.member).get("/conversations/?q=" + "x" * 5000).status_code == 200
+
+
+def test_search_finds_what_the_agent_said_between_its_calls_and_what_its_cards_were_about(personas) -> None:
+    said, said_run = finished_conversation(personas, text="settle the hosting bill")
+    RunEvent.objects.create(
+        run=said_run,
+        seq=50,
+        type=ev.LLM_MESSAGE,
+        payload={"content": "Paying PO-1002: 4,800.00 USD to Northwind Cloud.", "tool_calls": []},
+    )
+    carded, card_run = finished_conversation(personas, text="pay the furniture")
+    request = recorded_request(personas, requester=personas.member)
+    ConfirmationRequest.objects.filter(pk=request.pk).update(
+        run=card_run, context=[{"label": "Vendor", "value": "Zürich Möbel AG"}]
+    )
+    _, other_run = finished_conversation(personas, user=personas.approver, text="april's own")
+    RunEvent.objects.create(
+        run=other_run, seq=50, type=ev.LLM_MESSAGE, payload={"content": "Northwind again", "tool_calls": []}
+    )
+    alice = signed_in(personas.member)
+
+    def found(query: str) -> list[int]:
+        page = alice.get("/conversations/", {"q": query})
+        return sorted(int(pk) for pk in re.findall(r'href="/conversations/(\d+)/"', page.text))
+
+    assert found("northwind") == [said.pk]
+    assert found("Zürich möbel") == [carded.pk]
+    assert found("Annual hosting") == []
 
 
 # --- retry and stop -----------------------------------------------------------------------------------

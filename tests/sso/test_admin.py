@@ -42,7 +42,9 @@ def form(org: Any, **fields: Any) -> dict[str, Any]:
     }
 
 
-def test_an_organisation_admin_configures_its_provider_and_never_sees_the_secret_again(governed) -> None:
+def test_an_organisation_admin_configures_its_provider_and_never_sees_the_secret_again(
+    governed, settings
+) -> None:
     client = admin_client(governed.admin)
 
     response = client.post(ADD, form(governed.org))
@@ -55,9 +57,15 @@ def test_an_organisation_admin_configures_its_provider_and_never_sees_the_secret
         assert "s3cret" not in cursor.fetchone()[0]  # encrypted at rest
     page = client.get(f"/admin/sso/identityprovider/{provider.pk}/change/").content.decode()
     assert "s3cret-value-123" not in page and "stored client secret" in page.lower()
-    assert (
-        "http://127.0.0.1:8000/sso/callback/" in page or "/sso/callback/" in page
-    )  # the redirect URI to register
+    assert "http://testserver/sso/callback/" in page  # the redirect URI to register
+    # In production it is SITE_URL's, whoever opened the page on whichever address.
+    settings.SITE_URL_FROM_REQUEST, settings.SITE_URL = False, "https://hooks.example.test"
+    page = client.get(f"/admin/sso/identityprovider/{provider.pk}/change/").content.decode()
+    assert "https://hooks.example.test/sso/callback/" in page
+    # In development, without SITE_URL, it is where the server was reached, on any host and port.
+    settings.SITE_URL_FROM_REQUEST = True
+    page = client.get(f"/admin/sso/identityprovider/{provider.pk}/change/", HTTP_HOST="127.0.0.1:8123")
+    assert "http://127.0.0.1:8123/sso/callback/" in page.content.decode()
     # Saving again without a secret keeps the stored one.
     data = form(governed.org, client_secret="", name="Acme Okta (prod)")
     assert client.post(f"/admin/sso/identityprovider/{provider.pk}/change/", data).status_code == 302

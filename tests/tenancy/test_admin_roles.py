@@ -250,6 +250,13 @@ def test_a_member_or_approver_cannot_reach_the_admin(governed, estates, role) ->
     for model in CONTRACT:
         assert client.get(url(model, "changelist")).status_code == 302
     assert client.post(url(Agent, "change", estates["acme"][Agent].pk), {"name": "x"}).status_code == 302
+    # Where those redirects lead: a page that says whose the admin is and leads back, not Django's
+    # bare sign-in form saying "not authorized".
+    landed = client.get("/admin/", follow=True)
+    text = landed.content.decode()
+    assert landed.status_code == 403 and "The administration is for operators and admins" in text
+    assert "not authorized" not in text and 'href="/"' in text
+    assert Agent.objects.get(pk=estates["acme"][Agent].pk).name != "x"
 
 
 @pytest.mark.parametrize(

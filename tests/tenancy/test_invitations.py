@@ -44,7 +44,7 @@ def is_member(user: Any, personas: Any, role: str = Role.APPROVER) -> bool:
 
 
 def test_an_invited_user_accepts_signed_in_and_only_then_becomes_a_member(personas) -> None:
-    path = invite_in_admin(personas, invited_user=personas.stranger.pk)
+    path = invite_in_admin(personas, invited_user=personas.stranger.username)
     invitation = Invitation.objects.get()
     assert invitation.invited_by == personas.admin and invitation.accepted_at is None
     assert not is_member(personas.stranger, personas), "an invitation adds nobody"
@@ -81,7 +81,7 @@ def test_an_invitation_by_email_is_accepted_by_the_user_with_that_address(person
 
 
 def test_it_refuses_an_invitation_accepted_by_someone_else(personas) -> None:
-    path = invite_in_admin(personas, invited_user=personas.stranger.pk)
+    path = invite_in_admin(personas, invited_user=personas.stranger.username)
     intruder = make_user("ivan", personas.other_org)
     client = Client()
     client.force_login(intruder)
@@ -97,7 +97,7 @@ def test_it_refuses_an_invitation_accepted_by_someone_else(personas) -> None:
 
 
 def test_it_refuses_an_invitation_twice_forged_or_expired(personas) -> None:
-    path = invite_in_admin(personas, invited_user=personas.stranger.pk)
+    path = invite_in_admin(personas, invited_user=personas.stranger.username)
     client = Client()
     client.force_login(personas.stranger)
     assert client.post(path).status_code == 302
@@ -119,7 +119,12 @@ def test_it_refuses_an_operator_inviting_to_their_organisation(personas) -> None
     form = client.get(url(Invitation, "add")).context["adminform"].form
     response = client.post(
         url(Invitation, "add"),
-        {"organization": personas.org.pk, "invited_user": personas.stranger.pk, "email": "", "role": "admin"},
+        {
+            "organization": personas.org.pk,
+            "invited_user": personas.stranger.username,
+            "email": "",
+            "role": "admin",
+        },
     )
 
     assert list(form.fields["organization"].queryset) == []
@@ -140,11 +145,39 @@ def test_an_invitation_names_a_user_or_an_address_not_both(personas) -> None:
 
     neither = client.post(url(Invitation, "add"), {**base, "invited_user": "", "email": ""})
     both = client.post(
-        url(Invitation, "add"), {**base, "invited_user": personas.stranger.pk, "email": "a@b.test"}
+        url(Invitation, "add"), {**base, "invited_user": personas.stranger.username, "email": "a@b.test"}
     )
 
     assert neither.status_code == 200 and both.status_code == 200
     assert not Invitation.objects.exists()
+
+
+def test_the_form_names_the_invitee_by_username_and_chooses_the_admins_one_organisation(personas) -> None:
+    grant(personas.admin, "view_invitation", "add_invitation")
+    client = logged_in(personas.admin)
+
+    form = client.get(url(Invitation, "add")).context["adminform"].form
+    unknown = client.post(
+        url(Invitation, "add"),
+        {"organization": personas.org.pk, "invited_user": "nobody-here", "role": "member"},
+    )
+    made = client.post(
+        url(Invitation, "add"),
+        {
+            "organization": personas.org.pk,
+            "invited_user": personas.stranger.username.upper(),
+            "role": "member",
+        },
+        follow=True,
+    )
+
+    assert form.initial["organization"] == personas.org.pk, "an admin of one organisation invites to it"
+    assert "No account is named “nobody-here”" in page_text(unknown) and unknown.status_code == 200
+    assert Invitation.objects.get().invited_user == personas.stranger
+    # The link is shown once, in a box of its own with a button that copies it.
+    text = made.content.decode()
+    assert '<code id="invitation-link">http' in text and 'data-copy="invitation-link"' in text
+    assert "portal/copy.js" in text
 
 
 def test_an_organisation_admin_sees_only_their_organisations_invitations(personas) -> None:
@@ -172,7 +205,7 @@ def test_in_development_the_link_follows_the_address_the_admin_came_in_on(person
     settings.SITE_URL_FROM_REQUEST = True
     data = {
         "organization": personas.org.pk,
-        "invited_user": personas.stranger.pk,
+        "invited_user": personas.stranger.username,
         "email": "",
         "role": "member",
     }
@@ -189,7 +222,7 @@ def test_with_a_site_url_the_link_uses_it_whatever_the_request_says(personas, se
     settings.SITE_URL_FROM_REQUEST, settings.SITE_URL = False, "https://fimone.example.com"
     data = {
         "organization": personas.org.pk,
-        "invited_user": personas.stranger.pk,
+        "invited_user": personas.stranger.username,
         "email": "",
         "role": "member",
     }
@@ -301,7 +334,7 @@ def test_an_expired_password_link_says_so(personas, settings) -> None:
     [(Role.MEMBER, "/"), (Role.AUDITOR, "/approvals/history/"), (Role.OPERATOR, "/admin/")],
 )
 def test_each_role_lands_where_it_belongs_after_accepting(personas, role, lands) -> None:
-    path = invite_in_admin(personas, invited_user=personas.stranger.pk, role=role)
+    path = invite_in_admin(personas, invited_user=personas.stranger.username, role=role)
     client = Client()
     client.force_login(personas.stranger)
 

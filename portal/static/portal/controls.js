@@ -85,6 +85,7 @@ export function setBusy(busy) {
     stopButton.textContent = "Stop";
   }
   if (hint) {
+    hint.dataset.kind = "help";
     hint.textContent = busy
       ? "The agent is working: stop it, or write your next message and send it when it has finished."
       : "Enter sends · Shift+Enter for a new line";
@@ -106,11 +107,14 @@ export function wireStop() {
     })
       .then(function (r) { return r.json().catch(function () { return { ok: false, message: "The run could not be stopped (" + r.status + ")." }; }); })
       .then(function (answer) {
-        if (hint) hint.textContent = answer.message || "";
+        if (hint) { hint.dataset.kind = "message"; hint.textContent = answer.message || ""; }
         if (!answer.ok) { stopButton.disabled = false; stopButton.textContent = "Stop"; }
       })
       .catch(function () {
-        if (hint) hint.textContent = "The run could not be stopped: check your connection and try again.";
+        if (hint) {
+          hint.dataset.kind = "message";
+          hint.textContent = "The run could not be stopped: check your connection and try again.";
+        }
         stopButton.disabled = false;
         stopButton.textContent = "Stop";
       });

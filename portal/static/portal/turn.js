@@ -5,9 +5,9 @@
 
 import { htmlUrl, own, root } from "./page.js";
 import {
-  dataView, details, el, formatDuration, label, period, pretty, readableName, scalarText, sentence,
+  dataView, details, el, formatDuration, formatWait, label, period, pretty, readableName, scalarText, sentence,
 } from "./values.js";
-import { STAGE_WORDS, STATUS_WORDS, TOOL_NAME, effectForPeople, forPeople, names, stopText } from "./words.js";
+import { STATUS_WORDS, effectForPeople, failedText, forPeople, names, resumedText, stopText } from "./words.js";
 import { cardMethods, reflectRequest } from "./approvals.js";
 import { baseTitle, current, offerRetry, refreshTitle, tellEnded } from "./controls.js";
 
@@ -29,8 +29,13 @@ export function Turn(data) {
   this.el = el("section", "turn");
   this.el.id = "run-" + data.id;
   this.el.setAttribute("aria-label", "Turn " + data.id);
-  var you = el("div", "bubble user", data.input);
-  you.setAttribute("aria-label", "Your message");
+  // A call an MCP client made (Claude Code, Cursor …) was not typed here: it reads as where it
+  // came from, not as the person's own message.
+  this.fromClient = data.path === "mcp";
+  var you = this.fromClient
+    ? el("div", "notice context from-client", "From an MCP client: " + data.input)
+    : el("div", "bubble user", data.input);
+  you.setAttribute("aria-label", this.fromClient ? "The call" : "Your message");
   this.el.appendChild(you);
   root.appendChild(this.el);
   if (!data.events.length && !data.terminal) {
@@ -74,13 +79,19 @@ Turn.prototype.apply = function (event, fresh) {
 // Status badges outside the transcript (the run page's header) follow the events too, so a page
 // left open never says "Awaiting approval" about a finished run.
 var RUN_STATUS = {
-  "run.started": "Running", "run.resumed": "Running", "run.suspended": "Awaiting Approval",
+  "run.started": "Running", "run.resumed": "Running", "run.suspended": "Awaiting approval",
   "run.completed": "Completed", "run.failed": "Failed",
 };
+// A run that ended on a refused call (an MCP client's or a workflow's one call) is labelled by
+// what became of the call, not "Failed": nothing broke.
+var ENDED_ON = { rejected: "Rejected", expired: "Not decided in time", cancelled: "Withdrawn" };
+var lastVerdict = {};
 function reflectStatus(event, p) {
+  if (event.type === "approval.decided") lastVerdict[event.run_id] = p.status;
   var word = RUN_STATUS[event.type];
   if (word) {
-    if (event.type === "run.failed" && p.stage === "cancelled") word = "Cancelled";
+    if (event.type === "run.failed" && p.stage === "cancelled") word = "Stopped";
+    else if (event.type === "run.failed" && p.stage === "blocked") word = ENDED_ON[lastVerdict[event.run_id]] || "Blocked";
     document.querySelectorAll('[data-run-status="' + event.run_id + '"]').forEach(function (b) { b.textContent = word; });
   }
   if (event.type === "approval.decided") reflectRequest(p.request_id, p.status);
@@ -267,21 +278,27 @@ Turn.prototype.handlers = {
   "tool.finished": function (p) {
     var step = this.step(p);
     this.setStatus(step, STATUS_WORDS[p.status] || p.status || "done");
-    step.duration.textContent = formatDuration(p.duration_ms);
+    this.showTimes(step, p.duration_ms);
     var label = p.status === "unknown" ? "What is known" : "Result";
     var observation = p.observation === undefined || p.observation === null ? "(empty)" : p.observation;
     step.node.insertBefore(details(label, dataView(observation), "step-result"), step.techToggle);
   },
 
-  "approval.pending": function (p) {
+  "approval.pending": function (p, event) {
     var step = this.step(p);
+    step.askedAt = event.created_at;
     if (p.arguments) this.describeSet(step, p.arguments);
     this.setStatus(step, "awaiting approval");
     this.approvalCard(step, p);
   },
 
   "approval.decided": function (p) {
-    this.showVerdict(p.request_id, p, this.steps[p.tool_call_id]);
+    var step = this.steps[p.tool_call_id];
+    if (step && step.askedAt && p.at) {
+      step.waitedMs = Date.parse(p.at) - Date.parse(step.askedAt);
+      this.showTimes(step);
+    }
+    this.showVerdict(p.request_id, p, step);
     if (this.waitingNotice) { this.waitingNotice.remove(); this.waitingNotice = null; }
   },
 
@@ -297,12 +314,7 @@ Turn.prototype.handlers = {
 
   "run.resumed": function (p) {
     if (this.waitingNotice) { this.waitingNotice.remove(); this.waitingNotice = null; }
-    var reason = String(p.reason || "");
-    var decided = /approval request (\w+)/.exec(reason);
-    var text = decided
-      ? "Resumed: the approval request was " + decided[1] + "."
-      : "Resumed" + (reason ? ": " + reason.replace(TOOL_NAME, readableName) : "") + ".";
-    this.notice("", text);
+    this.notice("resumed", resumedText(p.reason));
   },
 
   "run.completed": function (p, event, fresh) {
@@ -312,7 +324,10 @@ Turn.prototype.handlers = {
     if (output.trim() && !(this.lastMessage && this.lastMessage.content === output)) {
       var node = el("div", "bubble assistant final");
       this.el.appendChild(node);
-      this.showMarkdown(node, event.seq, output);
+      // An answer that is data (a tool's result handed back as it is, an MCP call's) reads as
+      // the step's result does: a table, with the JSON one click away.
+      if (/^\s*[[{]/.test(output) && isData(output)) node.appendChild(dataView(output));
+      else this.showMarkdown(node, event.seq, output);
     } else if (this.lastMessage) {
       this.lastMessage.node.classList.add("final");
     }
@@ -326,16 +341,27 @@ Turn.prototype.handlers = {
     this.ending = p.stage === "cancelled" ? "cancelled" : "failed";
     if (this.streaming) { this.streaming.classList.remove("streaming"); this.streaming = null; }
     if (this.waitingNotice) { this.waitingNotice.remove(); this.waitingNotice = null; }
-    var text;
-    if (p.stage === "cancelled") text = stopText(p.error);
-    else if (p.stage === "max_iterations") text = "The agent stopped: it took too many steps without finishing.";
-    else text = period("The run failed because of " + (STAGE_WORDS[p.stage] || "a problem") + ": " + forPeople(p.error || "unknown error"));
+    var text = p.stage === "cancelled" ? stopText(p.error) : failedText(p.stage, p.error);
     var node = this.notice(p.stage === "cancelled" ? "stopped" : "failed", text);
     node.classList.add("run-end");
     if (fresh) tellEnded("The run stopped", text);
     this.finish();
   },
 };
+
+// A step's times: how long the call took and, for one a person decided first, how long it waited
+// for them (a minute's wait and a 150 ms call are not "Done 154 ms").
+Turn.prototype.showTimes = function (step, ranMs) {
+  if (ranMs !== undefined) step.ranMs = ranMs;
+  var parts = [];
+  if (typeof step.waitedMs === "number") parts.push("waited " + formatWait(step.waitedMs) + " for a decision");
+  if (typeof step.ranMs === "number") parts.push((parts.length ? "ran " : "") + formatDuration(step.ranMs));
+  step.duration.textContent = parts.join(" · ");
+};
+
+function isData(text) {
+  try { var value = JSON.parse(text); return value !== null && typeof value === "object"; } catch (e) { return false; }
+}
 
 // The run ended: no card can be decided any more, and the stream, if any, closes (onFinish).
 Turn.prototype.finish = function () {

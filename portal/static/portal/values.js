@@ -61,8 +61,13 @@ export function readableName(name) {
 }
 
 // "paid_at" → "Paid at": a key of a tool's JSON as a label.
+// A JSON key as a label, as the server's pages write it (approvals.presentation.humanized_key):
+// ``purchase_id`` → "Purchase ID", ``vendorName`` → "Vendor name".
+var ACRONYMS = { id: "ID", url: "URL", po: "PO", iban: "IBAN", vat: "VAT", sku: "SKU", api: "API" };
 export function label(key) {
-  return sentence(String(key).replace(/([a-z])([A-Z])/g, "$1 $2").replace(/[_-]+/g, " ").toLowerCase());
+  var words = String(key).replace(/([a-z0-9])([A-Z])/g, "$1 $2").replace(/[_\-.]+/g, " ").trim().split(/\s+/);
+  words = words.map(function (w) { return ACRONYMS[w.toLowerCase()] || w.toLowerCase(); });
+  return sentence(words.join(" "));
 }
 
 // Moments as the server's pages write them: a 24-hour clock with its zone ("13:37 UTC"), here
@@ -90,6 +95,16 @@ export function clock(iso) {
 export function formatDuration(ms) {
   if (typeof ms !== "number") return "";
   return ms < 1000 ? Math.round(ms) + " ms" : (ms / 1000).toFixed(ms < 10000 ? 1 : 0) + " s";
+}
+
+// How long someone waited, in words: "40 s", "1 min 3 s", "2 h 5 min".
+export function formatWait(ms) {
+  if (typeof ms !== "number" || !isFinite(ms)) return "";
+  var seconds = Math.max(0, Math.round(ms / 1000));
+  if (seconds < 60) return seconds + " s";
+  var minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return minutes + " min" + (seconds % 60 ? " " + (seconds % 60) + " s" : "");
+  return Math.floor(minutes / 60) + " h" + (minutes % 60 ? " " + (minutes % 60) + " min" : "");
 }
 
 export function details(summary, body, className) {
@@ -215,17 +230,23 @@ export function valueNode(value, key, siblings, depth, fallback) {
   return el("span", "", String(value));
 }
 
+var CURRENCY_KEY = /^(currency|currency_code)$/i;
+
+// Whether an amount of ``obj`` already shows its currency ("1,200.00 USD"): then the currency
+// needs no row or column of its own.
+function currencyShown(obj) {
+  return Boolean(currencyOf(obj)) && Object.keys(obj).some(function (k) {
+    return AMOUNT_KEY.test(k) && obj[k] !== null && obj[k] !== "" && !isNaN(Number(obj[k]));
+  });
+}
+
 // An object as a two-column table: label, value (amounts in ``fallback`` when it names no currency).
 function kvTable(obj, depth, fallback) {
   var table = el("table", "kv");
   var body = el("tbody");
-  // A currency that an amount beside it already shows ("1,200.00 USD") needs no row of its own.
-  var currency = currencyOf(obj);
-  var shown = currency && Object.keys(obj).some(function (k) {
-    return AMOUNT_KEY.test(k) && obj[k] !== null && obj[k] !== "" && !isNaN(Number(obj[k]));
-  });
+  var shown = currencyShown(obj);
   Object.keys(obj).forEach(function (k) {
-    if (shown && /^(currency|currency_code)$/i.test(k)) return;
+    if (shown && CURRENCY_KEY.test(k)) return;
     var tr = el("tr");
     tr.appendChild(el("th", "", label(k)));
     var td = el("td");
@@ -237,11 +258,19 @@ function kvTable(obj, depth, fallback) {
   return table;
 }
 
-// A list of objects as a compact table: a column per key (the first ones met), a row per item.
+// A list of objects as a compact table: a column per key (the first ones met), a row per item;
+// no currency column where every row's amount shows its currency. Each cell carries its column's
+// name (``data-label``), which a phone's narrow screen shows beside it, a row becoming a block.
 function rowsTable(items, depth) {
   var columns = [];
+  var currencyInAmounts = items.every(function (item) {
+    return currencyShown(item) || !Object.keys(item).some(function (k) { return CURRENCY_KEY.test(k); });
+  });
   items.forEach(function (item) {
-    Object.keys(item).forEach(function (k) { if (columns.indexOf(k) < 0) columns.push(k); });
+    Object.keys(item).forEach(function (k) {
+      if (currencyInAmounts && CURRENCY_KEY.test(k)) return;
+      if (columns.indexOf(k) < 0) columns.push(k);
+    });
   });
   var hidden = columns.length - MAX_COLUMNS;
   columns = columns.slice(0, MAX_COLUMNS);
@@ -258,6 +287,7 @@ function rowsTable(items, depth) {
     if (i >= MAX_ROWS) tr.hidden = true;
     columns.forEach(function (k) {
       var td = el("td");
+      td.dataset.label = label(k);
       td.appendChild(valueNode(item[k], k, item, depth + 1));
       tr.appendChild(td);
     });

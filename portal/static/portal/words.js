@@ -3,18 +3,20 @@
 // already says it), and an approval request's votes and verdict name every voter.
 
 import { own } from "./page.js";
-import { clock, period, readableName, sentence } from "./values.js";
+import { clock, formatWait, period, readableName, sentence } from "./values.js";
 
 export var STATUS_WORDS = { succeeded: "done", failed: "failed", unknown: "outcome unknown" };
 export var CHANNEL_WORDS = { web: "the web inbox", feishu: "Feishu", slack: "Slack", wecom: "WeCom" };
 
 export var TOOL_NAME = /\b[A-Za-z0-9][A-Za-z0-9_-]*__[A-Za-z0-9_]+\b/g;
-var FOR_THE_MODEL = /\s*(The call was not executed\.|It was not executed\.|Do not retry it(?: unless the user asks)?\.)/g;
+var FOR_THE_MODEL = /[:;,]?\s*(the call was not executed\.|it was not executed\.|do not retry it(?: unless the user asks)?\.)/gi;
+var NO_DECISION = /^No decision within (\d+) s\b/;
 
 // Text written for the model (a block's observation) as people read it: without the
 // instructions to the model, with tools by their titles.
 export function forPeople(text, title) {
   var t = String(text || "").replace(FOR_THE_MODEL, "");
+  t = t.replace(NO_DECISION, function (_, seconds) { return "Nobody decided within " + formatWait(seconds * 1000); });
   t = t.replace(TOOL_NAME, function (name) { return title || readableName(name); });
   return sentence(t.trim().replace(/[:;,]$/, ""));
 }
@@ -106,6 +108,32 @@ export function stopText(error) {
   var e = String(error || "");
   if (/^cancelled by the user$/i.test(e)) return own ? "You stopped the run." : "Its user stopped the run.";
   return period("The run was stopped: " + e.replace(/^cancelled by /i, "stopped by "));
+}
+
+// Why a run went on after a pause, in words: the approval's outcome, not "Resumed: …".
+var RESUMED = [
+  [/^approval request approved$/, "Approved — the agent goes on."],
+  [/^approval request rejected$/, "Rejected — the agent goes on without that call."],
+  [/^approval request expired$/, "Nobody decided in time — the agent goes on without that call."],
+  [/^approval request cancelled$/, "The request was withdrawn — the agent goes on without that call."],
+  [/^its approval was settled$/, "The approval was settled — the agent goes on."],
+  [/^its child run \d+ ended/, "The agent it asked has finished — it goes on."],
+  [/^the previous worker stopped$/, "Picked up again after an interruption — the agent goes on."],
+];
+export function resumedText(reason) {
+  var r = String(reason || "");
+  for (var i = 0; i < RESUMED.length; i++) if (RESUMED[i][0].test(r)) return RESUMED[i][1];
+  return r ? period("The agent goes on (" + forPeople(r).replace(/\.$/, "") + ")") : "The agent goes on.";
+}
+
+// How a run that did not finish ended, in words: what stopped it and why.
+export function failedText(stage, error) {
+  var why = forPeople(error || "");
+  if (stage === "max_iterations") return "The agent stopped: it took too many steps without finishing.";
+  if (stage === "blocked") return period("Not done: " + (why || "a safety rule refused the call"));
+  if (stage === "tool") return period("The call did not go through: " + (why || "no reason given"));
+  var what = STAGE_WORDS[stage];
+  return period("The run stopped" + (what ? " (a problem with " + what + ")" : "") + (why ? ": " + why : ""));
 }
 
 export var STAGE_WORDS = {
