@@ -13,8 +13,9 @@ value is kept, for the form to refuse in words (:func:`check_rows`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -201,15 +202,20 @@ def _rows_of(value: Any) -> list[dict[str, Any]]:
     return [row for row in value if isinstance(row, dict)] if isinstance(value, list) else []
 
 
+_NUMBER_TYPED = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
+"""A number as people type one: "50000", "50,000", "1,234.5" — commas only between groups of
+three digits. "1,2" is not one (a decimal comma or a typo: read as 12 it would widen a standing
+approval tenfold)."""
+
+
 def _typed(raw: str, *, op: str, number: bool) -> Any:
     """What a value box holds, as the condition compares it: numbers for a number field or an
-    ordering; "in" a list of what the commas separate; text otherwise."""
+    ordering, when typed as one (:data:`_NUMBER_TYPED`); "in" a list of what the commas separate;
+    text otherwise — a text where a number is compared is refused (``conditions_of``) or judged in
+    doubt, never guessed at."""
     if op == "in":
         return [_typed(part.strip(), op="==", number=number) for part in raw.split(",") if part.strip()]
-    if number or op in ORDERING_OPS:
-        try:
-            parsed = Decimal(raw.replace(",", "").replace(" ", ""))
-        except InvalidOperation:
-            return raw  # judged in doubt, never as a number it is not (hooks.conditions)
+    if (number or op in ORDERING_OPS) and _NUMBER_TYPED.fullmatch(raw):
+        parsed = Decimal(raw.replace(",", ""))
         return int(parsed) if parsed == parsed.to_integral_value() else float(parsed)
     return raw

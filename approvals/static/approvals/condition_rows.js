@@ -8,9 +8,13 @@
 
   var MONEY = /(^|_|\b)(amount|price|total|cost|fee|sum|balance)($|_|\b)/i;
 
+  // A number as the server reads a typed one (approvals.condition_rows._NUMBER_TYPED): commas only
+  // between groups of three digits; anything else is said as typed, never guessed at.
+  var NUMBER_TYPED = /^-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?$/;
+
   function valueWords(key, text, currency) {
-    var number = Number(String(text).replace(/[,\s]/g, ""));
-    if (currency && MONEY.test(key) && text !== "" && isFinite(number)) {
+    var number = NUMBER_TYPED.test(text) ? Number(text.replace(/,/g, "")) : NaN;
+    if (currency && MONEY.test(key) && isFinite(number)) {
       return number.toLocaleString(undefined, { minimumFractionDigits: 2, maximumFractionDigits: 2 }) + " " + currency;
     }
     return text;
