@@ -29,8 +29,15 @@ from django.db.models import Model
 from psycopg import AsyncConnection, AsyncCursor
 
 from agents.checks import hook_chain_of
-from agents.models import Agent, Connector, ConnectorAction, HookDeclaration, Run
-from agents.services import agent_lock, agent_to_start, check_run_start, new_conversation, new_run
+from agents.models import Agent, Connector, ConnectorAction, Conversation, HookDeclaration, Run
+from agents.services import (
+    agent_lock,
+    agent_to_start,
+    check_conversation_open,
+    check_run_start,
+    new_conversation,
+    new_run,
+)
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tool_actions, tools_of_actions
 from fimone import adb, rows
@@ -144,12 +151,15 @@ async def run_start_async(
     execution_path: str,
     claimed_by: str,
     linked: Model | None = None,
+    conversation: Conversation | None = None,
 ) -> Started:
     """``agents.services.run_start(..., dispatch=False, claimed_by=claimed_by)`` on the loop,
     from ``reads`` (:func:`start_reads`), with the same :class:`~fimone.errors.ServiceError`
     refusals. ``input``: the run's opening text, or a function of the agent's tools (read with
     the run) that makes it. The conversation and the run are written in one statement, with
-    ``linked`` (a new row whose ``run`` is this run: the gateway's call record) if given.
+    ``linked`` (a new row whose ``run`` is this run: the gateway's call record) if given;
+    ``conversation``: an existing one the run joins (read by the caller in the same transaction:
+    an MCP client's session), else a new one.
     Precondition: the caller holds a transaction on ``db`` and commits it. The run comes with its
     agent, organisation, conversation and user, as ``agents.engine.store.run_load`` reads them."""
     await reads.lock.fetchall()
@@ -167,7 +177,12 @@ async def run_start_async(
     if callable(input):
         input = input(tools)
     text = check_run_start(agent=agent, user=user, roles=roles, input=input, execution_path=execution_path)
-    conversation = new_conversation(agent=agent, user=user, text=text)
+    if conversation is None:
+        conversation = new_conversation(agent=agent, user=user, text=text)
+        chain: list[Model] = [conversation]
+    else:
+        check_conversation_open(conversation=conversation, agent=agent, user=user)
+        chain = []
     run = new_run(
         agent=agent,
         user=user,
@@ -177,7 +192,7 @@ async def run_start_async(
         hook_chain=hook_chain_of(agent, declarations),
         claimed_by=claimed_by,
     )
-    chain: list[Model] = [conversation, run] if linked is None else [conversation, run, linked]
+    chain += [run] if linked is None else [run, linked]
     with adb.django_errors():
         ids = await adb.fetchone(db, *rows.insert_chain(chain))
     assert ids is not None  # an insert answers its row

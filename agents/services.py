@@ -117,24 +117,13 @@ def run_start(
     if conversation is None:
         conversation = new_conversation(agent=agent, user=user, text=text)
         conversation.save(force_insert=True)
-    elif conversation.user_id != user.pk or conversation.agent_id != agent.pk:
-        raise ServiceError("no such conversation with this agent", code="not_found", field="conversation")
-    elif conversation.archived_at is not None:
-        raise ServiceError("this conversation is archived; start a new one", code="conflict")
-    elif (
-        execution_path != ExecutionPath.MCP
-        and conversation.runs.filter(execution_path=ExecutionPath.MCP).exists()
-    ):
-        # A gateway call's conversation is the record of a client's tool call, not a chat.
-        raise ServiceError(
-            "this conversation records a tool call made through an MCP gateway; start a new one",
-            code="conflict",
-        )
-    elif Run.objects.filter(
-        conversation=conversation,
-        status__in=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],
-    ).exists():
-        raise ServiceError("this conversation already has a run in progress", code="conflict")
+    else:
+        check_conversation_open(conversation=conversation, agent=agent, user=user)
+        # An MCP client's session joins its calls in one conversation, and a client may make
+        # several at once (each its own run, none waiting for another); a chat goes one turn at
+        # a time, never in a conversation that records a client's calls.
+        if execution_path != ExecutionPath.MCP:
+            _check_chat_turn(conversation=conversation)
     if claimed_by is not None and dispatch:
         raise ValueError("a run claimed at its start is driven by its claimer, not dispatched")
     run = new_run(
@@ -185,6 +174,31 @@ def check_run_start(*, agent: Agent, user: Any, roles: set[str], input: str, exe
     if not text:
         raise ServiceError("the message is empty", field="input")
     return text
+
+
+def check_conversation_open(*, conversation: Conversation, agent: Agent, user: Any) -> None:
+    """Refuse a run of ``agent`` for ``user`` in ``conversation`` unless it is theirs (``not_found``)
+    and not archived (``conflict``). Reads nothing: whoever read the row (the thread, or the event
+    loop: ``run_start_on_loop``) asks here."""
+    if conversation.user_id != user.pk or conversation.agent_id != agent.pk:
+        raise ServiceError("no such conversation with this agent", code="not_found", field="conversation")
+    if conversation.archived_at is not None:
+        raise ServiceError("this conversation is archived; start a new one", code="conflict")
+
+
+def _check_chat_turn(*, conversation: Conversation) -> None:
+    """Refuse (``conflict``) a chat's next run in ``conversation`` if it records an MCP client's
+    calls, or while one of its runs is still in progress."""
+    if conversation.runs.filter(execution_path=ExecutionPath.MCP).exists():
+        raise ServiceError(
+            "this conversation records calls made through an MCP gateway; start a new one",
+            code="conflict",
+        )
+    if Run.objects.filter(
+        conversation=conversation,
+        status__in=[RunStatus.QUEUED, RunStatus.RUNNING, RunStatus.AWAITING_APPROVAL],
+    ).exists():
+        raise ServiceError("this conversation already has a run in progress", code="conflict")
 
 
 def new_conversation(*, agent: Agent, user: Any, text: str) -> Conversation:

@@ -111,7 +111,7 @@ _EVENT_TECHNICAL = frozenset({"message_id", "tool_call_id", "request_id", "run_i
 @dataclass(frozen=True)
 class EventLine:
     """An event of a request's log as people read it: names, not user ids; moments with their
-    zone; the tally in words. The exact details stay behind "Show JSON"."""
+    zone; the tally in words. The exact details stay behind "Technical details"."""
 
     event: ConfirmationEvent
     actor: str

@@ -138,6 +138,17 @@ def agent_tool_specs(agent: Agent) -> dict[str, Any]:
         return {}
 
 
+def tool_choices(tools: dict[str, Any]) -> list[tuple[str, str]]:
+    """A picker's choices for ``tools`` (:func:`agent_tool_specs`): each tool by its title, as
+    people read it; the internal name is added only where two tools share a title, to tell them
+    apart."""
+    titles = [spec.display for spec in tools.values()]
+    return [
+        (name, spec.display if titles.count(spec.display) == 1 else f"{spec.display} ({name})")
+        for name, spec in tools.items()
+    ]
+
+
 def _inner(hook: Hook) -> Hook:
     while hasattr(hook, "inner"):
         hook = hook.inner

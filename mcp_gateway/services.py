@@ -16,6 +16,10 @@ Contracts:
   Also when the two calls arrive at the same moment (docs/design.md §1.5): each start holds the call's
   key (:func:`call_key_lock_id`) from before its retry lookup until it commits, so of two
   identical calls one starts the run and the other finds that call and waits for its answer.
+* A new call joins the conversation of the person's previous call through the same gateway when
+  that came within :data:`SESSION_IDLE` (a client's session reads as one conversation in the
+  portal, one turn per call); an archived conversation is never joined. Calls of one session may
+  run at the same time: none waits for another.
 * :func:`gateway_call_answer` is ``None`` until the run ended; then the text the client reads and
   whether it is an error: the observation (after every PostToolUse hook) of a call that ran; for a
   refusal, who refused and why; for a tool error or an unknown outcome, that text.
@@ -36,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db.models import Subquery
 from django.utils import timezone
 from psycopg import AsyncConnection
 from rest_framework.authtoken.models import Token
@@ -44,7 +49,7 @@ from agents import events as ev
 from agents import run_start_on_loop
 from agents.engine.db import db as engine_db
 from agents.engine.store import args_sha256
-from agents.models import ExecutionPath, Run, RunEvent, RunStatus
+from agents.models import Conversation, ExecutionPath, Run, RunEvent, RunStatus
 from agents.services import chat_refusal_of, run_start, run_starts_take, run_starts_take_async
 from agents.tools.base import Tool
 from agents.tools.toolbox import ToolboxError, tools_for_agent
@@ -58,6 +63,9 @@ from tenancy.permissions import member_roles
 
 RETRY_WINDOW = dt.timedelta(hours=1)
 """How long an undelivered answer waits for its client to call again."""
+SESSION_IDLE = dt.timedelta(minutes=30)
+"""A client's session, as its person reads it in the portal: a person's calls through one gateway
+join one conversation while each comes within this of the one before."""
 TERMINAL = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 
 
@@ -157,6 +165,9 @@ def gateway_call_start(
         agent=gateway.agent,
         user=user,
         input=call_text(gateway=gateway, tool_name=tool_name, arguments=arguments, tools=tools),
+        conversation=_session_conversation(
+            gateway_id=gateway.pk, agent_id=gateway.agent_id, user_id=user.pk, since=_session_since()
+        ).first(),
         execution_path=ExecutionPath.MCP,
         dispatch=False,
         claimed_by=claimed_by,
@@ -216,6 +227,14 @@ async def gateway_call_start_async(
         reads = await run_start_on_loop.start_reads(
             db, agent_id=gateway.agent_id, organization_id=gateway.agent.organization_id, user_id=user.pk
         )
+        session = _session_conversation_sql()
+        joined = await adb.execute(
+            db,
+            session.sql,
+            session.bind(
+                gateway_id=gateway.pk, agent_id=gateway.agent_id, user_id=user.pk, since=_session_since()
+            ),
+        )
         found = await earlier.fetchone()
         if found is not None:
             return StartedOnLoop(call_id=found[0], run_id=found[1], started=None)
@@ -225,6 +244,7 @@ async def gateway_call_start_async(
         def opening(tools: run_start_on_loop.Tools) -> str:
             return call_text(gateway=gateway, tool_name=tool_name, arguments=arguments, tools=tools)
 
+        conversation = await joined.fetchone()
         started = await run_start_on_loop.run_start_async(
             db,
             reads,
@@ -233,6 +253,9 @@ async def gateway_call_start_async(
             execution_path=ExecutionPath.MCP,
             claimed_by=claimed_by,
             linked=call,
+            conversation=None
+            if conversation is None
+            else rows.instance(Conversation, rows.all_fields(Conversation), conversation),
         )
     return StartedOnLoop(call_id=call.pk, run_id=started.run.pk, started=started, call=call)
 
@@ -284,10 +307,41 @@ _compiled: list[bool] = []
 """Not empty once :func:`compile_start_statements` ran in this process."""
 
 
+def _session_conversation(*, gateway_id: int, agent_id: int, user_id: int, since: dt.datetime) -> Any:
+    """The conversation a new call joins: the one the person's latest call through the gateway
+    went to, if that call came since ``since`` (:data:`SESSION_IDLE`) and the conversation is
+    still open and still the gateway's agent's (an archived one, or one of an agent the gateway
+    no longer serves, is never joined: the call opens a new one)."""
+    latest = (
+        GatewayCall.objects.filter(gateway_id=gateway_id, user_id=user_id, created_at__gte=since)
+        .order_by("-pk")
+        .values("run__conversation_id")[:1]
+    )
+    return Conversation.objects.filter(
+        pk=Subquery(latest), agent_id=agent_id, user_id=user_id, archived_at__isnull=True
+    )
+
+
+def _session_since() -> dt.datetime:
+    return timezone.now() - SESSION_IDLE
+
+
+@functools.cache
+def _session_conversation_sql() -> rows.Compiled:
+    return rows.Compiled.of(
+        lambda **values: _session_conversation(**values).values_list(*rows.all_fields(Conversation)),
+        gateway_id=int,
+        agent_id=int,
+        user_id=int,
+        since=dt.datetime,
+    )
+
+
 def compile_start_statements() -> None:
     """Compile the statements :func:`gateway_call_start_async` sends (in the database thread,
     once per process: ``rows.Compiled.of``)."""
     _undelivered_sql()
+    _session_conversation_sql()
     run_start_on_loop.compile_statements()
     _compiled.append(True)
 

@@ -10,7 +10,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db.models import Exists, Max, OuterRef, Q, QuerySet, TextField
+from django.db.models import Count, Exists, Max, OuterRef, Q, QuerySet, TextField
 from django.db.models.functions import Cast, Coalesce
 
 from agents import events
@@ -159,9 +159,10 @@ def _listed(*, user: Any, agent: Agent | None = None, archived: bool = False) ->
     conversations = conversations.exclude(_only_refused_client_calls())
     if agent is not None:
         conversations = conversations.filter(agent=agent)
-    return conversations.annotate(last_activity=Coalesce(Max("runs__created_at"), "created_at")).order_by(
-        "-last_activity", "-pk"
-    )
+    return conversations.annotate(
+        last_activity=Coalesce(Max("runs__created_at"), "created_at"),
+        client_calls=Count("runs", filter=Q(runs__execution_path=ExecutionPath.MCP)),
+    ).order_by("-last_activity", "-pk")
 
 
 def _only_refused_client_calls() -> Q:

@@ -15,7 +15,6 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin
-from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -52,10 +51,12 @@ SEPARATION_OF_DUTIES = (
 )
 
 
-class ApproversOnlyWidget(FilteredSelectMultiple):
-    """The named-users picker: lists only :attr:`shown` (the approvers and admins one may name),
-    and whoever is already named. The field still accepts any member of the staff user's
-    organisations, so that naming someone else is refused by the form in words (who, and why)."""
+class ApproversOnlyWidget(forms.CheckboxSelectMultiple):
+    """The named-users picker: a box to tick per person, in a line that wraps (an organisation has
+    a few approvers: two lists with arrows between them made the page thousands of pixels tall).
+    Lists only :attr:`shown` (the approvers and admins one may name), and whoever is already
+    named. The field still accepts any member of the staff user's organisations, so that naming
+    someone else is refused by the form in words (who, and why)."""
 
     shown: frozenset[str] = frozenset()
 
@@ -68,7 +69,7 @@ class ApproversOnlyWidget(FilteredSelectMultiple):
         return groups
 
 
-def _named_users_field(field: Any, request: HttpRequest, verbose_name: str) -> Any:
+def _named_users_field(field: Any, request: HttpRequest, help_text: str) -> Any:
     """Scope the named-users choices to the members of the organisations the staff user manages
     (any organisation for a superuser), and list only their approvers and admins."""
     members = Membership.objects.all()
@@ -78,13 +79,13 @@ def _named_users_field(field: Any, request: HttpRequest, verbose_name: str) -> A
         )
         members = members.filter(organization_id__in=managed)
     field.queryset = field.queryset.filter(pk__in=members.values("user_id")).order_by("username")
-    # The picker's headings read "Available …", "Choose all …": the field's verbose name, lower
-    # case as Django's own filter_horizontal has it (the form label is capitalised).
-    widget = ApproversOnlyWidget(verbose_name, is_stacked=False)
+    widget = ApproversOnlyWidget(attrs={"class": "tick-line"})
     widget.shown = frozenset(
         str(pk) for pk in members.filter(role__in=APPROVER_ROLES).values_list("user_id", flat=True)
     )
     field.widget = widget
+    # The model's own words, not the admin's "Hold down Control…" for a multiple select.
+    field.help_text = help_text
     return field
 
 
@@ -142,7 +143,10 @@ class ApprovalStageForm(forms.ModelForm):
     roles, the requester's manager: at least one of them), its quorum and its deadline."""
 
     roles = forms.MultipleChoiceField(
-        choices=ROLE_CHOICES, required=False, widget=forms.CheckboxSelectMultiple, label="Roles"
+        choices=ROLE_CHOICES,
+        required=False,
+        widget=forms.CheckboxSelectMultiple(attrs={"class": "tick-line"}),
+        label="Roles",
     )
 
     class Meta:
@@ -292,7 +296,7 @@ class EscalationTierInline(OrganizationScopedFieldsMixin, admin.TabularInline):
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_manytomany(db_field, request, **kwargs)
         if db_field.name == "named_users" and field is not None:
-            field = _named_users_field(field, request, db_field.verbose_name)
+            field = _named_users_field(field, request, db_field.help_text)
         return field
 
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
@@ -349,7 +353,7 @@ class ApprovalStageInline(OrganizationScopedFieldsMixin, admin.StackedInline):
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_manytomany(db_field, request, **kwargs)
         if db_field.name == "named_users" and field is not None:
-            field = _named_users_field(field, request, db_field.verbose_name)
+            field = _named_users_field(field, request, db_field.help_text)
         return field
 
 
@@ -372,7 +376,6 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     list_select_related = ("organization", "agent", "channel_config")
     list_filter = (("organization", admin.RelatedOnlyFieldListFilter), "allow_self_approval")
     search_fields = ("organization__name", "agent__name")
-    filter_horizontal = ("named_users",)
     fieldsets = (
         (
             None,
@@ -454,7 +457,7 @@ class ApproverPolicyAdmin(OrganizationScopedFieldsMixin, ConfigHistoryAdmin):
     def formfield_for_manytomany(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
         field = super().formfield_for_manytomany(db_field, request, **kwargs)
         if db_field.name == "named_users" and field is not None:
-            field = _named_users_field(field, request, db_field.verbose_name)
+            field = _named_users_field(field, request, db_field.help_text)
         return field
 
     def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:

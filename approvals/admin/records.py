@@ -50,7 +50,7 @@ class ConfirmationEventInline(ReadOnlyAdminMixin, admin.TabularInline):
         [line] = EventLine.lines_of(obj.request, [obj])
         rows = format_html_join("", "<div><strong>{}</strong>: {}</div>", line.rows)
         return format_html(
-            '{}<details><summary>Show JSON</summary><pre class="fim-pre">{}</pre></details>',
+            '{}<details><summary>Technical details</summary><pre class="fim-pre">{}</pre></details>',
             rows,
             line.details,
         )

@@ -35,7 +35,7 @@ class RequestCard:
 
     What people read comes first (the tool's title, the call's business fields, the arguments as
     label / value rows with numbers written for people, the votes); the exact JSON and the tool's
-    internal name stay one click away ("Show JSON")."""
+    internal name stay one click away ("Technical details")."""
 
     request: ConfirmationRequest
     title: str

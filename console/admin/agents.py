@@ -27,7 +27,7 @@ from console.admin.hook_import import import_links, import_urls
 from console.admin.hook_inlines import HOOK_HISTORY_FIELDS, AgentHookInline, hook_subject
 from console.admin.replays import replay_urls
 from console.admin.subpages import agent_subpage
-from console.chain_trial import NO_RESULT, TrialError, agent_tool_specs, chain_trial
+from console.chain_trial import NO_RESULT, TrialError, agent_tool_specs, chain_trial, tool_choices
 from console.config_editor import BuiltinToolsField, ModelConfigField
 from console.hook_editor import ToolArgsField, chain_rows, gate_reasons
 from fimone.forms import WriteOnlySecretsForm, secrets_state
@@ -147,7 +147,7 @@ class TryChainForm(forms.Form):
         self.recent = {str(call["pk"]): call for call in recent}
         self.fields["tool_name"].choices = [
             ("", "— pick a tool —"),
-            *((name, f"{spec.display} ({name})") for name, spec in tools.items()),
+            *tool_choices(tools),
         ]
         self.fields["arguments"].widget.tools = tools
         self.fields["recent_call"].choices = [("", "— none —")] + [

@@ -23,6 +23,7 @@ from django.utils import timezone
 from agents.admin.scoping import manages
 from agents.hook_declarations import HookFileError, hooks_export
 from agents.models import Agent, ChainReplay
+from agents.tools.base import readable_tool_name
 from console.admin.subpages import agent_subpage
 from console.chain_replay import (
     MAX_CALLS,
@@ -33,7 +34,7 @@ from console.chain_replay import (
     chain_replay_start,
     replay_csv,
 )
-from console.chain_trial import agent_tool_specs
+from console.chain_trial import agent_tool_specs, tool_choices
 from console.tasks import chain_replay_task
 from fimone.errors import ServiceError
 
@@ -74,9 +75,7 @@ class ReplayForm(forms.Form):
 
     def __init__(self, *args: Any, tools: dict[str, Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["tool"].choices = [("", "— any tool —")] + [
-            (name, f"{spec.display} ({name})") for name, spec in tools.items()
-        ]
+        self.fields["tool"].choices = [("", "— any tool —"), *tool_choices(tools)]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
@@ -199,6 +198,7 @@ def replay_result_view(
 ) -> HttpResponse:
     """A replay: its progress while it runs (the page reloads itself), then what it found."""
     agent, replay = _agent_and_replay(model_admin, request, object_id, replay_id)
+    titles = {name: spec.display for name, spec in agent_tool_specs(agent).items()}
     return agent_subpage(
         model_admin,
         request,
@@ -207,6 +207,11 @@ def replay_result_view(
         title=f"Replay of {replay.chain_label} over {agent.name}'s past calls",
         replay=replay,
         summary=replay.summary or {},
+        # Each call's tool by its title (a tool the agent no longer has: its name made readable).
+        changes=[
+            {**change, "title": titles.get(change["tool"]) or readable_tool_name(change["tool"])}
+            for change in replay.changes or []
+        ],
     )
 
 

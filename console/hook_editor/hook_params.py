@@ -15,6 +15,7 @@ from django import forms
 from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from approvals.condition_rows import ConditionRowsWidget
 from console.hook_editor.catalog_choices import (
     OWN_PREFIX,
     declarable_entries,
@@ -54,7 +55,10 @@ def _prefix_of(name: str) -> str:
 class HookParamsWidget(forms.Widget):
     """Every declarable hook's parameter inputs (one block per hook) and the JSON text box of
     the operator's own hooks. Inputs are named ``<params>__<hook>__<param>`` (rows:
-    ``…__<param>__<n>__<field>``), so a row's parameters travel with the formset's prefix."""
+    ``…__<param>__<n>__<field>``; conditions: ``…__<param>-field`` and so on, the one condition
+    editor's), so a row's parameters travel with the formset's prefix."""
+
+    Media = ConditionRowsWidget.Media
 
     def value_from_datadict(self, data: Any, files: Any, name: str) -> ParamsInput:
         prefix = _prefix_of(name)
@@ -123,6 +127,8 @@ def _render_hook_block(
             help_bits.append("One per line.")
         if kind == "rows":
             help_bits.append("Blank rows are ignored; a value is read as JSON when it can be (50000, true).")
+        if kind == "conditions":
+            help_bits = ["Blank rows are ignored. A field of a nested object by its path (payee.iban)."]
         if "default" in schema:
             help_bits.append(f"Default: {format_value(kind, schema['default'])}.")
         lines.append(

@@ -10,6 +10,7 @@ from typing import Any
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from approvals.condition_rows import ConditionRowsWidget
 from console.hook_editor.param_values import (
     MISSING,
     format_value,
@@ -107,6 +108,8 @@ def render_param(
     and ``help_text`` under it."""
     if kind == "rows":
         widget = render_rows(name, schema, shown or [], label=label, typed=typed)
+    elif kind == "conditions":
+        widget = ConditionRowsWidget().render(name, shown or [])
     else:
         widget = render_input(kind, name, schema, shown, label=label)
     return format_html(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from approvals.condition_rows import ConditionRowsWidget
 from fimone.parsers import loads as json_loads
 
 MISSING: Any = object()
@@ -24,9 +25,15 @@ def _is_patterns(schema: dict[str, Any]) -> bool:
     return types == {"string", "array"}
 
 
+CONDITION_COLUMNS = frozenset({"field", "op", "value"})
+"""A list of objects with exactly these properties is a list of conditions on a call's arguments
+(``hooks.conditions``): the one condition editor shows it (``approvals.condition_rows``)."""
+
+
 def param_kind(schema: Any) -> str:
     """The input for a property schema: choice, integer, number, boolean, text, patterns (one
-    per line), rows (a list of objects), or json (anything else)."""
+    per line), conditions (rows of field, operator in words and value), rows (another list of
+    objects), or json (anything else)."""
     if not isinstance(schema, dict):
         return "json"
     if isinstance(schema.get("enum"), list):
@@ -40,7 +47,7 @@ def param_kind(schema: Any) -> str:
         return "text"
     items = schema.get("items")
     if kind == "array" and isinstance(items, dict) and isinstance(items.get("properties"), dict):
-        return "rows"
+        return "conditions" if set(items["properties"]) == CONDITION_COLUMNS else "rows"
     return "json"
 
 
@@ -70,6 +77,8 @@ def read_value(kind: str, schema: dict[str, Any], raw: Any) -> Any:
         return raw == "on" if raw is not None else MISSING
     if kind == "rows":
         return raw if raw else MISSING
+    if kind == "conditions":
+        return _read_conditions(raw)
     text = (raw or "").strip() if isinstance(raw, str) else ""
     if not text:
         return MISSING
@@ -101,17 +110,31 @@ def read_value(kind: str, schema: dict[str, Any], raw: Any) -> Any:
         raise ValueError(f"enter JSON, e.g. {example} ({exc})") from None
 
 
+def _read_conditions(raw: Any) -> Any:
+    """The condition rows' JSON text (``ConditionRowsWidget``) as the list it holds, ``MISSING``
+    when no row is filled, or ``ValueError`` naming the row that gives a field and no value."""
+    rows = json_loads(raw) if isinstance(raw, str) and raw.strip() else raw
+    if not rows:
+        return MISSING
+    for number, row in enumerate(rows, start=1):
+        if row.get("value") in ("", None, []):
+            raise ValueError(f"condition {number}: give a value for “{row.get('field')}”")
+        if not row.get("field"):
+            raise ValueError(f"condition {number}: pick the field it is on")
+    return rows
+
+
 def format_value(kind: str, value: Any) -> Any:
     """A stored parameter as its input shows it."""
     if value is MISSING or value is None:
-        return "" if kind not in ("rows", "boolean") else ([] if kind == "rows" else None)
+        return "" if kind not in ("rows", "conditions", "boolean") else (None if kind == "boolean" else [])
     if kind == "patterns":
         return "\n".join(value) if isinstance(value, list) else str(value)
     if kind in ("integer", "number", "text", "choice"):
         return str(value) if not isinstance(value, bool) else json_text(value)
     if kind == "boolean":
         return "on" if value else None
-    if kind == "rows":
+    if kind in ("rows", "conditions"):
         return value if isinstance(value, list) else []
     return json_text(value)
 
@@ -166,6 +189,8 @@ def posted_values(data: Any, base: str, properties: dict[str, Any]) -> dict[str,
         kind = param_kind(schema)
         if kind == "rows":
             values[prop] = posted_rows(data, f"{base}{prop}", schema)
+        elif kind == "conditions":
+            values[prop] = ConditionRowsWidget().value_from_datadict(data, None, f"{base}{prop}")
         elif kind == "boolean":
             values[prop] = data.get(f"{base}{prop}")
         else:

@@ -1,4 +1,4 @@
-"""A declaration's parameters as text people read: conditions as ``field op value``, lists
+"""A declaration's parameters as text people read: conditions in words, lists
 joined, objects as ``key: value`` pairs; JSON only for what has no simpler reading. The chain
 panel, the gate's reasons and the trial show parameters this way.
 """
@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from console.hook_editor.param_values import json_text, loose_value, param_label
+from approvals.presentation import conditions_text
+from console.hook_editor.param_values import json_text, param_label
 
 
 def describe_condition(condition: Any) -> str:
-    """A ``confirm_when`` condition as people read it: ``amount >= 50000``."""
+    """A ``confirm_when`` condition as people read it, as the condition editor says it back:
+    "Amount is at least 50,000" (``approvals.presentation.conditions_text``)."""
     if not isinstance(condition, dict):
         return json_text(condition)
-    value = condition.get("value")
-    shown = value if isinstance(value, str) and loose_value(value) == value else json_text(value)
-    return f"{condition.get('field', '?')} {condition.get('op', '?')} {shown}"
+    return conditions_text([condition])
 
 
 def describe_conditions(params: dict[str, Any]) -> str:
@@ -30,7 +30,7 @@ def describe_conditions(params: dict[str, Any]) -> str:
 
 def readable_value(value: Any) -> str:
     """A parameter's value as a line of text: lists joined, objects as ``key: value`` pairs,
-    conditions as ``field op value``; JSON only for what has no simpler reading."""
+    conditions in words; JSON only for what has no simpler reading."""
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, str | int | float):

@@ -117,12 +117,11 @@ def _render_tool_block(name: str, tool: str, spec: Any, picked: str, posted: Arg
         lines.append(format_html('<p class="help">{}</p>', "This tool takes no arguments."))
     return format_html(
         '<div class="tool-args" data-tool="{}"{}><input type="hidden" name="{}_shown" value="1">'
-        '<p class="tool-args-title"><strong>{}</strong> <span class="help">({})</span></p>{}</div>',
+        '<p class="tool-args-title"><strong>{}</strong></p>{}</div>',
         tool,
         "" if mine or not picked else mark_safe(" hidden"),
         base,
         spec.display,
-        tool,
         mark_safe("".join(lines)),  # noqa: S308
     )
 

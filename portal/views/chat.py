@@ -87,7 +87,7 @@ def _agent_history_url(request: HttpRequest, agent: Any) -> str | None:
 
 
 GATEWAY_CALL_NOTE = (
-    "this conversation records a tool call an MCP client made through the agent's gateway; "
+    "this conversation records the calls an MCP client made through the agent's gateway; "
     "chat with the agent in a new conversation"
 )
 

@@ -340,7 +340,7 @@ def test_the_admin_shows_a_requests_events_with_names_not_user_ids(governed, res
 
     assert "Could decide</strong>: " in text and "april" in text
     shown = re.sub(r"<details>.*?</details>", "", text, flags=re.S)
-    assert '"approvers": [' not in shown, "the ids stay behind Show JSON"
+    assert '"approvers": [' not in shown, "the ids stay behind Technical details"
 
 
 # --- one request's page, as people read it ------------------------------------------------------

@@ -28,7 +28,7 @@ PHONE = {"width": 390, "height": 844}
 VOTED_AT = r"(\d{4}-\d\d-\d\d )?\d\d:\d\d UTC"
 REASON = r"\(“PO matches the invoice”\)"
 #: What must never show in the visible text of an approver's page: an internal tool id, or a JSON
-#: object (the exact arguments stay behind "Show JSON", closed).
+#: object (the exact arguments stay behind "Technical details", closed).
 INTERNAL = re.compile(r"\b[a-z0-9]+__[a-z_]+|\{\s*\"")
 
 # A browser that announces notifications to the test instead of the desktop, in a tab the test
@@ -144,7 +144,7 @@ def test_an_approver_reads_what_the_payment_is_for_and_the_title_counts_what_wai
     expect(april).to_have_title(re.compile(r"^\(2\) Inbox\b"))
     assert april.evaluate("window.__sameDocument") is True
 
-    card.get_by_text("Show JSON").click()
+    card.locator("details.json summary").click()
     expect(card.locator("pre.args")).to_contain_text('"amount": 1200.0')
     expect(card.locator("details.json")).to_contain_text("oa__purchase_pay")
     shoot(april, "inbox-json-open")

@@ -93,7 +93,7 @@ def test_an_end_user_watches_a_payment_wait_for_the_inbox_and_finish(
     expect(card.locator(".args table.kv")).to_contain_text("PO-1001")
     # The amount reads in the currency "What it is about" gives it.
     expect(card.locator(".args table.kv tr", has_text="Amount").locator("td")).to_have_text("1,200.00 USD")
-    card.locator(".args").get_by_role("button", name="Show JSON").click()
+    card.locator(".args").get_by_role("button", name="Technical details (JSON)").click()
     expect(card.locator(".args pre.json")).to_contain_text('"purchase_id": "PO-1001"')
     expect(card).to_contain_text("april")
     expect(card).to_contain_text("the web inbox")

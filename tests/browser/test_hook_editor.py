@@ -62,9 +62,11 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     expect(row.locator(".fieldBox.field-name")).to_be_hidden()  # a catalog hook needs no label of its own
     expect(row.locator(".fieldBox.field-matcher")).to_be_hidden()  # its tools are chosen in Tools
     params.locator('[name$="__tools"]').fill("oa__purchase_pay")
-    params.locator('[name$="__conditions__0__field"]').fill("amount")
-    params.locator('[name$="__conditions__0__op"]').select_option(">=")
-    params.locator('[name$="__conditions__0__value"]').fill("50000")
+    # The one condition editor: field, operator in words, value, said back in a sentence.
+    params.locator('[name$="__conditions-field"]').first.fill("amount")
+    params.locator('[name$="__conditions-op"]').first.select_option(label="is at least")
+    params.locator('[name$="__conditions-value"]').first.fill("50000")
+    expect(params.locator(".condition-words")).to_have_text("When Amount is at least 50000.")  # as typed
     params.locator('[name$="__reason"]').fill("payments of 50,000 or more")
     assert overflows(row) == [], "the hook's row fits the screen, nothing cut or scrolled"
     row_box = row.bounding_box()
@@ -88,9 +90,9 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
     hook_row = chain.locator('tr[data-hook="confirm_when"]')
     expect(hook_row).to_contain_text("Agent")
     expect(hook_row).to_contain_text("oa__purchase_pay")
-    expect(hook_row).to_contain_text("Conditions: amount >= 50000")
+    expect(hook_row).to_contain_text("Conditions: Amount is at least 50,000")
     expect(chain.locator('tr[data-hook="confirmation_gate"]')).to_contain_text(
-        "confirm_when asks when: amount >= 50000"
+        "confirm_when asks when: Amount is at least 50,000"
     )
     assert overflows(chain) == [], "the chain reads in full within the screen"
     assert _right(chain) <= width
@@ -121,7 +123,9 @@ def test_the_demo_operator_attaches_confirm_when_sees_it_in_the_chain_and_tries_
 
     outcome = page.locator("#trial-outcome")
     expect(outcome).to_contain_text("Approval needed")
-    expect(outcome).to_contain_text("confirm_when asked: amount >= 50000 (payments of 50,000 or more)")
+    expect(outcome).to_contain_text(
+        "confirm_when asked: Amount is at least 50,000 (payments of 50,000 or more)"
+    )
     step = page.locator('tr.trial-step[data-hook="confirm_when"]')
     expect(step).to_contain_text("asked for approval")
     expect(page.locator('tr.trial-step[data-hook="confirmation_gate"]')).to_contain_text("approval needed")

@@ -1,6 +1,7 @@
 """An MCP client's calls as the member reads them in the portal, in a real Chromium at 1280 and
-390 px: a call is shown as coming from the client (not as something she typed), its answer as a
-table rather than JSON, and a call a rule refused before anyone was asked stays out of her list."""
+390 px: a client's session is one conversation, each call shown as coming from the client (not as
+something she typed), its answer as a table rather than JSON; a session of nothing but a call a rule
+refused before anyone was asked stays out of her list."""
 
 from __future__ import annotations
 
@@ -11,10 +12,13 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.db import connections
+from django.utils import timezone
 from playwright.sync_api import Browser, expect
 
 from agents.models import Conversation
 from approvals.models import ConfirmationRequest, ConfirmationStatus
+from mcp_gateway.models import GatewayCall
+from mcp_gateway.services import SESSION_IDLE
 from tests.browser.chat_kit import WIDTHS, new_page
 from tests.browser.shots import shoot
 from tests.browser.test_chat_in_a_browser import DESKTOP, PHONE, sign_in
@@ -57,29 +61,38 @@ def test_an_mcp_call_reads_as_the_clients_with_its_answer_as_a_table(
     alice = get_user_model().objects.get(username="alice")
     gateway = make_gateway(shop.agent)
     with served_gateway() as base:
-        looked_up, unknown = client_calls(
+        [unknown] = client_calls(base + gateway.path, token_of(alice), [("oa__no_such_tool", {})])
+        # An earlier session, long quiet (never at the edge of the idle time).
+        GatewayCall.objects.update(created_at=timezone.now() - SESSION_IDLE * 3)
+        pending, paid = client_calls(
             base + gateway.path,
             token_of(alice),
-            [("oa__purchase_list", {"status": "pending"}), ("oa__no_such_tool", {})],
+            [("oa__purchase_list", {"status": "pending"}), ("oa__purchase_list", {"status": "paid"})],
         )
-    assert not looked_up.is_error and unknown.is_error
+    assert not pending.is_error and not paid.is_error and unknown.is_error
     assert unknown.content[0].text.startswith("Refused by a safety rule of this agent: Unknown tool")
-    assert Conversation.objects.filter(user=alice).count() == 2
+    assert Conversation.objects.filter(user=alice).count() == 2  # two sessions
 
     page = new_page(browser, viewport)
     sign_in(page, shop.url, "alice")
     page.goto(f"{shop.url}/agents/")
-    listed = page.locator(".conversation-list a")
-    # The refused call is not her work to come back to: only the one that ran is listed.
+    listed = page.locator(".conversation-list li")
+    # The session of one refused call is not her work to come back to: only the session of the
+    # two calls that ran is listed, once, with its number of calls.
     expect(listed).to_have_count(1)
-    expect(listed).to_contain_text("List purchases")
+    expect(listed.locator("a")).to_contain_text("List purchases (pending)")
+    expect(listed.locator(".client-calls")).to_have_text("2 calls from an MCP client")
     shoot(page, "mcp-calls-listed")
 
-    listed.click()
-    call = page.locator(".from-client")
-    expect(call).to_contain_text("From an MCP client: List purchases (pending) — an MCP call through Desk")
+    listed.locator("a").click()
+    calls = page.locator(".from-client")
+    expect(calls).to_have_count(2)
+    expect(calls.first).to_contain_text(
+        "From an MCP client: List purchases (pending) — an MCP call through Desk"
+    )
+    expect(calls.last).to_contain_text("From an MCP client: List purchases (paid) — an MCP call through Desk")
     expect(page.locator(".bubble.user")).to_have_count(0)
-    answer = page.locator(".bubble.assistant.final")
+    answer = page.locator(".bubble.assistant.final").first
     expect(answer.locator("td[data-label='Vendor']").first).to_have_text("Lumen Office Supplies")
     expect(answer.locator("pre.json")).to_be_hidden()
     assert_readable(page)

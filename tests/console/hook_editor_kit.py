@@ -34,6 +34,13 @@ def payments(governed) -> Agent:
     return make_agent(governed.org, governed.operator, actions=actions)
 
 
+def condition_inputs(*rows: tuple[str, str, str]) -> dict[str, list[str]]:
+    """A list of conditions as the condition editor posts it (``approvals.condition_rows``): its
+    rows of field, operator and value, and one blank row."""
+    rows = (*rows, ("", "==", ""))
+    return {f"conditions-{part}": [row[i] for row in rows] for i, part in enumerate(("field", "op", "value"))}
+
+
 def editor_row(hook: str, **inputs: Any) -> dict[str, Any]:
     """One row as the editor posts it: the hook picked and its parameter inputs."""
     row: dict[str, Any] = {"id": "", "hook": hook, "name": "", "kind": "class", "point": "", "matcher": "",

@@ -186,13 +186,13 @@ def test_the_agents_history_lists_its_hook_changes_with_what_changed(governed, a
     from agents.models import HookDeclaration
     from tests.console.admin_forms import agent_form as full_form
     from tests.console.admin_forms import hook_rows
-    from tests.console.hook_editor_kit import editor_row, post_rows
+    from tests.console.hook_editor_kit import condition_inputs, editor_row, post_rows
 
-    condition = {"conditions__0__field": "amount", "conditions__0__op": ">=", "conditions__0__value": "50000"}
+    condition = condition_inputs(("amount", ">=", "50000"))
     row = editor_row("confirm_when", tools="oa__purchase_pay", mode="", reason="", **condition)
     assert post_rows(governed.operator, governed, agent, row).status_code == 302
     hook = HookDeclaration.objects.get(agent=agent)
-    changed = {**row, "id": str(hook.pk), "params__confirm_when__conditions__0__value": "10000"}
+    changed = {**row, "id": str(hook.pk), "params__confirm_when__conditions-value": ["10000", ""]}
     form = full_form(governed, agent.model_config_json, name=agent.name, owner=agent.owner_id)
     form.update(hook_rows(changed, initial=1))
     assert logged_in(governed.operator).post(url(Agent, "change", agent.pk), form).status_code == 302

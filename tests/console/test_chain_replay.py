@@ -258,6 +258,10 @@ def test_an_operator_replays_a_file_from_the_agent_page_and_reads_the_changes(
     result = page_text(client.get(response["Location"]))
     assert "1 of 3 calls would change" in result
     assert "allowed → asked" in result and "confirm_when" in result and "Download CSV" in result
+    # Each changed call's tool by its title, as people read it, not its internal name.
+    assert (
+        '<td data-label="Tool">Purchase pay</td>' in result and "<code>oa__purchase_pay</code>" not in result
+    )
 
 
 def test_a_bad_hooks_file_or_window_is_told_on_the_form(history) -> None:

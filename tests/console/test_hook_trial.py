@@ -12,7 +12,9 @@ from django.urls import reverse
 
 from agents.models import Agent, ConnectorCallLog, Conversation, Run, ToolExecution
 from agents.rate_limit import ConnectorRateLimit
+from agents.tools.base import ToolSpec
 from approvals.models import ConfirmationRequest
+from console.chain_trial import tool_choices
 from hooks.contract import HookContext
 from tests.admin_kit import logged_in, page_text, url
 from tests.console.hook_editor_kit import CONFIRM_BIG_PAYMENTS
@@ -39,7 +41,7 @@ def test_a_large_payment_needs_approval_and_nothing_is_opened_or_run(governed, p
     text = page_text(response)
     assert response.status_code == 200
     assert "Approval needed" in text
-    assert "confirm_when asked" in text and "amount >= 50000" in text
+    assert "confirm_when asked" in text and "Amount is at least 50,000" in text
     assert not ConfirmationRequest.objects.exists()
     assert not ToolExecution.objects.exists() and not Run.objects.exists()
 
@@ -227,7 +229,22 @@ def test_the_trial_offers_inputs_built_from_each_tools_schema(governed, payments
     assert '<div class="tool-args" data-tool="oa__purchase_pay"' in text
     assert 'name="arguments__oa__purchase_pay__purchase_id"' in text
     assert 'type="number" name="arguments__oa__purchase_pay__amount"' in text
-    assert "Purchase pay (oa__purchase_pay)" in text
+    # The picker names each tool by its title, as people read it: never its internal name.
+    assert '<option value="oa__purchase_pay">Purchase pay</option>' in text
+    assert "(oa__purchase_pay)" not in text
+
+
+def test_two_tools_of_one_title_are_told_apart_by_their_names() -> None:
+    tools = {
+        "erp__pay": ToolSpec(name="erp__pay", description="", title="Pay"),
+        "bank__pay": ToolSpec(name="bank__pay", description="", title="Pay"),
+        "erp__list": ToolSpec(name="erp__list", description="", title="List"),
+    }
+    assert tool_choices(tools) == [
+        ("erp__pay", "Pay (erp__pay)"),
+        ("bank__pay", "Pay (bank__pay)"),
+        ("erp__list", "List"),
+    ]
 
 
 def test_the_trial_reads_the_arguments_from_the_inputs(governed, payments) -> None:
@@ -238,9 +255,7 @@ def test_the_trial_reads_the_arguments_from_the_inputs(governed, payments) -> No
                                  "arguments__oa__purchase_pay__purchase_id": "PO-7",
                                  "arguments__oa__purchase_pay__amount": "60000"}))  # fmt: skip
 
-    assert "Approval needed" in text and "confirm_when asked: amount &gt;= 50000" in text.replace(
-        ">=", "&gt;="
-    )
+    assert "Approval needed" in text and "confirm_when asked: Amount is at least 50,000" in text
     assert '"purchase_id": "PO-7"' in text
 
 

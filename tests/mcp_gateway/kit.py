@@ -70,7 +70,8 @@ def token_of(user: Any) -> str:
 
 
 def make_gateway(agent: Agent, **fields: Any) -> Gateway:
-    return Gateway.objects.create(organization_id=agent.organization_id, agent=agent, name="Desk", **fields)
+    fields.setdefault("name", "Desk")
+    return Gateway.objects.create(organization_id=agent.organization_id, agent=agent, **fields)
 
 
 @contextlib.asynccontextmanager

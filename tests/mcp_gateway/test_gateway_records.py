@@ -58,10 +58,10 @@ def test_the_calls_conversation_is_a_record_not_a_chat_to_continue(personas, don
 
     response = client.get(address)
     assert 'id="composer"' not in response.content.decode()  # nothing to write in
-    assert "records a tool call an MCP client made through the agent's gateway" in page_text(response)
+    assert "records the calls an MCP client made through the agent's gateway" in page_text(response)
 
     answer = client.post(address, {"message": "and now pay it"}, follow=True)
-    assert "Not sent: this conversation records a tool call made through an MCP gateway" in page_text(answer)
+    assert "Not sent: this conversation records calls made through an MCP gateway" in page_text(answer)
     assert Run.objects.filter(conversation_id=done.run.conversation_id).count() == 1
 
 

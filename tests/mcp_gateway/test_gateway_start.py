@@ -90,11 +90,15 @@ def test_the_loop_starts_the_run_the_thread_starts(personas, desk) -> None:
     assert by_loop.lease_expires_at > timezone.now() and by_loop.started_at and by_loop.heartbeat_at
     assert by_loop.created_at and not by_loop.finished_at
 
-    conversations = [Conversation.objects.get(pk=run.conversation_id) for run in (by_thread, by_loop)]
-    assert [(c.organization_id, c.agent_id, c.user_id) for c in conversations] == [
-        (desk.organization_id, desk.agent_id, personas.member.pk)
-    ] * 2
-    assert conversations[1].title == by_loop.input[:80]
+    # The second call of the client's session joins the first one's conversation, titled by it.
+    assert by_loop.conversation_id == by_thread.conversation_id
+    conversation = Conversation.objects.get(pk=by_loop.conversation_id)
+    assert (conversation.organization_id, conversation.agent_id, conversation.user_id) == (
+        desk.organization_id,
+        desk.agent_id,
+        personas.member.pk,
+    )
+    assert conversation.title == by_thread.input[:80]
 
     call = GatewayCall.objects.get(pk=loop.call_id)
     assert (call.gateway_id, call.user_id, call.run_id, call.tool_name) == (
@@ -142,7 +146,9 @@ def test_both_paths_open_the_run_with_the_tool_as_people_read_it(personas, desk)
         f"Look up a record (r-8, true) — an MCP call through {desk.name}",
         f"erp__drop — an MCP call through {desk.name}",  # the name the client used: the run refuses it
     ]
-    assert [run.conversation.title for run in opened] == [run.input[:80] for run in opened]
+    # One client session, one conversation, titled by its first call.
+    assert {run.conversation_id for run in opened} == {by_thread.run.conversation_id}
+    assert opened[0].conversation.title == opened[0].input[:80]
 
 
 def refusal(start, *args) -> tuple[str, str]:
@@ -243,3 +249,24 @@ def _call_and_run(start: Any) -> tuple[int, int, bool]:
         return start.call_id, start.run_id, start.started is not None
     call, fresh = start
     return call.pk, call.run_id, fresh
+
+
+def test_the_loop_joins_a_session_as_the_thread_does(personas, desk) -> None:
+    first = on_loop(desk, personas.member, "calculator", {"expression": "1+1"})
+    Run.objects.filter(pk=first.run_id).update(status=RunStatus.AWAITING_APPROVAL)
+    joined = on_loop(desk, personas.member, "calculator", {"expression": "2+2"})  # the first still waits
+    session = Run.objects.get(pk=first.run_id).conversation_id
+    assert Run.objects.get(pk=joined.run_id).conversation_id == session
+    assert joined.started is not None and joined.started.run.conversation.pk == session
+
+    # Quiet for well past the idle time: a new conversation; so after the person archived it.
+    GatewayCall.objects.filter(pk__in=[first.call_id, joined.call_id]).update(
+        created_at=timezone.now() - services.SESSION_IDLE * 3
+    )
+    later = on_loop(desk, personas.member, "calculator", {"expression": "3+3"})
+    fresh = Run.objects.get(pk=later.run_id).conversation_id
+    assert fresh != session
+    Run.objects.filter(conversation_id=fresh).update(status=RunStatus.COMPLETED)
+    Conversation.objects.filter(pk=fresh).update(archived_at=timezone.now())
+    after_archiving = on_loop(desk, personas.member, "calculator", {"expression": "4+4"})
+    assert Run.objects.get(pk=after_archiving.run_id).conversation_id not in {session, fresh}

@@ -221,7 +221,7 @@ def test_search_finds_her_own_conversations_by_title_and_messages_only(personas)
 
     found = re.findall(r'href="/conversations/(\d+)/"', page.text)
     assert sorted(int(pk) for pk in found) == sorted([by_title.pk, by_message.pk, by_answer.pk])
-    assert "3 found" in page.text
+    assert "“chairs” found in 3 of your conversations" in page.text
     assert signed_in(personas.member).get("/conversations/?q=" + "x" * 5000).status_code == 200
 
 

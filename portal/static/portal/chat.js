@@ -7,7 +7,7 @@
 //
 // People read it, not operators: tools by their titles, hook notes as sentences, the outcome of a
 // blocked or declined call in words (what the model was told, the tool's internal name and the raw
-// JSON stay one click away, in closed "Technical details" and "Show JSON" toggles), arguments and
+// JSON stay one click away, in closed "Technical details" toggles), arguments and
 // results as small tables with amounts in their currency and moments in the viewer's time zone.
 //
 // Safety: everything a model or a tool produced is set with textContent. The one exception is the

@@ -334,13 +334,13 @@ export function dataView(value, currency) {
     }
   }
   wrap.appendChild(isPlainObject(value) || Array.isArray(value) ? valueNode(value, undefined, undefined, 0, currency) : valueNode(value));
-  var toggle = button("show-json", "Show JSON");
+  var toggle = button("show-json", "Technical details (JSON)");
   var pre = el("pre", "json", pretty(value));
   pre.hidden = true;
   toggle.setAttribute("aria-expanded", "false");
   toggle.addEventListener("click", function () {
     pre.hidden = !pre.hidden;
-    toggle.textContent = pre.hidden ? "Show JSON" : "Hide JSON";
+    toggle.textContent = pre.hidden ? "Technical details (JSON)" : "Hide technical details (JSON)";
     toggle.setAttribute("aria-expanded", String(!pre.hidden));
   });
   wrap.appendChild(toggle);
