@@ -15,6 +15,7 @@ from django.http import HttpRequest
 from agents import services
 from agents.admin.scoping import OrganizationScopedAdmin, ReadOnlyAdminMixin
 from agents.models import Agent, ConnectorCallLog, Conversation, Run, RunEvent, ShadowDecision, ToolExecution
+from agents.tools.base import readable_tool_name
 from fimone.errors import ServiceError
 from fimone.humanize import duration_text
 from tenancy import selectors as tenancy_selectors
@@ -121,9 +122,18 @@ class RunAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
             self.message_user(request, "Not cancelled: " + "; ".join(refused), messages.WARNING)
 
 
+class ToolByTitleMixin:
+    """A record's tool in its listing as people read it ("Purchase pay", as the tool-call history
+    says it); the exact name stays on the row's page and in the search."""
+
+    @admin.display(description="tool", ordering="tool_name")
+    def tool(self, obj: Any) -> str:
+        return readable_tool_name(obj.tool_name)
+
+
 @admin.register(ToolExecution)
-class ToolExecutionAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
-    list_display = ("tool_name", "status", "agent", "requested_by", "run", "started_at", "duration")
+class ToolExecutionAdmin(ToolByTitleMixin, ReadOnlyAdminMixin, OrganizationScopedAdmin):
+    list_display = ("tool", "status", "agent", "requested_by", "run", "started_at", "duration")
     list_select_related = ("run", "run__agent", "run__user")
     list_filter = (
         "status",
@@ -171,14 +181,14 @@ class AuditReaderScopedAdmin(ReadOnlyAdminMixin, OrganizationScopedAdmin):
 
 
 @admin.register(ConnectorCallLog)
-class ConnectorCallLogAdmin(AuditReaderScopedAdmin):
+class ConnectorCallLogAdmin(ToolByTitleMixin, AuditReaderScopedAdmin):
     """The append-only log of connector calls written by the ``audit_log`` hook: nobody adds,
     changes or deletes a row; staff see the rows of the organisations where they are an operator,
     an admin or an auditor."""
 
     list_display = (
         "created_at",
-        "tool_name",
+        "tool",
         "outcome",
         "blocked_by",
         "organization",
@@ -210,12 +220,12 @@ class ConnectorCallLogAdmin(AuditReaderScopedAdmin):
 
 
 @admin.register(ShadowDecision)
-class ShadowDecisionAdmin(AuditReaderScopedAdmin):
+class ShadowDecisionAdmin(ToolByTitleMixin, AuditReaderScopedAdmin):
     """What hooks in shadow mode would have done (``hooks.shadow``): one append-only row per
     decision that would have changed a call; the calls went on as if the hooks were absent. Each
     hook's row on its agent's (or organisation's) page counts them and links here."""
 
-    list_display = ("created_at", "hook", "decision", "tool_name", "point", "source", "agent", "run")
+    list_display = ("created_at", "hook", "decision", "tool", "point", "source", "agent", "run")
     list_select_related = ("organization", "agent", "run")
     list_filter = (
         "decision",

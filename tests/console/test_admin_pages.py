@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.contrib import admin
 
@@ -16,6 +18,7 @@ from agents.models import (
     ShadowDecision,
     ToolExecution,
 )
+from agents.tools.base import readable_tool_name
 from tenancy.models import Invitation, Organization
 from tests.admin_kit import logged_in, page_text, url
 
@@ -86,3 +89,14 @@ def test_the_connector_page_shows_each_actions_tool_name(superuser, world) -> No
 
 def test_connector_actions_are_only_edited_inline(world) -> None:
     assert ConnectorAction not in admin.site._registry
+
+
+def test_the_tool_executions_list_names_each_tool_as_people_read_it(superuser, world) -> None:
+    execution = ToolExecution.objects.get()
+    listing = page_text(logged_in(superuser).get(url(ToolExecution, "changelist")))
+    row = page_text(logged_in(superuser).get(url(ToolExecution, "change", execution.pk)))
+
+    title = readable_tool_name(execution.tool_name)
+    assert re.search(rf'<th class="field-tool"><a [^>]*>{title}</a></th>', listing)
+    assert execution.tool_name not in listing  # the exact name stays on the row's page
+    assert execution.tool_name in row
