@@ -22,7 +22,7 @@ import jwt
 from django.conf import settings
 from django.core.cache import cache
 
-from fimone.egress import EgressRefused, allow_list, check_address
+from fimone.egress import EgressRefused, allow_list, check_address, shared_tls
 
 ENDPOINTS = (
     "authorization_endpoint",
@@ -81,7 +81,9 @@ def _is_loopback(host: str) -> bool:
 def _get_json(url: str) -> dict[str, Any]:
     check_reachable(url)
     try:
-        response = httpx.get(url, timeout=settings.SSO_HTTP_TIMEOUT, follow_redirects=False)
+        response = httpx.get(
+            url, timeout=settings.SSO_HTTP_TIMEOUT, follow_redirects=False, verify=shared_tls()
+        )
     except httpx.HTTPError as exc:
         raise ProviderUnavailable(f"{url} did not answer ({type(exc).__name__})") from None
     if response.status_code != 200:

@@ -6,11 +6,14 @@ organisation ("Globex"). Factories build agents, connectors and actions with san
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import transaction
 
 from agents.models import Agent, Connector, ConnectorAction, HookDeclaration
 from tenancy.models import Membership, Organization, Role
@@ -132,9 +135,8 @@ def with_roles(*users: Any) -> None:
         user.refresh_from_db()
 
 
-@pytest.fixture
-def governed(personas: Personas) -> Personas:
-    """The personas with the permissions of their roles, and a Globex operator (gina)."""
+def make_governed(personas: Personas) -> Personas:
+    """``personas`` with the permissions of their roles, and a Globex operator (gina)."""
     personas.other_operator = make_user("gina", personas.other_org, Role.OPERATOR)  # type: ignore[attr-defined]
     with_roles(
         personas.member,
@@ -146,3 +148,22 @@ def governed(personas: Personas) -> Personas:
         personas.other_operator,  # type: ignore[attr-defined]
     )
     return personas
+
+
+@pytest.fixture
+def governed(personas: Personas) -> Personas:
+    """The personas with the permissions of their roles, and a Globex operator (gina)."""
+    return make_governed(personas)
+
+
+@contextmanager
+def kept_for_the_module(django_db_blocker: Any) -> Iterator[None]:
+    """For a module-scoped fixture: what it makes inside this block is made once and seen by every
+    test of the module, and rolled back after the last. Each test runs in a transaction of its own
+    nested in this one (pytest-django's ``db``: a savepoint, rolled back after the test), so no test
+    sees another's changes. Only for modules without transactional tests, whose flush would empty
+    the database under the open transaction; and the fixture's objects are shared Python objects,
+    so a test that changes one in memory reads it back from the database first."""
+    with django_db_blocker.unblock(), transaction.atomic():
+        yield
+        transaction.set_rollback(True)

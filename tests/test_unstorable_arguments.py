@@ -70,6 +70,7 @@ def test_the_rule_passes_what_every_database_stores() -> None:
     assert unstorable("plain text", name="the message") is None
 
 
+@pytest.mark.once
 def test_the_rule_walks_any_depth_without_recursion() -> None:
     deep: Any = float("nan")
     for _ in range(50_000):

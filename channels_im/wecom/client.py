@@ -19,6 +19,7 @@ import httpx
 
 from approvals.channel_contract import DeliveryError
 from channels_im.wecom.config import WecomSettings
+from fimone.egress import shared_tls
 from fimone.parsers import loads as json_loads
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ def _request(conf: WecomSettings, method: str, path: str, operation: str, **kwar
     """One HTTP call; the JSON object it answered (whatever its errcode)."""
     url = f"{conf.api_base}{path}"
     try:
-        with httpx.Client(timeout=conf.timeout, follow_redirects=False) as client:
+        with httpx.Client(timeout=conf.timeout, follow_redirects=False, verify=shared_tls()) as client:
             response = client.request(method, url, **kwargs)
     except httpx.TimeoutException:
         raise DeliveryError(

@@ -13,11 +13,9 @@ hook error, naming the refusal.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import hmac
 import json
-import ssl
 import time
 from typing import Any, Unpack
 from urllib.parse import urlsplit
@@ -31,12 +29,6 @@ from hooks.kinds.base import Declared, DeclaredHook
 from hooks.kinds.protocol import ProtocolError, event_payload, parse_reply, result_from_reply
 
 SIGNATURE_HEADER = "X-Fimone-Signature"
-
-
-@functools.cache
-def _tls() -> ssl.SSLContext:
-    """One verifying TLS context for every call: building one costs milliseconds."""
-    return httpx.create_ssl_context(trust_env=False)
 
 
 class HttpHookFailed(RuntimeError):
@@ -98,7 +90,9 @@ class HttpHook(DeclaredHook):
                     timeout=self.timeout,
                     follow_redirects=False,
                     trust_env=False,
-                    transport=egress.async_transport(verify=_tls(), trust_env=False),
+                    transport=egress.async_transport(
+                        verify=egress.shared_tls(trust_env=False), trust_env=False
+                    ),
                 ) as client,
                 client.stream("POST", self.url, content=body, headers=headers) as response,
             ):

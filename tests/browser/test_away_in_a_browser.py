@@ -31,6 +31,9 @@ def test_april_goes_away_fiona_decides_in_her_place_and_april_comes_back(
     # Payments are april's alone here, so that what fiona sees is only what she stands in for.
     policy = ApproverPolicy.objects.get(organization__name=DEMO_ORGANIZATION, agent=None)
     policy.allow_org_approvers = False
+    # The payment is still waiting when the test ends: suspended at once, no run holds the server's
+    # loop for the inline wait after the last look.
+    policy.inline_wait_seconds = 0
     policy.save()
     policy.named_users.set(get_user_model().objects.filter(username="april"))
     april, alice, fiona = (new_page(browser, viewport) for _ in range(3))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
 from playwright.sync_api import Page, expect
 
 from approvals.models import ConfirmationRequest, ConfirmationStatus
@@ -108,6 +110,23 @@ def test_an_approver_filters_the_inbox_down_to_one_request_and_decides_it_on_its
     request.refresh_from_db()
     assert request.reason == "month-end run" and resumes.run_ids == [request.run_id]
     assert hostile.pk != request.pk
+
+
+def test_all_shown_ticked_before_the_page_script_ran_still_selects_every_card(
+    live_server, personas, resumes, pending, page
+) -> None:
+    # The batch bar's script is deferred: on a slow line a reader may tick "All shown" first.
+    page.route(re.compile(r".*/inbox_batch[^/]*\.js$"), lambda route: route.abort())
+    sign_in(page, live_server.url, "april")
+    expect(page.locator(".inbox-card")).to_have_count(2)
+    page.get_by_label("All shown").check()
+    page.add_script_tag(
+        content=(Path(settings.BASE_DIR) / "approvals/static/approvals/inbox_batch.js").read_text()
+    )
+
+    expect(page.locator("#batch-count")).to_have_text("2 selected")
+    expect(page.get_by_label("All shown")).to_be_checked()
+    expect(page.get_by_role("button", name="Reject selected")).to_be_enabled()
 
 
 def test_an_approver_rejects_every_request_shown_in_one_go(

@@ -8,6 +8,8 @@ import pytest
 from fimone.audit_chain import chain_keys, current_key
 from tests.fimone.test_settings import start_django
 
+pytestmark = pytest.mark.once  # subprocesses and pure code: one stack is enough (pyproject.toml)
+
 PRODUCTION = {
     "FIMONE_ENV": "production",
     "SECRET_KEY": "x" * 50,

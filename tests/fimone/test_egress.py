@@ -196,6 +196,7 @@ def test_a_bad_egress_allow_fails_loudly_naming_the_variable(value: str) -> None
         env_host_list("EGRESS_ALLOW", [], environ={"EGRESS_ALLOW": f"payments.internal, {value}"})
 
 
+@pytest.mark.once
 def test_development_allows_loopback_by_default_and_production_nothing() -> None:
     show = "import django; django.setup(); from django.conf import settings; print(settings.EGRESS_ALLOW)"
     development = start_django(show)
@@ -386,3 +387,17 @@ async def test_the_platforms_own_model_endpoint_is_the_deployments_and_not_check
         await platform.complete(messages=[{"role": "user", "content": "hi"}], tools=[])
 
     assert [seen["path"] for seen in service.seen] == ["/v1/chat/completions"]
+
+
+def test_every_outbound_call_verifies_with_the_one_tls_context_of_the_process() -> None:
+    """A connector, model or MCP call builds its transport per call; the CA bundle is read once."""
+    import ssl
+
+    import httpx2
+
+    first, second = egress.async_transport(), egress.async_transport()
+    context = first._pool._ssl_context
+    assert context is second._pool._ssl_context is egress.shared_tls()
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert egress.async_transport(http=httpx2)._pool._ssl_context is egress.shared_tls(httpx2)
+    assert egress.shared_tls(httpx2) is not context

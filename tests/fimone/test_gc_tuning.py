@@ -8,6 +8,8 @@ import pytest
 
 from tests.fimone.test_settings import start_django
 
+pytestmark = pytest.mark.once  # subprocesses and pure code: one stack is enough (pyproject.toml)
+
 PROBE = "import gc, {module}; {load}print(gc.get_threshold()[0], gc.get_freeze_count())"
 
 

@@ -18,6 +18,8 @@ from django.test import Client
 
 from fimone import middleware
 
+pytestmark = pytest.mark.once  # subprocesses and pure code: one stack is enough (pyproject.toml)
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

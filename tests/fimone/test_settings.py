@@ -31,6 +31,7 @@ def start_django(
     )
 
 
+@pytest.mark.once
 @pytest.mark.parametrize(
     ("env", "variable"),
     [
@@ -61,6 +62,7 @@ def test_the_process_refuses_to_start_with_one_line_naming_the_variable(env: dic
     assert variable in lines[0] and "Traceback" not in proc.stderr
 
 
+@pytest.mark.once
 def test_production_starts_with_its_required_variables() -> None:
     proc = start_django(
         FIMONE_ENV="production",
@@ -74,6 +76,7 @@ def test_production_starts_with_its_required_variables() -> None:
     assert proc.stdout.strip() == "started"
 
 
+@pytest.mark.once
 def test_the_embedded_default_needs_no_variable_at_all() -> None:
     proc = start_django()
     assert proc.returncode == 0, proc.stderr

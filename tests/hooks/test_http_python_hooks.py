@@ -18,6 +18,8 @@ from hooks import HookContext, HookRegistry
 from hooks.catalog import HookDeclarationError, build_item
 from hooks.kinds.http import SIGNATURE_HEADER
 
+pytestmark = pytest.mark.once  # subprocesses and pure code: one stack is enough (pyproject.toml)
+
 PAY = {"purchase_id": "PO-1001", "amount": 1250.5}
 SECRET = "whsec-correct-horse-battery"
 

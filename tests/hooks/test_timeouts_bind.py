@@ -30,6 +30,8 @@ from hooks.kinds import offloop
 from hooks.kinds.offloop import HookThreads
 from tests.hooks.declared_examples import CANCELLED, RELEASE
 
+pytestmark = pytest.mark.once  # subprocesses and pure code: one stack is enough (pyproject.toml)
+
 PAY = {"purchase_id": "PO-1001", "amount": 1250}
 ON_TIME = 1.0  # a 0.2 s timeout against a 2 s block: well clear of both
 

@@ -16,6 +16,8 @@ import pytest
 
 from tests.oidc_provider.kit import Provider, generate_key, key_id, pkce_challenge
 
+pytestmark = pytest.mark.once  # subprocesses and pure code: one stack is enough (pyproject.toml)
+
 PORTAL = "portal"
 PORTAL_SECRET = "portal-client-secret"
 PORTAL_CALLBACK = "http://127.0.0.1:8000/oidc/callback/"

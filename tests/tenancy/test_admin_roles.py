@@ -8,6 +8,7 @@ role map: a permission added to a role by mistake makes a test fail here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -31,7 +32,16 @@ from tenancy.models import Invitation, Membership, Organization, Role
 from tenancy.roles import GROUP_NAMES, role_groups_sync, user_roles_sync
 from tests.admin_kit import logged_in, page_text, url
 from tests.approvals.kit import recorded_request
-from tests.personas import make_action, make_agent, make_http_connector, make_user, with_roles
+from tests.personas import (
+    kept_for_the_module,
+    make_action,
+    make_agent,
+    make_governed,
+    make_http_connector,
+    make_personas,
+    make_user,
+    with_roles,
+)
 from workflows.models import Workflow, WorkflowRun
 
 VIEW, ADD, CHANGE, DELETE = "view", "add", "change", "delete"
@@ -180,13 +190,29 @@ def call_log_row(org: Any, agent: Any, run: Any, prefix: str) -> ConnectorCallLo
     return ConnectorCallLog.objects.get(run=run, tool_call_id="c1")
 
 
+@pytest.fixture(scope="module")
+def _made_once(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[Any, dict]]:
+    """The governed personas and both estates, made once for the module's ~400 cases (each rolled
+    back on its own: ``kept_for_the_module``)."""
+    with kept_for_the_module(django_db_blocker):
+        p = make_governed(make_personas())
+        yield (
+            p,
+            {
+                "acme": estate_of(p.org, p.operator, p.member, p.approver, "Acme"),
+                "globex": estate_of(p.other_org, p.other_operator, p.stranger, p.stranger, "Globex"),
+            },
+        )
+
+
 @pytest.fixture
-def estates(governed) -> dict[str, dict[type, Any]]:
-    p = governed
-    return {
-        "acme": estate_of(p.org, p.operator, p.member, p.approver, "Acme"),
-        "globex": estate_of(p.other_org, p.other_operator, p.stranger, p.stranger, "Globex"),
-    }
+def governed(_made_once: tuple[Any, dict], db: None) -> Any:
+    return _made_once[0]
+
+
+@pytest.fixture
+def estates(_made_once: tuple[Any, dict], db: None) -> dict[str, dict[type, Any]]:
+    return _made_once[1]
 
 
 def role_user(personas: Any, role: str) -> Any:

@@ -44,5 +44,7 @@
     if (event.target.matches("input[name=request]")) update();
   });
   new MutationObserver(update).observe(cards, { childList: true });
+  // A reader quick enough to tick "All shown" before this script ran (it is deferred) keeps the tick.
+  if (all.checked) boxes().forEach(function (box) { box.checked = true; });
   update();
 })();
