@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import httpx2
 import pytest
 
 from agents.llm.base import LLMError
@@ -391,10 +393,6 @@ async def test_the_platforms_own_model_endpoint_is_the_deployments_and_not_check
 
 def test_every_outbound_call_verifies_with_the_one_tls_context_of_the_process() -> None:
     """A connector, model or MCP call builds its transport per call; the CA bundle is read once."""
-    import ssl
-
-    import httpx2
-
     first, second = egress.async_transport(), egress.async_transport()
     context = first._pool._ssl_context
     assert context is second._pool._ssl_context is egress.shared_tls()
