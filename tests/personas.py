@@ -157,13 +157,22 @@ def governed(personas: Personas) -> Personas:
 
 
 @contextmanager
-def kept_for_the_module(django_db_blocker: Any) -> Iterator[None]:
+def kept_for_the_module(request: pytest.FixtureRequest, django_db_blocker: Any) -> Iterator[None]:
     """For a module-scoped fixture: what it makes inside this block is made once and seen by every
     test of the module, and rolled back after the last. Each test runs in a transaction of its own
     nested in this one (pytest-django's ``db``: a savepoint, rolled back after the test), so no test
     sees another's changes. Only for modules without transactional tests, whose flush would empty
     the database under the open transaction; and the fixture's objects are shared Python objects,
-    so a test that changes one in memory reads it back from the database first."""
+    so a test that changes one in memory reads it back from the database first. A module with a
+    transactional test is refused at once, naming it."""
+    module = request.node.nodeid + "::"
+    for item in request.session.items:
+        marker = item.get_closest_marker("django_db")
+        flushed = "transactional_db" in getattr(item, "fixturenames", ()) or (
+            marker is not None and (marker.kwargs.get("transaction") or marker.args[:1] == (True,))
+        )
+        if item.nodeid.startswith(module) and flushed:
+            pytest.fail(f"{item.nodeid} is transactional: its module cannot keep data for all its tests")
     with django_db_blocker.unblock(), transaction.atomic():
         yield
         transaction.set_rollback(True)

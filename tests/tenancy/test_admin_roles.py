@@ -191,10 +191,12 @@ def call_log_row(org: Any, agent: Any, run: Any, prefix: str) -> ConnectorCallLo
 
 
 @pytest.fixture(scope="module")
-def _made_once(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[Any, dict]]:
+def _made_once(
+    request: pytest.FixtureRequest, django_db_setup: None, django_db_blocker: Any
+) -> Iterator[tuple[Any, dict]]:
     """The governed personas and both estates, made once for the module's ~400 cases (each rolled
     back on its own: ``kept_for_the_module``)."""
-    with kept_for_the_module(django_db_blocker):
+    with kept_for_the_module(request, django_db_blocker):
         p = make_governed(make_personas())
         yield (
             p,
